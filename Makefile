@@ -1,0 +1,45 @@
+# Set-up and checks. Everything runs inside .venv, created on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP_DEMO := $(VENV)/.installed-demo
+STAMP_TEST := $(VENV)/.installed-test
+
+.PHONY: demo test lint typecheck unit eval bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP_DEMO): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e ".[cli,fuzzy,toml]"
+	touch $@
+
+$(STAMP_TEST): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@ $(STAMP_DEMO)
+
+demo: $(STAMP_DEMO)
+	$(BIN)/loopwatch scan examples/
+
+lint: $(STAMP_TEST)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+typecheck: $(STAMP_TEST)
+	$(BIN)/mypy
+
+unit: $(STAMP_TEST)
+	$(BIN)/pytest
+
+test: lint typecheck unit
+
+eval: $(STAMP_DEMO)
+	$(BIN)/python benchmarks/eval_dev.py --preset default
+
+bench: $(STAMP_DEMO)
+	$(BIN)/python benchmarks/bench_guard.py
+	$(BIN)/python benchmarks/bench_scan.py
+
+clean:
+	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache

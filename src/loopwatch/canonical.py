@@ -1,0 +1,117 @@
+"""Canonical JSON of tool arguments: keys sorted at every depth, array order kept, bounded.
+
+Arguments come from models and frameworks: they can be huge, deeply nested, cyclic, binary or not
+JSON at all. :func:`canonical_json` never raises and works in bounded time and memory: strings longer
+than ``MAX_STRING`` are folded to their head, tail, length and a digest of the middle; containers
+deeper than ``MAX_DEPTH`` or with more than ``MAX_NODES`` nodes in total are summarised.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from typing import Any, Final
+
+MAX_STRING: Final = 16_384
+MAX_DEPTH: Final = 24
+MAX_NODES: Final = 5_000
+_FAST_KEYS: Final = 64
+_FOLD_EDGE: Final = 4_096
+_DUMPS = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode
+
+
+def digest(text: str) -> str:
+    """A stable 64-bit hex digest (the same in every process, unlike ``hash``)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def digest_bytes(data: bytes) -> str:
+    """:func:`digest` of raw bytes."""
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+def fold_string(text: str, limit: int = MAX_STRING) -> str:
+    """``text`` if short; otherwise head + length + digest of the middle + tail (bounded)."""
+    if len(text) <= limit:
+        return text
+    middle = text[_FOLD_EDGE:-_FOLD_EDGE]
+    sample = middle[:: max(1, len(middle) // 65_536)]
+    return f"{text[:_FOLD_EDGE]}…[{len(text)} chars #{digest(sample)}]…{text[-_FOLD_EDGE:]}"
+
+
+def _is_flat(args: Mapping[str, Any]) -> bool:
+    """True when ``json`` can encode ``args`` directly, quickly and safely."""
+    if len(args) > _FAST_KEYS:
+        return False
+    for key, value in args.items():
+        if type(key) is not str:
+            return False
+        kind = type(value)
+        if kind is str:
+            if len(value) > MAX_STRING:
+                return False
+        elif kind is float:
+            if not math.isfinite(value):
+                return False
+        elif kind is not int and kind is not bool and value is not None:
+            return False
+    return True
+
+
+def canonical_json(value: Any) -> str:
+    """The canonical JSON text of ``value``; never raises, bounded in time and memory."""
+    if isinstance(value, Mapping) and _is_flat(value):
+        try:
+            return _DUMPS(value)
+        except (TypeError, ValueError):  # surrogates in keys and similar oddities
+            pass
+    budget = [MAX_NODES]
+    return _DUMPS(_safe(value, 0, budget, set()))
+
+
+def _safe(value: Any, depth: int, budget: list[int], seen: set[int]) -> Any:
+    budget[0] -= 1
+    if budget[0] < 0:
+        return "…"
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, str):
+        return fold_string(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+        return f"<bytes {len(raw)} #{hashlib.blake2b(raw, digest_size=8).hexdigest()}>"
+    if depth >= MAX_DEPTH:
+        return "<deep>"
+    if isinstance(value, Mapping) or isinstance(value, (list, tuple)):
+        marker = id(value)
+        if marker in seen:
+            return "<cycle>"
+        seen.add(marker)
+        try:
+            if isinstance(value, Mapping):
+                return {_key(k): _safe(v, depth + 1, budget, seen) for k, v in value.items()}
+            return [_safe(v, depth + 1, budget, seen) for v in value]
+        finally:
+            seen.discard(marker)
+    if isinstance(value, (set, frozenset)):
+        items = sorted((canonical_json(v) for v in list(value)[:1000]))
+        return {"<set>": items}
+    return _repr(value)
+
+
+def _key(key: Any) -> str:
+    if isinstance(key, str):
+        return fold_string(key, 1024)
+    return _repr(key)
+
+
+def _repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # a broken __repr__ must not break the guard
+        text = f"<{type(value).__name__}>"
+    return f"<{type(value).__name__}:{fold_string(text, 200)}>"

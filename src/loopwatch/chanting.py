@@ -1,0 +1,612 @@
+"""Chanting: one assistant message that repeats the same text over and over.
+
+:class:`ChantTracker` is fed a whole message or its streamed deltas and reports a :class:`ChantHit` when
+the message "chants" (Gemini CLI's content loop: a 50-char chunk seen 10 times close together), without
+being fooled by the markdown that made Gemini CLI's detector fire on healthy replies.
+
+How it works (pure, incremental, bounded):
+
+* **Lines are classified** from their first characters: fenced code (```` ``` ```` / ``~~~``) is skipped
+  entirely; table rows, list items, headings, blockquotes, fence lines and divider lines are not chanting
+  content and they restart the prose tracking (Gemini CLI #5144, #5820, #6893). Everything else (prose
+  and blank lines) is *eligible* text.
+* **Checkpoints** on the eligible text: after each sentence end (``.``, ``!``, ``?``, newline) and at
+  least every ``chunk_size // 2`` characters. At a checkpoint the last ``chunk_size`` characters (the
+  chunk) are searched backwards (``str.rfind``, in C) for an earlier copy at most ``max_period`` away.
+  Normal prose almost never has one, so a checkpoint costs one short search.
+* **Exact repetition** (``S S S ...``, any sentence of 10..``max_period`` characters): once the chunk
+  recurs at distance ``d``, the text is checked to be ``d``-periodic back to where the repetition
+  started, and followed forward as it streams. A hit is reported when ``threshold`` copies of the
+  repeated unit have been seen (a trailing-whitespace separator of the last copy may still be missing).
+* **Repetition with gaps**: ``threshold`` occurrences of the chunk, each at most ``max_period`` after the
+  previous one, whose mean distance is at most ``max_mean_distance``. Text that is itself repeated
+  around the two occurrences is not counted in their distance (a long sentence repeated with short
+  varying gaps is close; a phrase scattered through unrelated text is not). As in Gemini CLI (PR #18975),
+  the texts between consecutive occurrences must take at most ``threshold // 2`` distinct values
+  (whitespace-normalized): a list of names sharing a long prefix has all-distinct gaps and is not a chant.
+* **Repeated lines**: a line (list item, table row, heading, quote or prose) repeated ``threshold`` times
+  in a row, or a cycle of 2 or 3 lines repeated ``threshold`` times, is a chant even when it is markdown.
+  List markers are ignored when comparing (``1. x``, ``2. x`` repeat). Blank and divider lines between
+  them do not matter.
+* **Guards**: a chunk without a letter or digit (dividers, ``.....``) or whose smallest period is below
+  ``min_distinct_period`` (``aaaa``, ``-=-=``, ``no no no``) never counts.
+
+The result depends only on the concatenated text, never on how it was split into deltas. After a hit the
+tracker is latched: :meth:`ChantTracker.feed` returns None until :meth:`ChantTracker.reset`, and
+:attr:`ChantTracker.hit` keeps the hit. The state is a small JSON document (:meth:`ChantTracker.to_json`):
+the last ``history`` characters of eligible text plus a few integers and line hashes (the raw text is the
+most compact form that still allows the C-speed searches).
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections import Counter
+from dataclasses import asdict, dataclass
+from itertools import pairwise
+from typing import Any
+
+__all__ = ["ChantHit", "ChantTracker"]
+
+# Line kinds.
+_UNDECIDED, _PROSE, _BLANK, _MARKUP, _LIST, _FENCE, _CODE, _DIVIDER = range(8)
+_COUNTED = (_PROSE, _MARKUP, _LIST)  # kinds whose repeated lines the line tracker counts
+_ELIGIBLE = (_PROSE, _BLANK)  # kinds whose text is chanting content
+
+_HEAD_CAP = 256  # a line start undecided after this many chars is decided anyway
+_TEXT_CAP = 120  # reported chunk length
+_MAX_LINE_CYCLE = 3  # the line tracker looks for cycles of 1..3 lines
+_VERSION = 1
+
+_DIVIDER_ONLY = re.compile(r"[\s\-=_*~+#.·•…\u2500-\u257f]*\Z")
+_DIGITS_PREFIX = re.compile(r"\d{1,9}[.)]?\Z")
+_LIST_MARKER = re.compile(r"(?:[-*+•]|\d{1,9}[.)])[ \t]+")
+_HEADING = re.compile(r"#{1,6}[ \t]")
+_SENTENCE_END = re.compile(r"[.!?\n。！？]")
+_BOUNDARY = re.compile(r"[.!?。！？]+\s+|\n\s*")
+_ALNUM = re.compile(r"[^\W_]")
+
+
+@dataclass(frozen=True)
+class ChantHit:
+    """A chant found in the text fed to a :class:`ChantTracker`.
+
+    ``chunk``: the repeated text (stripped, at most 120 chars). ``count``: how many times it was seen
+    when the hit was reported (at least ``threshold``). ``first_offset``: offset, in the text fed since
+    the last reset, of the first character of its first occurrence. ``period``: distance in characters
+    between consecutive repetitions (the length of the repeated sentence or lines, separator included).
+    """
+
+    chunk: str
+    count: int
+    first_offset: int
+    period: int
+
+
+def _classify(head: str, complete: bool, fence: str) -> tuple[int, int]:
+    """Kind of a line from its first characters, and where a list item's text starts.
+
+    ``head`` is the line so far (without its newline), ``complete`` says the newline was seen, ``fence``
+    is the open code fence character ("" outside code). ``_UNDECIDED`` asks for more characters.
+    """
+    s = head.lstrip()
+    more = not complete and len(head) < _HEAD_CAP
+    if fence:
+        if s.startswith(fence * 3):
+            return _FENCE, 0
+        return (_UNDECIDED if more and (fence * 3).startswith(s) else _CODE), 0
+    if not s:
+        return (_UNDECIDED if more else _BLANK if complete else _PROSE), 0
+    if s.startswith(("```", "~~~")):
+        return _FENCE, 0
+    if s[0] in "|>":
+        return _MARKUP, 0
+    return _classify_rest(head, s, more)
+
+
+def _classify_rest(head: str, s: str, more: bool) -> tuple[int, int]:
+    """:func:`_classify` for a line that is not a fence, table row, quote or blank line."""
+    divider = _DIVIDER_ONLY.match(s) is not None
+    if divider or s in ("`", "``") or _DIGITS_PREFIX.match(s):
+        if more:
+            return _UNDECIDED, 0
+        return (_DIVIDER if divider else _PROSE), 0
+    marker = _LIST_MARKER.match(s)
+    if marker:
+        return _LIST, len(head) - len(s) + marker.end()
+    return (_MARKUP if _HEADING.match(s) else _PROSE), 0
+
+
+def _common_prefix(s: str, i: int, j: int, limit: int) -> int:
+    """Largest ``n <= limit`` with ``s[i:i+n] == s[j:j+n]`` (galloping + binary search on slices)."""
+    if limit <= 0 or s[i : i + limit] == s[j : j + limit]:
+        return max(limit, 0)
+    lo, hi, step = 0, limit, 16
+    while lo + step < hi and s[i + lo : i + lo + step] == s[j + lo : j + lo + step]:
+        lo, step = lo + step, step * 2
+    hi = min(hi, lo + step)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if s[i + lo : i + mid] == s[j + lo : j + mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _common_suffix(s: str, i: int, j: int, limit: int) -> int:
+    """Largest ``n <= limit`` with ``s[i-n:i] == s[j-n:j]`` (both ``i - limit`` and ``j - limit`` >= 0)."""
+    if limit <= 0 or s[i - limit : i] == s[j - limit : j]:
+        return max(limit, 0)
+    lo, hi, step = 0, limit, 16
+    while lo + step < hi and s[i - lo - step : i - lo] == s[j - lo - step : j - lo]:
+        lo, step = lo + step, step * 2
+    hi = min(hi, lo + step)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if s[i - mid : i - lo] == s[j - mid : j - lo]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _trailing_ws(text: str) -> int:
+    return len(text) - len(text.rstrip())
+
+
+def _rotation(unit: str) -> int:
+    """Shift that makes a repeated unit start after a sentence boundary (". I will" -> "I will... .")."""
+    m = _BOUNDARY.search(unit + unit)
+    if m is None or m.start() >= len(unit):
+        return 0
+    return m.end() % len(unit)
+
+
+def _display(text: str) -> tuple[str, int]:
+    """The reported chunk (stripped, capped) and how many leading characters the strip removed."""
+    stripped = text.lstrip()
+    return stripped.rstrip()[:_TEXT_CAP].rstrip(), len(text) - len(stripped)
+
+
+class ChantTracker:
+    """Incremental chanting detector for one message (see the module docstring for the algorithm).
+
+    ``chunk_size``: length of the compared chunk (Gemini CLI: 50). ``threshold``: repetitions needed
+    (Gemini CLI: 10). ``max_mean_distance``: repetitions with gaps must average at most this many
+    characters apart (Gemini CLI: 250). ``min_distinct_period``: a chunk whose smallest period is shorter
+    (a run of one character, a ``-=-=`` divider, ``no no no``) never counts. ``max_period``: longest
+    repeated unit followed (a sentence up to this length repeated ``threshold`` times is found).
+    ``history``: eligible characters kept (at least ``2 * max_period + chunk_size``).
+    """
+
+    __slots__ = (
+        "_buf",
+        "_cand",
+        "_chunk",
+        "_every",
+        "_fence",
+        "_head",
+        "_history",
+        "_hit",
+        "_indent",
+        "_kind",
+        "_lalnum",
+        "_last_cp",
+        "_lcrc",
+        "_lfirst",
+        "_line_start",
+        "_lkeys",
+        "_llen",
+        "_lmatch",
+        "_lstarts",
+        "_ltext",
+        "_ltexts",
+        "_max_mean",
+        "_max_period",
+        "_min_period",
+        "_offset",
+        "_run_len",
+        "_run_origin",
+        "_threshold",
+    )
+
+    def __init__(
+        self,
+        *,
+        chunk_size: int = 50,
+        threshold: int = 10,
+        max_mean_distance: int = 250,
+        min_distinct_period: int = 4,
+        max_period: int = 600,
+        history: int = 5000,
+    ) -> None:
+        _check_params(chunk_size, threshold, max_mean_distance, min_distinct_period, max_period, history)
+        self._chunk = chunk_size
+        self._threshold = threshold
+        self._max_mean = max_mean_distance
+        self._min_period = min_distinct_period
+        self._max_period = max_period
+        self._history = history
+        self._every = max(1, chunk_size // 2)
+        self.reset()
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def hit(self) -> ChantHit | None:
+        """The hit reported since the last reset, if any."""
+        return self._hit
+
+    def reset(self) -> None:
+        """Forget everything fed so far (start of a new message)."""
+        self._hit: ChantHit | None = None
+        self._offset = 0
+        self._clear()
+
+    def feed(self, text: str) -> ChantHit | None:
+        """Add the next piece of the message; return a hit the first time the message chants."""
+        if self._hit is not None or not text:
+            return None
+        pos, n = 0, len(text)
+        while pos < n:
+            nl = text.find("\n", pos)
+            end = n if nl < 0 else nl
+            hit = self._segment(text[pos:end], nl >= 0)
+            if hit is not None:
+                self._offset = 0  # the state after a hit does not depend on how the text was split
+                self._clear()
+                self._hit = hit
+                return hit
+            pos = end + 1
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        """The whole state as a JSON-serialisable dict (bounded: at most ``history`` chars of text)."""
+        return {
+            "v": _VERSION,
+            "params": self._params(),
+            "offset": self._offset,
+            "line": [self._line_start, self._head, self._kind, self._fence, self._indent],
+            "acc": [self._lcrc, self._llen, self._lalnum, self._ltext],
+            "lines": [self._lkeys, self._lstarts, self._ltexts, self._lmatch, self._lfirst],
+            "run": [self._buf, self._run_len, self._run_origin, self._last_cp, self._cand],
+            "hit": None if self._hit is None else asdict(self._hit),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ChantTracker:
+        """Rebuild a tracker from :meth:`to_json` output (raises ValueError on a malformed document)."""
+        try:
+            return _restore(cls, data)
+        except (AttributeError, KeyError, TypeError, IndexError) as exc:
+            raise ValueError(f"invalid ChantTracker state: {exc!r}") from exc
+
+    # ------------------------------------------------------------------ state
+
+    def _params(self) -> dict[str, int]:
+        return {
+            "chunk_size": self._chunk,
+            "threshold": self._threshold,
+            "max_mean_distance": self._max_mean,
+            "min_distinct_period": self._min_period,
+            "max_period": self._max_period,
+            "history": self._history,
+        }
+
+    def _clear(self) -> None:
+        """Drop all tracking state except the offset and the latched hit."""
+        self._line_start = self._offset
+        self._head = ""
+        self._kind = _UNDECIDED
+        self._fence = ""
+        self._indent = 0
+        self._clear_line_acc()
+        self._clear_lines()
+        self._clear_run()
+
+    def _clear_line_acc(self) -> None:
+        self._lcrc, self._llen, self._lalnum, self._ltext = 0, 0, False, ""
+
+    def _clear_lines(self) -> None:
+        self._lkeys: list[int] = []
+        self._lstarts: list[int] = []
+        self._ltexts: list[str] = []
+        self._lmatch = [0] * _MAX_LINE_CYCLE
+        self._lfirst = [0] * _MAX_LINE_CYCLE
+
+    def _clear_run(self) -> None:
+        self._buf = ""
+        self._run_len = 0
+        self._run_origin = 0
+        self._last_cp = self._chunk - self._every
+        self._cand: list[int] | None = None
+
+    # ------------------------------------------------------------------ lines
+
+    def _segment(self, seg: str, complete: bool) -> ChantHit | None:
+        """Process part of one line (``complete``: the line's newline follows ``seg``)."""
+        seg_off = self._offset
+        self._offset += len(seg) + complete
+        content_at = 0
+        if self._kind == _UNDECIDED:
+            head = self._head + seg
+            kind, content_at = _classify(head, complete, self._fence)
+            if kind == _UNDECIDED:
+                self._head = head
+                return None
+            seg, seg_off, self._head = head, self._line_start, ""
+            self._start_line(kind, head)
+        kind = self._kind
+        hit = None
+        if kind in _ELIGIBLE:
+            hit = self._append(seg + "\n" if complete else seg, seg_off)
+        if kind in _COUNTED:
+            self._accumulate(seg, content_at)
+        if hit is None and complete:
+            hit = self._end_line(kind)
+        return hit
+
+    def _start_line(self, kind: int, head: str) -> None:
+        """A line's kind is known: apply fences and resets."""
+        self._kind = kind
+        self._indent = len(head) - len(head.lstrip())
+        if kind == _FENCE:
+            self._fence = "" if self._fence else head.lstrip()[0]
+        if kind not in _ELIGIBLE and kind != _CODE:
+            self._clear_run()
+        if kind in (_FENCE, _CODE):
+            self._clear_lines()
+
+    def _accumulate(self, seg: str, content_at: int) -> None:
+        """Hash a counted line as it streams (list markers excluded)."""
+        body = seg[content_at:]
+        self._lcrc = zlib.crc32(body.encode("utf-8", "surrogatepass"), self._lcrc)
+        self._llen += len(body)
+        if not self._lalnum:
+            self._lalnum = _ALNUM.search(seg) is not None
+        if len(self._ltext) < _TEXT_CAP:
+            start = self._indent if not self._ltext else 0
+            self._ltext += seg[start : start + _TEXT_CAP - len(self._ltext)]
+
+    def _end_line(self, kind: int) -> ChantHit | None:
+        """The newline of the current line was seen."""
+        hit = None
+        if kind in _COUNTED and self._lalnum:
+            hit = self._count_line((self._llen << 32) | self._lcrc, self._line_start + self._indent)
+        self._clear_line_acc()
+        self._kind = _UNDECIDED
+        self._line_start = self._offset
+        return hit
+
+    def _count_line(self, key: int, start: int) -> ChantHit | None:
+        """Line tracker: the same line (or cycle of 2-3 lines) ``threshold`` times in a row."""
+        keys, starts, texts = self._lkeys, self._lstarts, self._ltexts
+        for lst, item, cap in ((keys, key, _MAX_LINE_CYCLE + 1), (starts, start, _MAX_LINE_CYCLE + 1)):
+            lst.append(item)
+            del lst[:-cap]
+        texts.append(self._ltext.strip())
+        del texts[:-_MAX_LINE_CYCLE]
+        for k in range(1, _MAX_LINE_CYCLE + 1):
+            if len(keys) <= k or keys[-1] != keys[-1 - k]:
+                self._lmatch[k - 1] = 0
+                continue
+            self._lmatch[k - 1] += 1
+            if self._lmatch[k - 1] == 1:
+                self._lfirst[k - 1] = starts[-1 - k]
+            if self._lmatch[k - 1] >= (self._threshold - 1) * k:
+                return self._line_hit(k)
+        return None
+
+    def _line_hit(self, k: int) -> ChantHit:
+        text = " / ".join(self._ltexts[-k:])[:_TEXT_CAP].rstrip()
+        period = self._lstarts[-1] - self._lstarts[-1 - k]
+        return ChantHit(text, self._lmatch[k - 1] // k + 1, self._lfirst[k - 1], period)
+
+    # ------------------------------------------------------------------ eligible text
+
+    def _append(self, piece: str, piece_off: int) -> ChantHit | None:
+        """Add eligible text and run the checkpoints it completes."""
+        if self._run_len == 0:
+            self._run_origin = piece_off
+        r0 = self._run_len
+        self._buf += piece
+        self._run_len += len(piece)
+        hit = self._scan(piece, r0)
+        if len(self._buf) > self._history:
+            self._buf = self._buf[-self._history :]
+        return hit
+
+    def _scan(self, piece: str, r0: int) -> ChantHit | None:
+        for c in self._checkpoints(piece, r0):
+            hit = self._advance(c) or self._check(c)
+            if hit is not None:
+                return hit
+        return self._advance(self._run_len)
+
+    def _checkpoints(self, piece: str, r0: int) -> list[int]:
+        """Run positions in ``(r0, run_len]`` to check: sentence ends, and at least every ``_every``."""
+        every, size, r1 = self._every, self._chunk, self._run_len
+        last, out = self._last_cp, []
+        ends = [r0 + m.end() for m in _SENTENCE_END.finditer(piece)]
+        ends.append(r1 + 1)
+        for p in ends:
+            nxt = last + every
+            while nxt < p and nxt <= r1:
+                out.append(nxt)
+                last, nxt = nxt, nxt + every
+            if size <= p <= r1:
+                out.append(p)
+                last = p
+        self._last_cp = last
+        return out
+
+    def _advance(self, x: int) -> ChantHit | None:
+        """Follow the exact repetition being tracked up to run position ``x``."""
+        if self._cand is None or self._cand[2] >= x:
+            return None
+        start, d, end, w = self._cand
+        base = self._run_len - len(self._buf)
+        good = end + _common_prefix(self._buf, end - d - base, end - base, x - end)
+        fire = start + self._threshold * d - w
+        if fire <= good:
+            return self._periodic_hit(start, d, w, fire)
+        self._cand = [start, d, x, w] if good == x else None
+        return None
+
+    def _check(self, c: int) -> ChantHit | None:
+        """Checkpoint at run position ``c``: does the chunk ending here recur close before?"""
+        buf, size = self._buf, self._chunk
+        base = self._run_len - len(buf)
+        bi = c - base
+        s0, lo = bi - size, max(0, bi - self._history)
+        chunk = buf[s0:bi]
+        s1 = buf.rfind(chunk, max(lo, s0 - self._max_period), bi - 1)
+        if s1 < 0 or not self._chunk_ok(chunk, s0 - s1):
+            return None
+        if self._cand is None:
+            hit = self._start_periodic(bi, s0 - s1, lo, base)
+            if hit is not None:
+                return hit
+        return self._check_chain(chunk, [s0, s1], lo, base)
+
+    def _chunk_ok(self, chunk: str, d: int) -> bool:
+        """Guards: the chunk has a letter or digit and no period shorter than ``min_distinct_period``."""
+        if d < self._min_period or _ALNUM.search(chunk) is None:
+            return False
+        return all(chunk[q:] != chunk[:-q] for q in range(1, self._min_period))
+
+    # ------------------------------------------------------------------ exact repetition
+
+    def _start_periodic(self, bi: int, d: int, lo: int, base: int) -> ChantHit | None:
+        """The text is ``d``-periodic before buffer index ``bi``: measure how far back, then follow it."""
+        buf = self._buf
+        start = bi - d - _common_suffix(buf, bi, bi - d, bi - d - lo)
+        w = _trailing_ws(buf[start : start + d])
+        if (bi - start + w) // d >= self._threshold:
+            return self._periodic_hit(start + base, d, w, bi + base)
+        self._cand = [start + base, d, bi + base, w]
+        return None
+
+    def _periodic_hit(self, start: int, d: int, w: int, pos: int) -> ChantHit:
+        """Hit for the ``d``-periodic text from run position ``start`` to ``pos``."""
+        base = self._run_len - len(self._buf)
+        u = start + max((pos - start) // d - 1, 0) * d - base  # a whole copy in the buffer
+        return self._report(self._buf[u : u + d], start, (pos - start + w) // d, d, True)
+
+    def _report(self, unit: str, start: int, count: int, period: int, rotate: bool) -> ChantHit:
+        """Hit for ``unit`` first seen at run position ``start``; ``rotate`` when it is a whole period."""
+        rot = _rotation(unit) if rotate else 0
+        text, lead = _display((unit + unit)[rot : rot + len(unit)] if rot else unit)
+        return ChantHit(text, count, self._run_origin + start + rot + lead, period)
+
+    # ------------------------------------------------------------------ repetition with gaps
+
+    def _check_chain(self, chunk: str, occ: list[int], lo: int, base: int) -> ChantHit | None:
+        """``threshold`` occurrences of ``chunk`` (newest first in ``occ``), close and mostly alike."""
+        buf, size = self._buf, self._chunk
+        while len(occ) < self._threshold:
+            s = occ[-1]
+            prev = buf.rfind(chunk, max(lo, s - self._max_period), s + size - 1)
+            if prev < 0:
+                return None
+            occ.append(prev)
+        gaps = {" ".join(buf[b:a].split()) for a, b in pairwise(occ)}
+        if len(gaps) > self._threshold // 2:
+            return None
+        if self._mean_distance(occ, lo) > self._max_mean:
+            return None
+        return self._chain_hit(occ, lo, base)
+
+    def _extent(self, older: int, newer: int, lo: int, bi: int) -> tuple[int, int]:
+        """How far the match of the chunks at ``older`` and ``newer`` extends left and right."""
+        size, d = self._chunk, newer - older
+        room = max(0, d - size)
+        left = _common_suffix(self._buf, older, newer, min(room, older - lo))
+        right_room = min(room - left, bi - newer - size)
+        right = _common_prefix(self._buf, older + size, newer + size, right_room)
+        return left, right
+
+    def _mean_distance(self, occ: list[int], lo: int) -> float:
+        """Mean distance between consecutive occurrences, not counting text repeated around them."""
+        bi = occ[0] + self._chunk
+        total = 0
+        for newer, older in pairwise(occ):
+            left, right = self._extent(older, newer, lo, bi)
+            total += newer - older - left - right
+        return total / (len(occ) - 1)
+
+    def _chain_hit(self, occ: list[int], lo: int, base: int) -> ChantHit:
+        dists = Counter(a - b for a, b in pairwise(occ))
+        period = min(dists, key=lambda d: (-dists[d], d))
+        left, right = self._extent(occ[-1], occ[-2], lo, occ[0] + self._chunk)
+        start, first_gap = occ[-1] - left, occ[-2] - occ[-1]
+        extent = self._buf[start : occ[-1] + self._chunk + right]
+        whole = len(extent) >= first_gap
+        unit = extent[:first_gap] if whole else extent
+        return self._report(unit, start + base, len(occ), period, whole)
+
+
+def _check_params(chunk: int, threshold: int, mean: int, min_period: int, period: int, history: int) -> None:
+    if chunk < 1 or threshold < 2 or mean < 1 or min_period < 1:
+        raise ValueError("chunk_size, max_mean_distance and min_distinct_period must be >= 1, threshold >= 2")
+    if period < chunk:
+        raise ValueError("max_period must be >= chunk_size")
+    if history < 2 * period + chunk:
+        raise ValueError("history must be >= 2 * max_period + chunk_size")
+
+
+def _restore(cls: type[ChantTracker], data: dict[str, Any]) -> ChantTracker:
+    if data.get("v") != _VERSION:
+        raise ValueError(f"unsupported ChantTracker state version: {data.get('v')!r}")
+    params = {k: _int(v) for k, v in data["params"].items()}
+    tracker = cls(**params)
+    tracker._offset = _int(data["offset"])
+    line, acc, lines, run = data["line"], data["acc"], data["lines"], data["run"]
+    tracker._line_start, tracker._kind, tracker._indent = _int(line[0]), _int(line[2]), _int(line[4])
+    tracker._head, tracker._fence = _str(line[1]), _str(line[3])
+    tracker._lcrc, tracker._llen, tracker._lalnum = _int(acc[0]), _int(acc[1]), bool(acc[2])
+    tracker._ltext = _str(acc[3])
+    tracker._lkeys, tracker._lstarts = _ints(lines[0]), _ints(lines[1])
+    tracker._ltexts = [_str(t) for t in lines[2]]
+    tracker._lmatch, tracker._lfirst = _ints(lines[3]), _ints(lines[4])
+    tracker._buf, tracker._run_len, tracker._run_origin = _str(run[0]), _int(run[1]), _int(run[2])
+    tracker._last_cp, tracker._cand = _int(run[3]), None if run[4] is None else _ints(run[4])
+    hit = data["hit"]
+    tracker._hit = None if hit is None else ChantHit(_str(hit["chunk"]), *(_ints(hit[k] for k in _HIT)))
+    _validate(tracker)
+    return tracker
+
+
+_HIT = ("count", "first_offset", "period")
+
+
+def _int(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"expected an int, got {value!r}")
+    return value
+
+
+def _ints(values: Any) -> list[int]:
+    return [_int(v) for v in values]
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a str, got {value!r}")
+    return value
+
+
+def _validate(t: ChantTracker) -> None:
+    """Reject restored states that would make the tracker index outside its buffers."""
+    ok = (
+        _UNDECIDED <= t._kind <= _DIVIDER
+        and t._fence in ("", "`", "~")
+        and len(t._buf) <= min(t._history, t._run_len)
+        and len(t._lmatch) == len(t._lfirst) == _MAX_LINE_CYCLE
+        and len(t._lkeys) == len(t._lstarts)
+        and (t._cand is None or len(t._cand) == 4)
+    )
+    if not ok:
+        raise ValueError("invalid ChantTracker state: inconsistent fields")

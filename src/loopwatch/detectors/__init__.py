@@ -1,0 +1,51 @@
+"""Loop detectors. Each is a small class with a public factory and a readable ``repr``."""
+
+from .base import Detector, Finding, Step
+from .cycle import CycleDetector, cycle
+from .failures import (
+    ErrorRetryDetector,
+    FailureStreakDetector,
+    TestFixDetector,
+    error_retry,
+    failure_streak,
+    test_fix_cycle,
+)
+from .fuzzy import BehavioralDetector, DoomLoopDetector, behavioral, doom_loop
+from .repeat import RepeatDetector, repeat
+from .swarm import SwarmDetector, swarm
+from .text import (
+    ChantingDetector,
+    MonologueDetector,
+    SimilarTextDetector,
+    chanting,
+    monologue,
+    similar_text,
+)
+
+__all__ = [
+    "BehavioralDetector",
+    "ChantingDetector",
+    "CycleDetector",
+    "Detector",
+    "DoomLoopDetector",
+    "ErrorRetryDetector",
+    "FailureStreakDetector",
+    "Finding",
+    "MonologueDetector",
+    "RepeatDetector",
+    "SimilarTextDetector",
+    "Step",
+    "SwarmDetector",
+    "TestFixDetector",
+    "behavioral",
+    "chanting",
+    "cycle",
+    "doom_loop",
+    "error_retry",
+    "failure_streak",
+    "monologue",
+    "repeat",
+    "similar_text",
+    "swarm",
+    "test_fix_cycle",
+]

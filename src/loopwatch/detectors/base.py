@@ -1,0 +1,107 @@
+"""What every detector sees (:class:`Step`) and reports (:class:`Finding`).
+
+Detectors are pure: ``observe(state, step)`` reads one step, updates the detector's own JSON-able state
+(plain dicts and lists, so sessions can be snapshotted and restored anywhere) and may report a finding.
+They never read a clock, a file or the network, and never import their driver.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from ..events import Event
+
+StepKind = Literal["call", "result", "message", "delta", "usage", "reset"]
+State = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Step:
+    """One event with the features detectors share, computed once by the engine."""
+
+    index: int
+    kind: StepKind
+    event: Event
+    worker: str | None = None
+    # tool calls (and, for results, the call they answer)
+    tool: str | None = None
+    tool_key: str | None = None
+    args: Mapping[str, Any] | None = None
+    canonical: str | None = None
+    call_fp: str | None = None
+    call_index: int | None = None
+    # tool results
+    output: str | None = None
+    outcome_fp: str | None = None
+    failed: bool = False
+    error_sig: str | None = None
+    # messages
+    role: str | None = None
+    text: str | None = None
+    # per-step cache for features only some detectors need (loose/primary fingerprints...)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A detector's report: a loop of ``pattern`` seen ``count`` times (in its own unit)."""
+
+    pattern: str
+    count: int
+    key: str
+    loop_start: int | None
+    reason: str
+    indices: tuple[int, ...] = ()
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    blockable: bool = False
+    """True when the finding is about the tool call of this very step (so the call can be refused)."""
+
+
+class Detector(ABC):
+    """A loop rule. Subclasses hold thresholds only; per-session data lives in the state they create."""
+
+    name: ClassVar[str] = "detector"
+    patterns: ClassVar[tuple[str, ...]] = ()
+    reset_on_user: bool = True
+
+    @abstractmethod
+    def new_state(self) -> State:
+        """A fresh, JSON-serialisable state for one session."""
+
+    @abstractmethod
+    def observe(self, state: State, step: Step) -> Finding | None:
+        """Update ``state`` with ``step`` and report a finding, if any."""
+
+    def dump_state(self, state: State) -> dict[str, Any]:
+        """The JSON form of ``state`` (states are plain JSON data unless a detector says otherwise)."""
+        return state
+
+    def load_state(self, data: dict[str, Any]) -> State:
+        """The state from its JSON form; raises ``KeyError``/``TypeError``/``ValueError`` when malformed."""
+        fresh = self.new_state()
+        if set(data) != set(fresh):
+            raise ValueError(f"{self.name}: state keys {sorted(data)} != {sorted(fresh)}")
+        return data
+
+    def _params(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
+        return f"{type(self).__name__}({params})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self._params() == other._params()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, repr(self)))
+
+
+def push(items: list[Any], item: Any, limit: int) -> None:
+    """Append ``item`` keeping at most ``limit`` items (oldest dropped)."""
+    items.append(item)
+    if len(items) > limit:
+        del items[: len(items) - limit]

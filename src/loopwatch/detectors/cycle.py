@@ -1,0 +1,96 @@
+"""Repeated units of tool calls: A,A,A / A,B,A,B / A,B,C,A,B,C ... in O(K) work per call."""
+
+from __future__ import annotations
+
+from ..fingerprint import preview
+from .base import Detector, Finding, State, Step, push
+
+
+class CycleDetector(Detector):
+    """Cycles of period ``min_period``..``max_period``, with the number of unit repetitions as count.
+
+    For each period p a counter holds how many consecutive calls equalled the call p positions earlier;
+    ``reps = 1 + matched // p`` full units. Only the smallest period explaining the tail is reported, and
+    units made of one call repeated are left to the repeat detector unless ``min_period`` is 1.
+    ``result_aware``: a result that differs from the result p calls earlier breaks period p (progress).
+    A period is reported once two full units are seen; with ``min_period=1, max_period=3,
+    result_aware=False`` this is exactly seed 001: a 1-call cycle as soon as a call equals the previous one,
+    a 2-call cycle when the last two calls equal the two before, a 3-call cycle when the last three equal
+    the three before.
+    """
+
+    name = "cycle"
+    patterns = ("cycle",)
+
+    def __init__(
+        self, *, max_period: int = 6, min_period: int = 2, result_aware: bool = True
+    ) -> None:
+        if not 1 <= min_period <= max_period:
+            raise ValueError("cycle periods must satisfy 1 <= min_period <= max_period")
+        self.max_period = max_period
+        self.min_period = min_period
+        self.result_aware = result_aware
+
+    def new_state(self) -> State:
+        size = 2 * self.max_period
+        return {"fps": [], "idx": [], "tools": [], "outs": [], "match": [0] * (self.max_period + 1), "n": size}
+
+    def observe(self, state: State, step: Step) -> Finding | None:
+        if step.kind == "call":
+            return self._call(state, step)
+        if step.kind == "result" and self.result_aware and state["idx"] and step.call_index == state["idx"][-1]:
+            self._result(state, step)
+        return None
+
+    def _call(self, state: State, step: Step) -> Finding | None:
+        fps, match = state["fps"], state["match"]
+        for p in range(1, self.max_period + 1):
+            match[p] = match[p] + 1 if len(fps) >= p and fps[-p] == step.call_fp else 0
+        limit = state["n"]
+        push(fps, step.call_fp, limit)
+        push(state["idx"], step.index, limit)
+        push(state["tools"], f"{step.tool}({preview(step.args or {}, 80)})", limit)
+        push(state["outs"], None, limit)
+        period = self._period(match)
+        if period is None:
+            return None
+        reps = 1 + match[period] // period
+        return self._finding(state, step, period, reps)
+
+    def _period(self, match: list[int]) -> int | None:
+        for p in range(self.min_period, self.max_period + 1):
+            if match[p] < p:
+                continue  # not even two full units yet
+            if p > 1 and any(match[d] >= match[p] for d in range(1, p) if p % d == 0):
+                continue  # a shorter period explains the same tail
+            return p
+        return None
+
+    def _result(self, state: State, step: Step) -> None:
+        outs, match = state["outs"], state["match"]
+        outs[-1] = step.outcome_fp
+        for p in range(1, self.max_period + 1):
+            if match[p] and len(outs) > p and outs[-1 - p] is not None and outs[-1 - p] != step.outcome_fp:
+                match[p] = 0
+
+    def _finding(self, state: State, step: Step, period: int, reps: int) -> Finding:
+        span = min(len(state["idx"]), state["match"][period] + period)
+        indices = tuple(state["idx"][-span:])
+        unit = state["tools"][-period:]
+        listing = "\n".join(f"  {i}. {call}" for i, call in enumerate(unit, 1))
+        key = "cycle:" + ",".join(sorted(state["fps"][-period:]))
+        return Finding(
+            pattern="cycle",
+            count=reps,
+            key=key,
+            loop_start=indices[0] if indices else None,
+            reason=f"the same {period}-call sequence repeated {reps} times",
+            indices=indices,
+            facts={"period": period, "calls": listing, "tool": step.tool, "call": unit[-1]},
+            blockable=True,
+        )
+
+
+def cycle(*, max_period: int = 6, min_period: int = 2, result_aware: bool = True) -> CycleDetector:
+    """The cycle detector (see :class:`CycleDetector`)."""
+    return CycleDetector(max_period=max_period, min_period=min_period, result_aware=result_aware)

@@ -1,0 +1,98 @@
+"""Consecutive repeats of the same call, judged by their outcomes."""
+
+from __future__ import annotations
+
+from ..fingerprint import loose_fingerprint, preview
+from .base import Detector, Finding, State, Step, push
+
+_INDICES = 8
+
+
+def loose_fp(step: Step) -> str:
+    """The step's call fingerprint with digits ignored (cached on the step)."""
+    cached = step.extra.get("loose")
+    if cached is None:
+        cached = loose_fingerprint(step.tool or "", step.canonical or "")
+        step.extra["loose"] = cached
+    return str(cached)
+
+
+class RepeatDetector(Detector):
+    """The same call again and again, result-aware.
+
+    Consecutive identical calls (same fingerprint) count as no progress while their outcomes stay the
+    same or are missing: ``repeat`` is reported with the length of that run. When the outcome changes the
+    run restarts at the call that produced the new outcome (progress), and the calls are counted as
+    ``polling``, reported separately (and nudged at a much higher count by the default ladder).
+    With ``loose=True`` calls whose arguments differ only in digits (the same block pasted at other line
+    numbers) and carry at least ``loose_min_chars`` characters of payload count as the same call.
+    """
+
+    name = "repeat"
+    patterns = ("repeat", "polling")
+
+    def __init__(self, *, result_aware: bool = True, loose: bool = True, loose_min_chars: int = 48) -> None:
+        self.result_aware = result_aware
+        self.loose = loose
+        self.loose_min_chars = loose_min_chars
+
+    def new_state(self) -> State:
+        return {"fp": None, "loose": None, "n": 0, "total": 0, "start": None, "out": None, "idx": [], "last": -1}
+
+    def observe(self, state: State, step: Step) -> Finding | None:
+        if step.kind == "call":
+            return self._call(state, step)
+        if step.kind == "result" and self.result_aware and step.call_index == state["last"]:
+            self._result(state, step)
+        return None
+
+    def _same(self, state: State, step: Step) -> bool:
+        if step.call_fp == state["fp"]:
+            return True
+        if not self.loose or state["loose"] is None or len(step.canonical or "") < self.loose_min_chars:
+            return False
+        return loose_fp(step) == state["loose"]
+
+    def _call(self, state: State, step: Step) -> Finding | None:
+        if self._same(state, step):
+            state["n"] += 1
+            state["total"] += 1
+        else:
+            state.update(fp=step.call_fp, n=1, total=1, start=step.index, out=None, idx=[])
+            state["loose"] = loose_fp(step) if self.loose else None
+        state["last"] = step.index
+        push(state["idx"], step.index, _INDICES)
+        if state["n"] >= 2:
+            return self._finding(state, step, "repeat", state["n"], state["start"])
+        if state["total"] >= 2:
+            first = state["idx"][0]
+            return self._finding(state, step, "polling", state["total"], first)
+        return None
+
+    def _result(self, state: State, step: Step) -> None:
+        if state["out"] is None:
+            state["out"] = step.outcome_fp
+        elif step.outcome_fp != state["out"]:
+            state.update(out=step.outcome_fp, n=1, start=step.call_index)
+
+    def _finding(self, state: State, step: Step, pattern: str, count: int, start: int | None) -> Finding:
+        call = f"{step.tool}({preview(step.args or {}, 120)})"
+        if pattern == "repeat":
+            reason = f"{step.tool} called {count} times in a row with the same arguments and no new result"
+        else:
+            reason = f"{step.tool} polled {count} times in a row; its result keeps changing"
+        return Finding(
+            pattern=pattern,
+            count=count,
+            key=f"{pattern}:{state['fp']}",
+            loop_start=start,
+            reason=reason,
+            indices=tuple(state["idx"]),
+            facts={"tool": step.tool, "call": call, "fingerprint": state["fp"]},
+            blockable=True,
+        )
+
+
+def repeat(*, result_aware: bool = True, loose: bool = True, loose_min_chars: int = 48) -> RepeatDetector:
+    """The repeat detector (see :class:`RepeatDetector`)."""
+    return RepeatDetector(result_aware=result_aware, loose=loose, loose_min_chars=loose_min_chars)

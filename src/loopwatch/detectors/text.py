@@ -1,0 +1,247 @@
+"""Text loops: near-identical replies, a reply that chants, and talking instead of working."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from ..canonical import digest
+from ..chanting import ChantTracker
+from ..fingerprint import preview
+from ..similarity import fuzz_ratio, jaccard_sets
+from .base import Detector, Finding, State, Step, push
+
+Metric = Literal["jaccard", "fuzz"]
+Mode = Literal["consecutive", "any"]
+
+
+def turn_text(step: Step, include_thoughts: bool) -> str | None:
+    """The assistant text a step carries: a message, or the reasoning of a tool call."""
+    if step.kind == "message" and step.role == "assistant":
+        return step.text or ""
+    if include_thoughts and step.kind == "call":
+        return step.text
+    return None
+
+
+class SimilarTextDetector(Detector):
+    """Assistant turns compared with the last ``window`` turns.
+
+    ``metric="jaccard"``: seed 000's word-set overlap; ``metric="fuzz"``: seed 002's fuzzy ratio
+    (rapidfuzz when installed, else an exact pure-Python twin). ``mode="consecutive"``: the count is the
+    number of consecutive turns at or above ``threshold`` (a dissimilar turn resets it; seed 000);
+    ``mode="any"``: every turn at or above it is reported with count 1 (seed 002). The first turn always
+    passes. ``history`` caps what is kept per session; ``max_chars`` clips stored texts (None: whole).
+    """
+
+    name = "similar_text"
+    patterns = ("similar_text",)
+
+    def __init__(
+        self,
+        *,
+        metric: Metric = "jaccard",
+        threshold: float = 0.85,
+        window: int = 5,
+        mode: Mode = "consecutive",
+        history: int = 50,
+        include_thoughts: bool = True,
+        max_chars: int | None = None,
+        min_chars: int = 0,
+    ) -> None:
+        if metric not in ("jaccard", "fuzz"):
+            raise ValueError(f"metric must be 'jaccard' or 'fuzz', got {metric!r}")
+        if mode not in ("consecutive", "any"):
+            raise ValueError(f"mode must be 'consecutive' or 'any', got {mode!r}")
+        self.metric = metric
+        self.threshold = threshold
+        self.window = window
+        self.mode = mode
+        self.history = max(history, window)
+        self.include_thoughts = include_thoughts
+        self.max_chars = max_chars
+        self.min_chars = min_chars
+
+    def new_state(self) -> State:
+        return {"history": [], "consecutive": 0, "start": None, "idx": []}
+
+    def _item(self, text: str) -> Any:
+        if self.max_chars is not None:
+            text = text[: self.max_chars]
+        if self.metric == "fuzz":
+            return text
+        return frozenset(text.lower().split())
+
+    def _similarity(self) -> Callable[[Any, Any], float]:
+        return fuzz_ratio if self.metric == "fuzz" else jaccard_sets
+
+    def observe(self, state: State, step: Step) -> Finding | None:
+        text = turn_text(step, self.include_thoughts)
+        if text is None or len(text.strip()) < self.min_chars:
+            return None
+        item, history = self._item(text), state["history"]
+        if not history:
+            push(history, item, self.history)
+            push(state["idx"], step.index, self.window + 1)
+            return None
+        similarity = self._similarity()
+        best = max(similarity(prev, item) for prev in history[-self.window :])
+        push(history, item, self.history)
+        push(state["idx"], step.index, self.window + 1)
+        if best < self.threshold:
+            state.update(consecutive=0, start=None)
+            return None
+        if state["consecutive"] == 0:
+            state["start"] = state["idx"][-2] if len(state["idx"]) > 1 else step.index
+        state["consecutive"] = state["consecutive"] + 1 if self.mode == "consecutive" else 1
+        count = state["consecutive"]
+        return Finding(
+            pattern="similar_text",
+            count=count,
+            key=f"similar_text:{state['start']}",
+            loop_start=state["start"],
+            reason=f"{count} consecutive similar turns ({best:.0%} similar to a recent turn)",
+            indices=tuple(state["idx"][-(count + 1) :]),
+            facts={"similarity": round(best, 3), "text": preview(text, 160)},
+        )
+
+    def dump_state(self, state: State) -> dict[str, Any]:
+        history = [sorted(h) if isinstance(h, frozenset) else h for h in state["history"]]
+        return {**state, "history": history}
+
+    def load_state(self, data: dict[str, Any]) -> State:
+        state = super().load_state(data)
+        if self.metric == "jaccard":
+            state["history"] = [frozenset(h) for h in state["history"]]
+        return state
+
+
+class ChantingDetector(Detector):
+    """One assistant message (or its stream of ``text_delta`` chunks) repeating the same chunk of text.
+
+    Code blocks, tables, lists, headings and dividers are not counted (see :mod:`loopwatch.chanting`).
+    """
+
+    name = "chanting"
+    patterns = ("chanting",)
+    reset_on_user = False
+
+    def __init__(self, *, chunk_size: int = 50, threshold: int = 10, max_mean_distance: int = 250) -> None:
+        self.chunk_size = chunk_size
+        self.threshold = threshold
+        self.max_mean_distance = max_mean_distance
+
+    def _tracker(self) -> ChantTracker:
+        return ChantTracker(
+            chunk_size=self.chunk_size, threshold=self.threshold, max_mean_distance=self.max_mean_distance
+        )
+
+    def new_state(self) -> State:
+        return {"tracker": None, "start": None, "done": False}
+
+    def observe(self, state: State, step: Step) -> Finding | None:
+        if step.kind == "delta":
+            if state["tracker"] is None:
+                state.update(tracker=self._tracker(), start=step.index, done=False)
+            return None if state["done"] else self._feed(state, step.text or "", step)
+        state.update(tracker=None, start=None, done=False)  # any other event ends a streamed message
+        if step.kind == "message" and step.role == "assistant" and step.text:
+            state.update(tracker=self._tracker(), start=step.index)
+            finding = self._feed(state, step.text, step)
+            state.update(tracker=None, start=None, done=False)
+            return finding
+        return None
+
+    def _feed(self, state: State, text: str, step: Step) -> Finding | None:
+        hit = state["tracker"].feed(text)
+        if hit is None:
+            return None
+        state["done"] = True
+        return Finding(
+            pattern="chanting",
+            count=hit.count,
+            key=f"chanting:{state['start']}",
+            loop_start=state["start"],
+            reason=f"the reply repeats {hit.chunk!r} {hit.count} times",
+            indices=(step.index,),
+            facts={"chunk": hit.chunk, "offset": hit.first_offset},
+        )
+
+    def dump_state(self, state: State) -> dict[str, Any]:
+        tracker = state["tracker"]
+        return {**state, "tracker": tracker.to_json() if tracker is not None else None}
+
+    def load_state(self, data: dict[str, Any]) -> State:
+        state = super().load_state(data)
+        if state["tracker"] is not None:
+            state["tracker"] = ChantTracker.from_json(state["tracker"])
+        return state
+
+
+class MonologueDetector(Detector):
+    """Talking instead of working: consecutive assistant messages with no tool call in between, once
+    tools have been used in the session (seed 003's summary loop), and identical assistant messages.
+
+    ``per_worker=True`` counts each worker's (agent's) messages separately, so a group chat of several
+    agents taking turns is not one agent talking to itself.
+    """
+
+    name = "monologue"
+    patterns = ("monologue", "repeat_message")
+
+    def __init__(self, *, per_worker: bool = True) -> None:
+        self.per_worker = per_worker
+
+    def new_state(self) -> State:
+        return {"tools": False, "n": 0, "start": None, "same": 0, "last": None, "worker": None, "idx": []}
+
+    def observe(self, state: State, step: Step) -> Finding | None:
+        if step.kind == "call":
+            state.update(tools=True, n=0, start=None, same=0, last=None, idx=[])
+            return None
+        if step.kind != "message" or step.role != "assistant":
+            return None
+        if self.per_worker and step.worker != state["worker"]:
+            state.update(n=0, start=None, same=0, last=None, idx=[], worker=step.worker)
+        normalized = digest(" ".join((step.text or "").lower().split()))
+        state["same"] = state["same"] + 1 if normalized == state["last"] else 1
+        state["last"] = normalized
+        state["n"] += 1
+        if state["n"] == 1:
+            state["start"] = step.index
+        push(state["idx"], step.index, 8)
+        if state["same"] >= 2:
+            return self._finding(state, step, "repeat_message", state["same"])
+        if state["tools"] and state["n"] >= 2:
+            return self._finding(state, step, "monologue", state["n"])
+        return None
+
+    def _finding(self, state: State, step: Step, pattern: str, count: int) -> Finding:
+        if pattern == "repeat_message":
+            reason = f"the same assistant message {count} times in a row"
+        else:
+            reason = f"{count} assistant messages in a row without using a tool"
+        return Finding(
+            pattern=pattern,
+            count=count,
+            key=f"{pattern}:{state['start']}",
+            loop_start=state["idx"][-count] if len(state["idx"]) >= count else state["start"],
+            reason=reason,
+            indices=tuple(state["idx"][-count:]),
+            facts={"text": preview(step.text or "", 160)},
+        )
+
+
+def similar_text(**kwargs: Any) -> SimilarTextDetector:
+    """The similar-text detector (see :class:`SimilarTextDetector`)."""
+    return SimilarTextDetector(**kwargs)
+
+
+def chanting(*, chunk_size: int = 50, threshold: int = 10, max_mean_distance: int = 250) -> ChantingDetector:
+    """The chanting detector (see :class:`ChantingDetector`)."""
+    return ChantingDetector(chunk_size=chunk_size, threshold=threshold, max_mean_distance=max_mean_distance)
+
+
+def monologue(*, per_worker: bool = True) -> MonologueDetector:
+    """The monologue / summary-loop detector (see :class:`MonologueDetector`)."""
+    return MonologueDetector(per_worker=per_worker)

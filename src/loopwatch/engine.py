@@ -1,0 +1,283 @@
+"""The pure detection core: events -> steps (fingerprints) -> detectors -> policy -> verdict.
+
+:class:`Engine` holds a :class:`~loopwatch.policy.Policy` and no session data; every call takes the
+session's state (a plain JSON-able dict made by :meth:`Engine.new_session`) and updates it in place. It
+never reads a clock, a file or the network: the guard passes ``now`` and the swarm's shared counts in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from .canonical import canonical_json, digest
+from .detectors.base import Finding, State, Step
+from .errors import StateError
+from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
+from .fingerprint import command_of, error_signature, outcome_fingerprint, preview, project, tool_key
+from .limits import LimitHit, Limits
+from .messages import render
+from .policy import Decision, Policy, decide
+from .verdict import LOOP_DETECTED, SEVERITY, Verdict
+
+STATE_VERSION: Final = 1
+_MAX_IDS: Final = 16
+_FAILURE_TEXT: Final = re.compile(
+    r"Traceback \(most recent call last\)|command not found|No such file or directory|Permission denied|"
+    r"<returncode>[1-9]\d*</returncode>|exitcode: [1-9]\d* \(execution failed\)|^(?:Error|ERROR|error|fatal)[:\s]",
+    re.M,
+)
+
+
+def infer_failure(output: str, is_error: bool | None, exit_code: int | None) -> bool:
+    """Did a tool fail? ``is_error``, else ``exit_code``, else unmistakable failure text at its ends."""
+    if is_error is not None:
+        return is_error
+    if exit_code is not None:
+        return exit_code != 0
+    return bool(_FAILURE_TEXT.search(output[:400]) or (len(output) > 400 and _FAILURE_TEXT.search(output[-400:])))
+
+
+class Engine:
+    """Runs a policy's detectors over one session's events; see the module docstring."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self._detectors = policy.detectors
+        self._reprs = [repr(d) for d in policy.detectors]
+
+    # -- session state ---------------------------------------------------------------------------------
+
+    def new_session(self) -> State:
+        return {
+            "v": STATE_VERSION,
+            "index": 0,
+            "detectors": [d.new_state() for d in self._detectors],
+            "ladders": {},
+            "usage": Limits.new_usage(),
+            "calls": {"last": None, "ids": {}},
+            "warned": [],
+            "stopped": None,
+        }
+
+    def reset(self, session: State, *, limits: bool = False) -> None:
+        """Clear loop state (streaks, ladders, a stop); limits keep counting unless ``limits=True``."""
+        session["detectors"] = [d.new_state() for d in self._detectors]
+        session["ladders"] = {}
+        session["stopped"] = None
+        if limits:
+            session["usage"] = Limits.new_usage()
+            session["warned"] = []
+
+    def _reset_for_user(self, session: State) -> None:
+        states = session["detectors"]
+        for i, detector in enumerate(self._detectors):
+            if detector.reset_on_user:
+                states[i] = detector.new_state()
+        session["ladders"] = {}
+
+    def dump(self, session: State) -> dict[str, Any]:
+        """The JSON form of a session (seed 003's toJSON)."""
+        out = dict(session)
+        out["detectors"] = [d.dump_state(s) for d, s in zip(self._detectors, session["detectors"])]
+        out["policy"] = self.policy.name
+        return out
+
+    def load(self, data: Mapping[str, Any]) -> State:
+        """A session from its JSON form (seed 003's restoreFrom); raises :class:`StateError`."""
+        try:
+            if data.get("v") != STATE_VERSION:
+                raise StateError(f"unsupported state version {data.get('v')!r}")
+            fresh = self.new_session()
+            session = {k: data[k] for k in fresh}
+            states = list(data["detectors"])
+            if len(states) != len(self._detectors):
+                raise StateError("the snapshot was taken with a different set of detectors")
+            session["detectors"] = [d.load_state(dict(s)) for d, s in zip(self._detectors, states)]
+            if not isinstance(session["index"], int) or session["index"] < 0:
+                raise StateError("index must be a non-negative integer")
+            return session
+        except StateError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise StateError(f"not a loopwatch session state: {exc}") from exc
+
+    # -- observing -------------------------------------------------------------------------------------
+
+    def observe(
+        self, session: State, event: Event, *, now: float | None = None, swarm: State | None = None
+    ) -> Verdict:
+        """Judge one event of ``session`` and return the verdict."""
+        index = session["index"]
+        session["index"] = index + 1
+        stopped = session["stopped"]
+        if stopped is not None and not isinstance(event, Reset):
+            return Verdict(**{**stopped, "index": index})
+        step = self._step(session, event, index)
+        if swarm is not None:
+            step.extra["swarm"] = swarm
+        Limits.account(session["usage"], step, now)
+        if step.kind == "reset":
+            self.reset(session)
+            return Verdict(index=index)
+        if step.kind == "message" and step.role == "user" and self.policy.reset_on_user:
+            self._reset_for_user(session)
+        best = self._run_detectors(session, step)
+        best = _stronger(best, self._check_limits(session, index))
+        if best.action == "stop":
+            session["stopped"] = {k: v for k, v in best.to_json().items() if k in _STOP_FIELDS}
+        return best
+
+    def _exempt(self, step: Step) -> bool:
+        settings = self.policy.tool(step.tool) if step.tool else None
+        return settings is not None and settings.exempt
+
+    def _run_detectors(self, session: State, step: Step) -> Verdict:
+        best = Verdict(index=step.index)
+        if step.tool is not None and self._exempt(step):
+            return best
+        states = session["detectors"]
+        for i, detector in enumerate(self._detectors):
+            finding = detector.observe(states[i], step)
+            if finding is None:
+                continue
+            verdict = self._judge(session, step, finding, self._reprs[i])
+            best = _stronger(best, verdict)
+        return best
+
+    def _judge(self, session: State, step: Step, finding: Finding, detector: str) -> Verdict:
+        ladder = self.policy.ladder(finding.pattern, step.tool)
+        if ladder is None:
+            return Verdict(index=step.index)
+        ladder_state = session["ladders"].setdefault(finding.pattern, {})
+        decision = decide(ladder, ladder_state, finding)
+        if decision is None:
+            return Verdict(index=step.index)
+        return self._verdict(step, finding, decision, detector)
+
+    def _verdict(self, step: Step, finding: Finding, decision: Decision, detector: str) -> Verdict:
+        fields = {"count": finding.count, "reason": finding.reason, "tool": step.tool or "", **finding.facts}
+        template = decision.rung.message or self.policy.messages.template(
+            finding.pattern, decision.level, decision.action
+        )
+        status = decision.rung.status or (LOOP_DETECTED if decision.action == "stop" else None)
+        evidence: dict[str, Any] = {"indices": list(finding.indices)}
+        for key in ("fingerprint", "tool", "call", "error", "period", "similarity", "chunk", "workers", "match"):
+            if key in finding.facts:
+                evidence[key] = finding.facts[key]
+        if step.kind == "call" and step.args is not None:
+            evidence["args"] = step.args
+        return Verdict(
+            action=decision.action,
+            index=step.index,
+            pattern=finding.pattern,
+            count=finding.count,
+            level=decision.level,
+            loop_start=finding.loop_start,
+            status=status,
+            message=render(template, fields),
+            reason=render(decision.rung.reason, fields) if decision.rung.reason else finding.reason,
+            detector=detector,
+            evidence=evidence,
+            partial=decision.rung.partial,
+        )
+
+    def _check_limits(self, session: State, index: int) -> Verdict:
+        limits = self.policy.limits
+        if not limits:
+            return Verdict(index=index)
+        hit = limits.check(session["usage"])
+        if hit is None:
+            return Verdict(index=index)
+        if hit.warning:
+            if hit.status in session["warned"]:
+                return Verdict(index=index)
+            session["warned"].append(hit.status)
+        return self._limit_verdict(hit, index)
+
+    def _limit_verdict(self, hit: LimitHit, index: int) -> Verdict:
+        action = "nudge" if hit.warning else "stop"
+        template = self.policy.messages.template("limit", 1 if hit.warning else 2, action)
+        return Verdict(
+            action=action,
+            index=index,
+            pattern="limit",
+            count=int(hit.value) if float(hit.value).is_integer() else 0,
+            level=1 if hit.warning else 2,
+            status=hit.status,
+            message=render(template, {"reason": hit.reason}),
+            reason=hit.reason,
+            detector=repr(next(lim for lim in self.policy.limits if lim.status == hit.status)),
+            evidence={"value": hit.value, "limit": hit.limit},
+        )
+
+    # -- steps -----------------------------------------------------------------------------------------
+
+    def _step(self, session: State, event: Event, index: int) -> Step:
+        if isinstance(event, ToolCall):
+            return self._call_step(session, event, index)
+        if isinstance(event, ToolResult):
+            return self._result_step(session, event, index)
+        if isinstance(event, Message):
+            return Step(index, "message", event, event.worker, role=event.role, text=event.text)
+        if isinstance(event, TextDelta):
+            return Step(index, "delta", event, event.worker, text=event.text)
+        if isinstance(event, Usage):
+            return Step(index, "usage", event, event.worker)
+        if isinstance(event, Reset):
+            return Step(index, "reset", event, event.worker)
+        raise TypeError(f"not a loopwatch event: {type(event).__name__}")
+
+    def _call_step(self, session: State, event: ToolCall, index: int) -> Step:
+        tool, args = event.tool, event.args
+        settings = self.policy.tool(tool)
+        ignore = settings.ignore_keys if settings and settings.ignore_keys else self.policy.ignore_keys
+        keep = settings.keep_keys if settings else None
+        canonical = canonical_json(project(args, ignore_keys=ignore, keep_keys=keep))
+        key = tool_key(tool, args)
+        step = Step(index, "call", event, event.worker, tool=tool, tool_key=key, args=args, text=event.thought)
+        step.canonical = canonical
+        step.call_fp = digest(tool + "\x00" + canonical)
+        step.call_index = index
+        command = command_of(args)
+        record = [index, tool, key, step.call_fp, preview(command, 200) if command else None]
+        calls = session["calls"]
+        calls["last"] = record
+        if event.id is not None:
+            ids = calls["ids"]
+            ids[event.id] = record
+            if len(ids) > _MAX_IDS:
+                del ids[next(iter(ids))]
+        return step
+
+    def _result_step(self, session: State, event: ToolResult, index: int) -> Step:
+        calls = session["calls"]
+        record = calls["ids"].pop(event.id, None) if event.id is not None else None
+        if record is None:
+            last = calls["last"]
+            if last is not None and (event.tool is None or event.tool == last[1]):
+                record = last
+        output = event.output
+        failed = infer_failure(output, event.is_error, event.exit_code)
+        step = Step(index, "result", event, event.worker, output=output, failed=failed)
+        if record is not None:
+            step.call_index, step.tool, step.tool_key, step.call_fp = record[0], record[1], record[2], record[3]
+            step.args = {"command": record[4]} if record[4] else {}
+            calls["last"] = None if record is calls["last"] else calls["last"]
+        else:
+            step.tool = step.tool_key = event.tool
+        step.outcome_fp = outcome_fingerprint(output, event.is_error, event.exit_code)
+        if failed:
+            step.error_sig = error_signature(output)
+        return step
+
+
+_STOP_FIELDS: Final = ("action", "pattern", "count", "level", "loop_start", "status", "message", "reason", "detector", "partial")
+
+
+def _stronger(a: Verdict, b: Verdict) -> Verdict:
+    """The verdict that should win: higher action, then higher level, then higher count."""
+    if (SEVERITY[b.action], b.level, b.count) > (SEVERITY[a.action], a.level, a.count):
+        return b
+    return a

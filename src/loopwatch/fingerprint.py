@@ -1,0 +1,246 @@
+"""Fingerprints: what makes two tool calls "the same call" and two results "the same outcome".
+
+Calls: the tool name plus canonical arguments (keys sorted at every depth, array order kept, call ids
+never included), optionally projected per tool (ignored keys, or only primary keys) and normalised the
+ways the seed documents describe. Outcomes: the output with volatile parts removed, plus ``is_error`` and
+``exit_code``. All functions are pure and bounded in time and memory.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Collection, Mapping
+from typing import Any, Final
+
+from .canonical import canonical_json, digest, digest_bytes, fold_string
+
+# -- calls --------------------------------------------------------------------------------------------
+
+PRIMARY_KEYS: Final = (
+    "path", "file_path", "command", "pattern", "query", "url", "content", "filename", "offset", "limit",
+)  # fmt: skip
+"""Seed 003's primary argument keys: the structural fingerprint keeps only these."""
+
+SHELL_TOOLS: Final = frozenset(
+    {
+        "bash", "shell", "sh", "zsh", "execute", "execute_bash", "execute_command", "exec", "run",
+        "run_command", "run_shell_command", "run_terminal_cmd", "terminal", "cmd", "powershell",
+        "computer_terminal", "code_execution", "python_execute", "local_shell", "container.exec",
+    }
+)  # fmt: skip
+"""Tools that run anything: each program they run is treated as its own tool."""
+
+_COMMAND_KEYS: Final = ("command", "cmd", "script", "code", "input", "commands")
+_SUBCOMMAND_PROGRAMS: Final = frozenset(
+    {
+        "git", "npm", "yarn", "pnpm", "npx", "uv", "poetry", "pipenv", "pip", "pip3", "go", "cargo",
+        "mvn", "gradle", "./gradlew", "./mvnw", "make", "docker", "kubectl", "gh", "python", "python3",
+        "node", "dotnet", "bundle", "rake", "pytest", "conda", "apt", "apt-get", "brew", "java", "javac",
+    }
+)  # fmt: skip
+_PREFIX_WORDS: Final = frozenset({"sudo", "time", "nohup", "env", "exec", "timeout", "nice", "stdbuf"})
+_FILE_READ: Final = re.compile(r"^\s*(cat|head|tail)((?:\s+-{1,2}[\w=-]+(?:\s+\d+)?)*)\s+(\S+)\s*$")
+_ASSIGNMENT: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_SPLIT_CHAIN: Final = re.compile(r"&&|\|\||;|\n")
+_DELETE_DIGITS: Final = str.maketrans("", "", "0123456789")
+
+
+def is_shell_tool(tool: str) -> bool:
+    """True for tools that run arbitrary commands (``bash``, ``shell``, ``execute``...)."""
+    return tool.lower() in SHELL_TOOLS
+
+
+def command_of(args: Mapping[str, Any]) -> str | None:
+    """The command string of a shell-like call, if it has one."""
+    for key in _COMMAND_KEYS:
+        value = args.get(key)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return " ".join(value)
+    return None
+
+
+def program_of(command: str) -> str:
+    """The program a shell command runs, with its subcommand for multi-command programs.
+
+    ``cd repo && python -m pytest -x`` -> ``python:-m pytest``... simplified to ``python:pytest``;
+    ``FOO=1 sudo git status`` -> ``git:status``; ``cat a | grep b`` -> ``cat``.
+    """
+    segments = [s for s in _SPLIT_CHAIN.split(command[:2_000]) if s.strip()]
+    # Skip leading `cd X` / `export X=...` / `source ...` segments: they set up, they are not the work.
+    for segment in segments:
+        words = _words(segment.split("|")[0])
+        while words and (_ASSIGNMENT.match(words[0]) or words[0] in _PREFIX_WORDS or words[0].isdigit()):
+            words = words[1:]
+        if not words:
+            continue
+        if words[0] in ("cd", "export", "source", ".", "set", "pushd", "popd") and len(segments) > 1:
+            continue
+        return _name_with_subcommand(words)
+    return ""
+
+
+def _words(text: str) -> list[str]:
+    try:
+        return shlex.split(text, posix=True)
+    except ValueError:  # unbalanced quotes: fall back to whitespace
+        return text.split()
+
+
+def _name_with_subcommand(words: list[str]) -> str:
+    program = words[0].rsplit("/", 1)[-1] if not words[0].startswith("./") else words[0]
+    if program not in _SUBCOMMAND_PROGRAMS:
+        return program
+    rest = words[1:]
+    while rest and rest[0] in ("-m", "-c", "run", "exec", "x") and len(rest) > 1:
+        if rest[0] == "-c":
+            return f"{program}:-c"
+        rest = rest[1:]
+    for word in rest:
+        if not word.startswith("-"):
+            return f"{program}:{word.rsplit('/', 1)[-1][:64]}"
+    return program
+
+
+def tool_key(tool: str, args: Mapping[str, Any]) -> str:
+    """Which "tool" a call really uses: the tool name, or ``tool:program`` for shell-like tools."""
+    if not is_shell_tool(tool):
+        return tool
+    command = command_of(args)
+    if not command:
+        return tool
+    program = program_of(command)
+    return f"{tool}:{program}" if program else tool
+
+
+def project(
+    args: Mapping[str, Any], *, ignore_keys: Collection[str] = (), keep_keys: Collection[str] | None = None
+) -> Mapping[str, Any]:
+    """The arguments a fingerprint sees: without ``ignore_keys``; only ``keep_keys`` when given."""
+    if keep_keys is not None:
+        return {k: v for k, v in args.items() if k in keep_keys}
+    if ignore_keys and any(k in args for k in ignore_keys):
+        return {k: v for k, v in args.items() if k not in ignore_keys}
+    return args
+
+
+def call_fingerprint(
+    tool: str,
+    args: Mapping[str, Any],
+    *,
+    ignore_keys: Collection[str] = (),
+    keep_keys: Collection[str] | None = None,
+) -> str:
+    """Exact fingerprint: tool name + canonical (projected) arguments. Call ids are never included."""
+    return digest(tool + "\x00" + canonical_json(project(args, ignore_keys=ignore_keys, keep_keys=keep_keys)))
+
+
+def loose_fingerprint(tool: str, canonical_args: str) -> str:
+    """Fingerprint that ignores every digit in the arguments (the same edit at other line numbers)."""
+    return digest(tool + "\x00" + canonical_args.translate(_DELETE_DIGITS))
+
+
+def bash_file_read(command: str) -> str | None:
+    """Seed 003: ``cat|head|tail [opts] X`` -> ``X``; ``None`` for pipes, redirects or chains."""
+    if any(c in command for c in "|>;&<`$("):
+        return None
+    match = _FILE_READ.match(command)
+    return match.group(3) if match else None
+
+
+def primary_fingerprint(tool: str, args: Mapping[str, Any]) -> str:
+    """Seed 003's structural fingerprint: primary keys only, ``bash:file_read:X`` for plain reads."""
+    if is_shell_tool(tool):
+        command = command_of(args)
+        target = bash_file_read(command) if command else None
+        if target is not None:
+            return f"bash:file_read:{target}"
+    primary = {k: args[k] for k in PRIMARY_KEYS if k in args}
+    return f"{tool}:{canonical_json(primary)}"
+
+
+def exact_serialized(tool: str, args: Mapping[str, Any]) -> str:
+    """Seed 003's exact fingerprint: tool name + identical serialised arguments."""
+    return f"{tool}:{canonical_json(args)}"
+
+
+# -- seed 004 normalisation ----------------------------------------------------------------------------
+
+_UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_TIMESTAMP: Final = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[t ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?|\b\d{10}(?:\d{3})?\b"
+)
+_NUMERIC_ID: Final = re.compile(r"\b\d+\b")
+_PATH: Final = re.compile(r"(?:[\w.~-]*/)+([\w.-]+)")
+
+
+def _normalize_text(value: str) -> str:
+    text = value.lower()
+    text = _PATH.sub(r"\1", text)
+    text = _UUID.sub("", text)
+    text = _TIMESTAMP.sub("", text)
+    return _NUMERIC_ID.sub("", text)
+
+
+def _normalize_value(value: Any, depth: int = 0) -> Any:
+    if isinstance(value, str):
+        return _normalize_text(fold_string(value, 4_096))
+    if depth > 16:
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _normalize_value(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalize_value(v, depth + 1) for v in value[:256]]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return None  # numeric ids removed
+    return value if value is None or isinstance(value, bool) else _normalize_text(repr(value))
+
+
+def normalize_args_seed004(args: Mapping[str, Any]) -> str:
+    """Seed 004: lowercase, paths to basenames, UUIDs/timestamps/numeric ids removed, keys sorted, 200 chars."""
+    normalized = _normalize_value(dict(args))
+    try:
+        text = json.dumps(normalized, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = canonical_json(normalized)
+    return text[:200]
+
+
+# -- outcomes -----------------------------------------------------------------------------------------
+
+# Digits and hex letters carry timestamps, UUIDs, hex ids, addresses, PIDs, durations, counters and shell
+# line numbers (`bash: line 13008:`); dropping them at C speed leaves the words that say what happened.
+_VOLATILE_BYTES: Final = b"0123456789abcdefABCDEF"
+_TEMP_PATH: Final = re.compile(r"/(?:tmp|var/folders|var/tmp|private/var)/\S*|\btmp[\w-]{6,}")
+_OUTCOME_LIMIT: Final = 65_536
+
+
+def outcome_bytes(output: str) -> bytes:
+    """The output as compared for progress: temp paths masked, digits and hex letters dropped."""
+    if len(output) > _OUTCOME_LIMIT:
+        output = fold_string(output, _OUTCOME_LIMIT)
+    if "tmp" in output:
+        output = _TEMP_PATH.sub("<tmp>", output)
+    return output.encode("utf-8", "surrogatepass").translate(None, _VOLATILE_BYTES)
+
+
+def outcome_fingerprint(output: str, is_error: bool | None = None, exit_code: int | None = None) -> str:
+    """Fingerprint of a tool result: masked output + ``is_error`` + ``exit_code``."""
+    flag = b"e" if is_error else (b"o" if is_error is False else b"?")
+    code = str(exit_code).encode() if exit_code is not None else b""
+    return digest_bytes(flag + code + b"\x00" + outcome_bytes(output))
+
+
+def error_signature(output: str) -> str:
+    """Fingerprint of an error message, whatever its line numbers, ids, timestamps or spacing."""
+    return digest_bytes(b" ".join(outcome_bytes(output).split()))
+
+
+def preview(value: Any, limit: int = 160) -> str:
+    """A short one-line rendering of a value for messages and audit records."""
+    text = value if isinstance(value, str) else canonical_json(value)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,318 @@
+"""The guard: moves events into the pure engine, keeps session state, writes audit records.
+
+``Guard`` is thread-safe (striped locks: sessions never wait on each other's work beyond a shared
+stripe) and never lets a malformed event or an internal error escape into the agent it guards unless
+``on_error="raise"``. Every non-ok verdict is passed to the sinks and listeners *before* it is returned.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal
+
+from .detectors.base import State
+from .detectors.swarm import new_swarm_state
+from .engine import Engine
+from .errors import ConfigError, EventError, LoopwatchError, StateError
+from .events import Event, parse_event
+from .policy import Policy
+from .presets import preset as get_preset
+from .verdict import Verdict
+
+logger = logging.getLogger("loopwatch")
+
+Listener = Callable[[dict[str, Any]], None]
+OnError = Literal["allow", "raise"]
+_STRIPES = 64
+
+
+class Sink:
+    """What the guard writes audit records to (see :mod:`loopwatch.sinks`)."""
+
+    def emit(self, record: dict[str, Any]) -> None:  # pragma: no cover - protocol
+        raise NotImplementedError
+
+
+def _policy_of(preset: str | Policy | None, policy: Policy | None) -> Policy:
+    if policy is not None and preset is not None:
+        raise ConfigError("give either preset or policy, not both", field="policy")
+    if policy is not None:
+        return policy
+    if isinstance(preset, Policy):
+        return preset
+    return get_preset(preset or "default")
+
+
+class Guard:
+    """Judges each event of each session and says ``ok``, ``nudge``, ``block`` or ``stop``.
+
+    >>> guard = Guard(preset="default")
+    >>> verdict = guard.observe("run-1", ToolCall("bash", {"command": "ls"}))
+
+    ``sinks``: audit sinks (``emit(record)``), written before the verdict is returned; ``listeners``:
+    callables receiving the same records. ``clock``: seconds since the epoch, for runtime limits and idle
+    eviction (events' own ``ts`` win when present). ``max_sessions``: least recently used sessions beyond it
+    are evicted. ``on_error``: ``"allow"`` logs and counts a malformed event or an internal error and
+    returns ``ok``; ``"raise"`` raises it.
+    """
+
+    def __init__(
+        self,
+        preset: str | Policy | None = None,
+        *,
+        policy: Policy | None = None,
+        sinks: Iterable[Any] = (),
+        listeners: Iterable[Listener] = (),
+        clock: Callable[[], float] | None = time.time,
+        max_sessions: int = 100_000,
+        on_error: OnError = "allow",
+        on_audit_error: OnError = "allow",
+    ) -> None:
+        if on_error not in ("allow", "raise") or on_audit_error not in ("allow", "raise"):
+            raise ConfigError("must be 'allow' or 'raise'", field="on_error")
+        self.policy = _policy_of(preset, policy)
+        self.engine = Engine(self.policy)
+        self.sinks = list(sinks)
+        self.listeners = list(listeners)
+        self.clock = clock
+        self.max_sessions = max_sessions
+        self.on_error = on_error
+        self.on_audit_error = on_audit_error
+        self.stats = {"events": 0, "skipped": 0, "errors": 0, "audit_errors": 0, "evicted": 0}
+        self._sessions: OrderedDict[str, State] = OrderedDict()
+        self._seen: dict[str, float] = {}
+        self._swarms: dict[str, State] = {}
+        self._session_swarm: dict[str, str] = {}
+        self._locks = [threading.Lock() for _ in range(_STRIPES)]
+        self._table_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Guard(preset={self.policy.name!r}, sessions={len(self._sessions)})"
+
+    # -- public API ------------------------------------------------------------------------------------
+
+    def observe(
+        self, session: str, event: Event | Mapping[str, Any], *, swarm: str | None = None
+    ) -> Verdict:
+        """Judge ``event`` of ``session`` (an event object or its JSON form)."""
+        try:
+            parsed = event if not isinstance(event, Mapping) else parse_event(event)
+        except EventError as exc:
+            return self._skip(session, exc)
+        with self._lock(session):
+            try:
+                return self._observe(session, parsed, swarm)
+            except LoopwatchError:
+                raise
+            except Exception as exc:  # an internal error must not crash the agent
+                self.stats["errors"] += 1
+                logger.exception("loopwatch: internal error on an event of session %r", session)
+                if self.on_error == "raise":
+                    raise
+                return Verdict(index=-1, reason=f"internal error: {exc!r}")
+
+    def reset(self, session: str, *, limits: bool = False) -> None:
+        """Clear a session's loop state (and its limits' counters with ``limits=True``)."""
+        with self._lock(session):
+            state = self._sessions.get(session)
+            if state is not None:
+                self.engine.reset(state, limits=limits)
+
+    def forget(self, session: str) -> None:
+        """Drop everything about a session."""
+        with self._lock(session), self._table_lock:
+            self._sessions.pop(session, None)
+            self._seen.pop(session, None)
+            self._session_swarm.pop(session, None)
+
+    def snapshot(self, session: str) -> dict[str, Any]:
+        """The session's state as JSON-able data (seed 003's toJSON)."""
+        with self._lock(session):
+            state = self._sessions.get(session) or self.engine.new_session()
+            return {"session": session, "swarm": self._session_swarm.get(session), "state": self.engine.dump(state)}
+
+    def restore(self, data: Mapping[str, Any], session: str | None = None) -> None:
+        """Load a snapshot (seed 003's restoreFrom); raises :class:`StateError` when it is not one."""
+        if not isinstance(data, Mapping) or "state" not in data:
+            raise StateError("a snapshot is an object with 'session' and 'state'")
+        name = session or data.get("session")
+        if not isinstance(name, str):
+            raise StateError("the snapshot names no session")
+        state = self.engine.load(data["state"])
+        with self._lock(name), self._table_lock:
+            self._sessions[name] = state
+            self._seen[name] = self._now() or 0.0
+            if data.get("swarm"):
+                self._session_swarm[name] = str(data["swarm"])
+
+    def sessions(self) -> list[str]:
+        with self._table_lock:
+            return list(self._sessions)
+
+    def swarm_snapshot(self, swarm: str) -> dict[str, Any]:
+        """A swarm's shared fingerprint counts as JSON-able data."""
+        with self._table_lock:
+            counts = self._swarms.get(swarm, new_swarm_state())
+            return {"swarm": swarm, "counts": {k: [v[0], list(v[1]), v[2]] for k, v in counts["counts"].items()}}
+
+    def restore_swarm(self, data: Mapping[str, Any]) -> None:
+        """Load a swarm's counts saved by :meth:`swarm_snapshot`."""
+        try:
+            counts = {str(k): [int(v[0]), [str(w) for w in v[1]], str(v[2])] for k, v in data["counts"].items()}
+            name = str(data["swarm"])
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise StateError(f"not a swarm snapshot: {exc}") from exc
+        with self._table_lock:
+            self._swarms[name] = {"counts": counts}
+
+    def clear_swarm(self, swarm: str) -> None:
+        """Forget a swarm's counts (when the swarm completes)."""
+        with self._table_lock:
+            self._swarms.pop(swarm, None)
+
+    def evict_idle(self, max_idle_seconds: float) -> int:
+        """Drop sessions not seen for ``max_idle_seconds`` (by the guard's clock); returns how many."""
+        now = self._now()
+        if now is None:
+            return 0
+        with self._table_lock:
+            idle = [s for s, seen in self._seen.items() if now - seen > max_idle_seconds]
+        for name in idle:
+            self.forget(name)
+        self.stats["evicted"] += len(idle)
+        return len(idle)
+
+    # -- internals -------------------------------------------------------------------------------------
+
+    def _lock(self, session: str) -> threading.Lock:
+        return self._locks[zlib.crc32(session.encode("utf-8", "surrogatepass")) % _STRIPES]
+
+    def _now(self) -> float | None:
+        return self.clock() if self.clock is not None else None
+
+    def _state(self, session: str, swarm: str | None) -> tuple[State, State | None]:
+        with self._table_lock:
+            state = self._sessions.get(session)
+            if state is None:
+                state = self._sessions[session] = self.engine.new_session()
+                while len(self._sessions) > self.max_sessions:
+                    old, _ = self._sessions.popitem(last=False)
+                    self._seen.pop(old, None)
+                    self.stats["evicted"] += 1
+            else:
+                self._sessions.move_to_end(session)
+            if swarm is not None:
+                self._session_swarm[session] = swarm
+            swarm = self._session_swarm.get(session)
+            shared = self._swarms.setdefault(swarm, new_swarm_state()) if swarm is not None else None
+        return state, shared
+
+    def _observe(self, session: str, event: Event, swarm: str | None) -> Verdict:
+        state, shared = self._state(session, swarm)
+        now = self._now()
+        self._seen[session] = now or 0.0
+        self.stats["events"] += 1
+        was_stopped = state["stopped"] is not None
+        stamp = event.ts if event.ts is not None else now
+        verdict = self.engine.observe(state, event, now=stamp, swarm=shared)
+        if verdict.action != "ok" and not was_stopped:
+            self._audit(session, event, verdict, stamp)
+        return verdict
+
+    def _skip(self, session: str, exc: EventError) -> Verdict:
+        self.stats["skipped"] += 1
+        logger.warning("loopwatch: skipped a malformed event of session %r: %s", session, exc)
+        if self.on_error == "raise":
+            raise exc
+        return Verdict(index=-1, reason=f"skipped malformed event: {exc}")
+
+    def _audit(self, session: str, event: Event, verdict: Verdict, ts: float | None) -> None:
+        record = _record(f"loop.{verdict.action}", session, event, verdict, ts, self._session_swarm.get(session))
+        self._emit(record)
+        if verdict.action == "stop":
+            terminated = dict(record, event="session.terminated")
+            self._emit(terminated)
+
+    def _emit(self, record: dict[str, Any]) -> None:
+        for sink in self.sinks:
+            try:
+                sink.emit(record)
+            except Exception:
+                self.stats["audit_errors"] += 1
+                logger.exception("loopwatch: audit sink %r failed; record: %s", sink, record.get("event"))
+                if self.on_audit_error == "raise":
+                    raise
+        for listener in self.listeners:
+            try:
+                listener(record)
+            except Exception:
+                self.stats["errors"] += 1
+                logger.exception("loopwatch: listener %r failed", listener)
+
+
+def _record(
+    name: str, session: str, event: Event, verdict: Verdict, ts: float | None, swarm: str | None
+) -> dict[str, Any]:
+    if verdict.pattern == "limit" and verdict.action == "nudge":
+        name = "limit.warning"
+    return {
+        "event": name,
+        "ts": ts,
+        "session": session,
+        "worker": event.worker,
+        "swarm": swarm,
+        "index": verdict.index,
+        "action": verdict.action,
+        "level": verdict.level,
+        "pattern": verdict.pattern,
+        "count": verdict.count,
+        "loop_start": verdict.loop_start,
+        "status": verdict.status,
+        "detector": verdict.detector,
+        "reason": verdict.reason,
+        "message": verdict.message,
+        "partial": verdict.partial,
+        "evidence": dict(verdict.evidence),
+    }
+
+
+class AsyncGuard:
+    """The async twin of :class:`Guard`: the same verdicts, awaitable methods.
+
+    Detection is CPU work of microseconds, done inline; sinks that do I/O (webhooks) queue it in their
+    own threads, so awaiting ``observe`` never blocks the event loop on the network.
+    """
+
+    def __init__(self, preset: str | Policy | None = None, **kwargs: Any) -> None:
+        self._guard = Guard(preset, **kwargs)
+
+    @property
+    def policy(self) -> Policy:
+        return self._guard.policy
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return self._guard.stats
+
+    def __repr__(self) -> str:
+        return f"Async{self._guard!r}"
+
+    async def observe(self, session: str, event: Event | Mapping[str, Any], *, swarm: str | None = None) -> Verdict:
+        return self._guard.observe(session, event, swarm=swarm)
+
+    async def reset(self, session: str, *, limits: bool = False) -> None:
+        self._guard.reset(session, limits=limits)
+
+    async def snapshot(self, session: str) -> dict[str, Any]:
+        return self._guard.snapshot(session)
+
+    async def restore(self, data: Mapping[str, Any], session: str | None = None) -> None:
+        self._guard.restore(data, session)
+
+    async def evict_idle(self, max_idle_seconds: float) -> int:
+        return self._guard.evict_idle(max_idle_seconds)

@@ -1,0 +1,170 @@
+"""Policy: which detectors run, how each pattern escalates (ladders), limits, per-tool settings.
+
+A :class:`Ladder` maps a finding's count to an escalation level and action::
+
+    Ladder.of(nudge=3, block=5, stop=8)       # nudge at 3, refuse further calls at 5, end the run at 8
+
+Nudges are emitted once per level per streak (no nudge spam) unless ``renotify=True``; a block refuses
+every further call of the streak; a stop ends the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .detectors.base import Detector, Finding, State
+from .limits import Limits
+from .messages import Messages
+from .verdict import SEVERITY, Action
+
+Metric = Literal["count", "detections"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rung:
+    """Escalate to ``action`` once the count reaches ``at``; ``message`` overrides the template."""
+
+    at: int
+    action: Action
+    message: str | None = None
+    reason: str | None = None
+    status: str | None = None
+    partial: bool = False
+
+    def __post_init__(self) -> None:
+        if self.action not in ("nudge", "block", "stop"):
+            raise ValueError(f"a rung's action is nudge, block or stop, got {self.action!r}")
+        if self.at < 1:
+            raise ValueError(f"a rung's threshold must be >= 1, got {self.at!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Ladder:
+    """Rungs in increasing order of ``at``. ``metric="detections"`` counts findings instead (seed 001)."""
+
+    rungs: tuple[Rung, ...]
+    renotify: bool = False
+    metric: Metric = "count"
+
+    def __post_init__(self) -> None:
+        ats = [r.at for r in self.rungs]
+        if ats != sorted(ats) or len(set(ats)) != len(ats):
+            raise ValueError(f"ladder thresholds must strictly increase, got {ats}")
+        severities = [SEVERITY[r.action] for r in self.rungs]
+        if severities != sorted(severities):
+            raise ValueError("ladder actions must not de-escalate (nudge <= block <= stop)")
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        nudge: int | Sequence[int] | None = None,
+        block: int | None = None,
+        stop: int | None = None,
+        renotify: bool = False,
+        metric: Metric = "count",
+    ) -> Ladder:
+        """A ladder from thresholds: ``nudge`` may list several nudge levels (``nudge=(3, 4, 6)``)."""
+        nudges = [] if nudge is None else ([nudge] if isinstance(nudge, int) else list(nudge))
+        rungs = [Rung(n, "nudge") for n in nudges]
+        if block is not None:
+            rungs.append(Rung(block, "block"))
+        if stop is not None:
+            rungs.append(Rung(stop, "stop"))
+        return cls(tuple(rungs), renotify=renotify, metric=metric)
+
+    def level_for(self, value: int) -> int:
+        """1-based index of the highest rung reached by ``value`` (0: none)."""
+        level = 0
+        for i, rung in enumerate(self.rungs, 1):
+            if value >= rung.at:
+                level = i
+        return level
+
+    def __repr__(self) -> str:
+        rungs = ", ".join(f"{r.action}@{r.at}" for r in self.rungs)
+        extra = (", renotify" if self.renotify else "") + (", per detection" if self.metric == "detections" else "")
+        return f"Ladder({rungs}{extra})"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A ladder's answer to one finding."""
+
+    action: Action
+    level: int
+    rung: Rung
+
+
+def decide(ladder: Ladder, state: State, finding: Finding) -> Decision | None:
+    """Apply ``ladder`` to ``finding``, updating the pattern's ladder ``state`` (streak, emitted level)."""
+    if state.get("key") != finding.key:
+        state.clear()
+        state.update(key=finding.key, emitted=0, detections=0)
+    state["detections"] += 1
+    value = finding.count if ladder.metric == "count" else state["detections"]
+    level = ladder.level_for(value)
+    if level == 0:
+        return None
+    rung = ladder.rungs[level - 1]
+    action: Action = rung.action
+    if action == "block" and not finding.blockable:
+        action = "nudge"
+    if action == "nudge" and level <= state["emitted"] and not ladder.renotify:
+        return None
+    state["emitted"] = max(state["emitted"], level)
+    return Decision(action, level, rung)
+
+
+@dataclass(frozen=True)
+class ToolSettings:
+    """Per-tool settings: exempt it, ignore or keep only some argument keys, or use other ladders."""
+
+    exempt: bool = False
+    ignore_keys: tuple[str, ...] = ()
+    keep_keys: tuple[str, ...] | None = None
+    ladders: Mapping[str, Ladder] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Everything that decides verdicts, and nothing that moves data (no clock, no I/O)."""
+
+    name: str
+    detectors: tuple[Detector, ...]
+    ladders: Mapping[str, Ladder]
+    limits: Limits = field(default_factory=Limits)
+    messages: Messages = field(default_factory=Messages)
+    tools: Mapping[str, ToolSettings] = field(default_factory=dict)
+    ignore_keys: tuple[str, ...] = ("task_progress",)
+    reset_on_user: bool = True
+    nudge_role: Literal["system", "user"] = "system"
+
+    def tool(self, name: str) -> ToolSettings | None:
+        return self.tools.get(name)
+
+    def ladder(self, pattern: str, tool: str | None) -> Ladder | None:
+        settings = self.tools.get(tool) if tool else None
+        if settings is not None and pattern in settings.ladders:
+            return settings.ladders[pattern]
+        return self.ladders.get(pattern)
+
+    def replace(self, **changes: Any) -> Policy:
+        """A copy with ``changes`` applied (``ladders``/``tools`` are merged, not replaced)."""
+        values = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        for merged in ("ladders", "tools"):
+            if merged in changes:
+                changes[merged] = {**values[merged], **changes[merged]}
+        values.update(changes)
+        return Policy(**values)
+
+    def __repr__(self) -> str:
+        detectors = ", ".join(repr(d) for d in self.detectors)
+        return f"Policy(name={self.name!r}, detectors=[{detectors}], limits={self.limits!r})"
+
+
+def exempt(tools: Collection[str]) -> dict[str, ToolSettings]:
+    """Per-tool settings exempting ``tools`` from loop detection (limits still count them)."""
+    return {name: ToolSettings(exempt=True) for name in tools}

@@ -1,0 +1,258 @@
+"""Presets: named policies. Five reproduce the seed documents exactly; ``default`` is loopwatch's own.
+
+Select them by name everywhere: ``Guard(preset="doom-loop")``, ``loopwatch scan --preset doom-loop``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from .detectors import (
+    behavioral,
+    chanting,
+    cycle,
+    doom_loop,
+    error_retry,
+    failure_streak,
+    monologue,
+    repeat,
+    similar_text,
+    swarm,
+    test_fix_cycle,
+)
+from .errors import UnknownPresetError
+from .limits import Limits, max_consecutive_failures, max_cost, max_iterations, max_runtime
+from .messages import Messages
+from .policy import Ladder, Policy, Rung
+
+# -- seed 000: Jaccard turn similarity with warn / terminate -------------------------------------------
+
+SEED000_WARN: Final = "Loop warning: {count} consecutive similar turns. VP will be notified."
+SEED000_TERMINATE: Final = (
+    "Loop detected: {count} consecutive similar turns (>0.85 similarity). Session will be terminated."
+)
+
+
+def jaccard_turns() -> Policy:
+    """Seed 000: word-set Jaccard >= 0.85 against the last 5 turns; 3 consecutive warn, 5 terminate."""
+    detector = similar_text(metric="jaccard", threshold=0.85, window=5, mode="consecutive", history=50)
+    ladder = Ladder(
+        (
+            Rung(3, "nudge", message=SEED000_WARN, reason=SEED000_WARN),
+            Rung(5, "stop", message=SEED000_TERMINATE, reason=SEED000_TERMINATE),
+        ),
+        renotify=True,
+    )
+    return Policy("jaccard-turns", (detector,), {"similar_text": ladder}, reset_on_user=False)
+
+
+# -- seed 001: call-signature cycles -------------------------------------------------------------------
+
+SEED001_WARNING: Final = (
+    "⚠️ Loop detected: You appear to be repeating the same sequence of tool calls\n"
+    "without making progress. The following pattern has repeated {count} times:\n"
+    "{calls}\n\n"
+    "Please try a different approach. Consider:\n"
+    "- Re-reading error messages more carefully\n"
+    "- Trying an alternative solution strategy\n"
+    "- Breaking the problem into smaller steps"
+)
+SEED001_STRONGER: Final = (
+    "⚠️ Loop detected again: You are still repeating the same sequence of tool calls\n"
+    "without making progress. The following pattern has now repeated {count} times:\n"
+    "{calls}\n\n"
+    "You must change your approach now. Specific alternatives:\n"
+    "- Do not repeat these calls with the same arguments\n"
+    "- Read the last result or error in full and act on what it says\n"
+    "- Use a different tool to get the information you need\n"
+    "- If you are blocked, stop and explain what is blocking you\n"
+    "If the loop continues, the session will be stopped."
+)
+SEED001_STOP: Final = "Loop detected: the pattern repeated {count} times after two warnings. Status: LOOP_DETECTED."
+
+
+def call_cycles() -> Policy:
+    """Seed 001: 1-, 2- and 3-call signature cycles; warn, warn harder, then stop with LOOP_DETECTED."""
+    ladder = Ladder(
+        (
+            Rung(1, "nudge", message=SEED001_WARNING),
+            Rung(2, "nudge", message=SEED001_STRONGER),
+            Rung(3, "stop", message=SEED001_STOP),
+        ),
+        renotify=True,
+        metric="detections",
+    )
+    detector = cycle(max_period=3, min_period=1, result_aware=False)
+    return Policy("call-cycles", (detector,), {"cycle": ladder}, reset_on_user=False, nudge_role="user")
+
+
+# -- seed 002: Ralph's SafetyGuard ---------------------------------------------------------------------
+
+SEED002_LOOP: Final = "Loop detected: {similarity:.1%} similarity to previous output"
+
+
+def ralph() -> Policy:
+    """Seed 002: fuzzy ratio >= 0.9 against any of the last 5 outputs exits; plus its four limits."""
+    detector = similar_text(metric="fuzz", threshold=0.9, window=5, mode="any", history=5)
+    ladder = Ladder((Rung(1, "stop", message=SEED002_LOOP, reason=SEED002_LOOP),), renotify=True)
+    limits = (
+        max_iterations(100)
+        | max_runtime(4 * 3600)
+        | max_cost(10.0, warn_at=None)
+        | max_consecutive_failures(5)
+    )
+    return Policy("ralph", (detector,), {"similar_text": ladder}, limits=limits, reset_on_user=False)
+
+
+# -- seed 003: doom-loop fingerprints ------------------------------------------------------------------
+
+SEED003_INITIAL: Final = (
+    "[System] You've called {tool} with the same arguments {count} times.\n"
+    "This indicates a stuck state. Either:\n"
+    "1. Try a DIFFERENT approach or tool\n"
+    "2. If blocked, explain what's preventing progress\n"
+    "3. If the task is complete, say so explicitly"
+)
+SEED003_WARNING: Final = (
+    "[System] WARNING: You've called {tool} {count} times with identical arguments.\n"
+    "This is a stuck state.\n"
+    "1. Try a DIFFERENT approach or tool\n"
+    "2. If blocked, explain the blocker"
+)
+SEED003_CRITICAL: Final = (
+    "[System] CRITICAL: You've called {tool} with the same arguments {count} times.\n"
+    "You are in a doom loop. You MUST:\n"
+    "1. STOP calling {tool} immediately\n"
+    "2. Explain what you're stuck on\n"
+    "3. Try a completely different approach\n"
+    "Further identical calls will be rejected."
+)
+SEED003_REJECTED: Final = (
+    "[System] Rejected: you have called {tool} with the same arguments {count} times and were told that "
+    "further identical calls will be rejected. This call was not run. Explain what you are stuck on and "
+    "try a completely different approach."
+)
+SEED003_TEST_FIX: Final = (
+    "[System] You've had {count} consecutive test failures. Step back and rethink:\n"
+    "1. Re-read the error messages carefully\n"
+    "2. Consider whether your approach is fundamentally wrong\n"
+    "3. Try a DIFFERENT fix strategy instead of iterating on the same one"
+)
+SEED003_BASH_CASCADE: Final = "[System] {count} consecutive bash commands have failed (last error: {error}). {advice}"
+SEED003_SUMMARY_LOOP: Final = (
+    "[System] You have responded {count} times in a row without using any tools. Stop summarizing: pick "
+    "a task and start using tools immediately."
+)
+SEED003_GLOBAL: Final = (
+    "[System] GLOBAL DOOM LOOP: {count} calls to {tool} across\n"
+    "{workers} workers. The entire swarm is stuck on this approach.\n"
+    "1. Try a fundamentally different strategy\n"
+    "2. Do NOT retry the same tool/parameters\n"
+    "3. Consider whether the task goal itself needs re-evaluation"
+)
+
+
+def doom_loop_preset() -> Policy:
+    """Seed 003: exact 3 / fuzzy 4 in a 10-call window; nudges at 3, 4-5, 6+; then identical calls refused."""
+    ladders = {
+        "repeat": Ladder(
+            (
+                Rung(3, "nudge", message=SEED003_INITIAL),
+                Rung(4, "nudge", message=SEED003_WARNING),
+                Rung(6, "nudge", message=SEED003_CRITICAL),
+                Rung(7, "block", message=SEED003_REJECTED),
+            )
+        ),
+        "test_fix": Ladder((Rung(3, "nudge", message=SEED003_TEST_FIX),)),
+        "failure_streak": Ladder((Rung(3, "nudge", message=SEED003_BASH_CASCADE),)),
+        "monologue": Ladder((Rung(3, "nudge", message=SEED003_SUMMARY_LOOP),)),
+        "swarm_repeat": Ladder((Rung(10, "nudge", message=SEED003_GLOBAL),)),
+    }
+    detectors = (
+        doom_loop(threshold=3, fuzzy_threshold=4, window=10),
+        test_fix_cycle(),
+        failure_streak(shell_only=True),
+        monologue(per_worker=True),
+        swarm(threshold=10, min_workers=2),
+    )
+    return Policy("doom-loop", detectors, ladders, reset_on_user=False)
+
+
+# -- seed 004: behavioural 20-action window ------------------------------------------------------------
+
+SEED004_REPLAN: Final = "You have repeated a similar action 3 times. Stop and produce a revised plan before continuing."
+SEED004_EXPLORE: Final = (
+    "You have repeated a similar action 5 times. The current approach is failing. Try a completely "
+    "different tool or method."
+)
+SEED004_FORCE_DONE: Final = (
+    "Loop limit reached (8 repetitions). Mark this task complete with partial results and explain what "
+    "was not accomplished."
+)
+
+
+def behavioral_preset() -> Policy:
+    """Seed 004: similar-action run length 3 replan, 5 explore, 8 force-done (a stop marked partial)."""
+    ladder = Ladder(
+        (
+            Rung(3, "nudge", message=SEED004_REPLAN),
+            Rung(5, "nudge", message=SEED004_EXPLORE),
+            Rung(8, "stop", message=SEED004_FORCE_DONE, status="FORCE_DONE", partial=True),
+        ),
+        renotify=True,
+    )
+    return Policy("behavioral", (behavioral(threshold=0.75, window=20),), {"repeat": ladder}, reset_on_user=False)
+
+
+# -- default -------------------------------------------------------------------------------------------
+
+
+def default() -> Policy:
+    """loopwatch's own: result-aware repeats, cycles up to 6, error retries, test-fix cycles, text loops.
+
+    Calibrated on the corpus dev labels (see the README for the numbers and how to rerun them).
+    """
+    detectors = (
+        repeat(),
+        cycle(max_period=6, min_period=2),
+        error_retry(threshold=3),
+        failure_streak(),
+        test_fix_cycle(),
+        similar_text(metric="jaccard", threshold=0.85, window=5, mode="consecutive", history=5, max_chars=2000),
+        chanting(),
+        monologue(per_worker=True),
+        swarm(threshold=10, min_workers=2),
+    )
+    ladders = {
+        "repeat": Ladder.of(nudge=3, block=5, stop=8),
+        "polling": Ladder.of(nudge=15),
+        "cycle": Ladder.of(nudge=3, block=5, stop=7),
+        "error_retry": Ladder.of(nudge=3, block=6, stop=9),
+        "failure_streak": Ladder.of(nudge=8),
+        "test_fix": Ladder.of(nudge=3),
+        "similar_text": Ladder.of(nudge=3, stop=8),
+        "chanting": Ladder.of(nudge=10),
+        "monologue": Ladder.of(nudge=4),
+        "repeat_message": Ladder.of(nudge=3, stop=6),
+        "swarm_repeat": Ladder.of(nudge=10),
+    }
+    return Policy("default", detectors, ladders, limits=Limits(), messages=Messages())
+
+
+PRESETS: Final[dict[str, Callable[[], Policy]]] = {
+    "default": default,
+    "jaccard-turns": jaccard_turns,
+    "call-cycles": call_cycles,
+    "ralph": ralph,
+    "doom-loop": doom_loop_preset,
+    "behavioral": behavioral_preset,
+}
+
+
+def preset(name: str) -> Policy:
+    """The policy of the preset called ``name``; raises :class:`UnknownPresetError` naming the choices."""
+    factory = PRESETS.get(name)
+    if factory is None:
+        raise UnknownPresetError(f"unknown preset {name!r} (choose from {', '.join(PRESETS)})", field="preset")
+    return factory()
