@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"preset {args.preset}: {len(records)} runs, {steps} steps, {elapsed:.2f} s")
     print(result.format_table())
     excluded = evaluate(outcomes, labels, live=not args.untruncated, exclude_patterns=("rephrase",))
-    print(f"episode recall excluding rephrase: {excluded.overall.episode_recall.rate}")
+    print(f"episode recall excluding rephrase: {excluded.overall.recall_excluding.to_json()}")
     if args.missed:
         for ep in result.missed_episodes():
             print("MISSED", json.dumps(ep.to_json()))

@@ -51,8 +51,9 @@ __all__ = ["ChantHit", "ChantTracker"]
 
 # Line kinds.
 _UNDECIDED, _PROSE, _BLANK, _MARKUP, _LIST, _FENCE, _CODE, _DIVIDER = range(8)
-_COUNTED = (_PROSE, _MARKUP, _LIST)  # kinds whose repeated lines the line tracker counts
+_COUNTED = (_MARKUP, _LIST)  # kinds whose repeated lines the line tracker counts
 _ELIGIBLE = (_PROSE, _BLANK)  # kinds whose text is chanting content
+_WS = " \t\r\f\v"  # indentation characters
 
 _HEAD_CAP = 256  # a line start undecided after this many chars is decided anyway
 _TEXT_CAP = 120  # reported chunk length
@@ -66,6 +67,13 @@ _HEADING = re.compile(r"#{1,6}[ \t]")
 _SENTENCE_END = re.compile(r"[.!?\n。！？]")
 _BOUNDARY = re.compile(r"[.!?。！？]+\s+|\n\s*")
 _ALNUM = re.compile(r"[^\W_]")
+# Fast paths, equivalent to classifying line by line: whole lines that start with a letter (prose) or
+# are blank, and whole lines of an open code block that do not close it.
+_PLAIN_LINES = re.compile(
+    r"(?:[ \t\r\f\v]{0,255}"
+    r"(?:(?:[^\s\d\-=_*~+#.·•…\u2500-\u257f|>`]|`[^`\n]|\d{1,9}[^\d.)\n])[^\n]*)?\n)+"
+)
+_CODE_LINES = {f: re.compile(r"(?:(?![ \t\r\f\v]{0,253}" + f * 3 + r")[^\n]*\n)+") for f in "`~"}
 
 
 @dataclass(frozen=True)
@@ -88,9 +96,13 @@ def _classify(head: str, complete: bool, fence: str) -> tuple[int, int]:
     """Kind of a line from its first characters, and where a list item's text starts.
 
     ``head`` is the line so far (without its newline), ``complete`` says the newline was seen, ``fence``
-    is the open code fence character ("" outside code). ``_UNDECIDED`` asks for more characters.
+    is the open code fence character ("" outside code). ``_UNDECIDED`` asks for more characters. A line
+    still undecided after ``_HEAD_CAP`` characters is decided from those alone, so the answer never
+    depends on how the line was split.
     """
-    s = head.lstrip()
+    if len(head) >= _HEAD_CAP:
+        head, complete = head[:_HEAD_CAP], False
+    s = head.lstrip(_WS)
     more = not complete and len(head) < _HEAD_CAP
     if fence:
         if s.startswith(fence * 3):
@@ -205,6 +217,7 @@ class ChantTracker:
         "_ltexts",
         "_max_mean",
         "_max_period",
+        "_min_gap",
         "_min_period",
         "_offset",
         "_run_len",
@@ -229,7 +242,8 @@ class ChantTracker:
         self._min_period = min_distinct_period
         self._max_period = max_period
         self._history = history
-        self._every = max(1, chunk_size // 2)
+        self._every = 2 * chunk_size
+        self._min_gap = chunk_size
         self.reset()
 
     # ------------------------------------------------------------------ public API
@@ -251,16 +265,31 @@ class ChantTracker:
             return None
         pos, n = 0, len(text)
         while pos < n:
-            nl = text.find("\n", pos)
-            end = n if nl < 0 else nl
-            hit = self._segment(text[pos:end], nl >= 0)
+            hit, pos = self._step(text, pos)
             if hit is not None:
                 self._offset = 0  # the state after a hit does not depend on how the text was split
                 self._clear()
                 self._hit = hit
                 return hit
-            pos = end + 1
         return None
+
+    def _step(self, text: str, pos: int) -> tuple[ChantHit | None, int]:
+        """Process whole plain/code lines at once if possible, else one (part of a) line."""
+        if self._kind == _UNDECIDED and not self._head:
+            m = (_CODE_LINES[self._fence] if self._fence else _PLAIN_LINES).match(text, pos)
+            if m is not None:
+                return self._lines(m.group()), m.end()
+        nl = text.find("\n", pos)
+        end = len(text) if nl < 0 else nl
+        return self._segment(text[pos:end], nl >= 0), end + 1
+
+    def _lines(self, block: str) -> ChantHit | None:
+        """Whole lines that are prose/blank (outside code) or code (inside a fence)."""
+        off = self._offset
+        self._offset = self._line_start = off + len(block)
+        if self._fence or not block.isspace():  # code and prose break runs of repeated lines
+            self._break_lines()
+        return None if self._fence else self._append(block, off)
 
     def to_json(self) -> dict[str, Any]:
         """The whole state as a JSON-serialisable dict (bounded: at most ``history`` chars of text)."""
@@ -309,6 +338,10 @@ class ChantTracker:
     def _clear_line_acc(self) -> None:
         self._lcrc, self._llen, self._lalnum, self._ltext = 0, 0, False, ""
 
+    def _break_lines(self) -> None:
+        if self._lkeys:
+            self._clear_lines()
+
     def _clear_lines(self) -> None:
         self._lkeys: list[int] = []
         self._lstarts: list[int] = []
@@ -351,13 +384,13 @@ class ChantTracker:
     def _start_line(self, kind: int, head: str) -> None:
         """A line's kind is known: apply fences and resets."""
         self._kind = kind
-        self._indent = len(head) - len(head.lstrip())
+        self._indent = len(head) - len(head.lstrip(_WS))
         if kind == _FENCE:
-            self._fence = "" if self._fence else head.lstrip()[0]
+            self._fence = "" if self._fence else head.lstrip(_WS)[0]
         if kind not in _ELIGIBLE and kind != _CODE:
             self._clear_run()
         if kind in (_FENCE, _CODE):
-            self._clear_lines()
+            self._break_lines()
 
     def _accumulate(self, seg: str, content_at: int) -> None:
         """Hash a counted line as it streams (list markers excluded)."""
@@ -375,6 +408,8 @@ class ChantTracker:
         hit = None
         if kind in _COUNTED and self._lalnum:
             hit = self._count_line((self._llen << 32) | self._lcrc, self._line_start + self._indent)
+        elif kind == _PROSE:
+            self._break_lines()
         self._clear_line_acc()
         self._kind = _UNDECIDED
         self._line_start = self._offset
@@ -419,26 +454,42 @@ class ChantTracker:
         return hit
 
     def _scan(self, piece: str, r0: int) -> ChantHit | None:
-        for c in self._checkpoints(piece, r0):
-            hit = self._advance(c) or self._check(c)
-            if hit is not None:
-                return hit
+        """Run the checkpoints in the eligible text just appended (the hot path: kept lean)."""
+        buf, size, maxp, hist = self._buf, self._chunk, self._max_period, self._history
+        base = self._run_len - len(buf)
+        for c in self._checkpoints(base):
+            if self._cand is not None:
+                hit = self._advance(c)
+                if hit is not None:
+                    return hit
+            bi = c - base
+            s0 = bi - size
+            lo = max(0, bi - hist)
+            s1 = buf.rfind(buf[s0:bi], max(lo, s0 - maxp), bi - 1)
+            if s1 >= 0:
+                hit = self._check(bi, s1, lo, base)
+                if hit is not None:
+                    return hit
         return self._advance(self._run_len)
 
-    def _checkpoints(self, piece: str, r0: int) -> list[int]:
-        """Run positions in ``(r0, run_len]`` to check: sentence ends, and at least every ``_every``."""
-        every, size, r1 = self._every, self._chunk, self._run_len
-        last, out = self._last_cp, []
-        ends = [r0 + m.end() for m in _SENTENCE_END.finditer(piece)]
-        ends.append(r1 + 1)
-        for p in ends:
-            nxt = last + every
-            while nxt < p and nxt <= r1:
-                out.append(nxt)
-                last, nxt = nxt, nxt + every
-            if size <= p <= r1:
-                out.append(p)
-                last = p
+    def _checkpoints(self, base: int) -> list[int]:
+        """New run positions to check (each depends only on the text, never on how it was split).
+
+        After a checkpoint at ``last``, the next one is the first sentence end in
+        ``[last + chunk_size, last + 2 * chunk_size]``, or ``last + 2 * chunk_size`` if there is none.
+        """
+        buf, every, gap, size, r1 = self._buf, self._every, self._min_gap, self._chunk, self._run_len
+        last, out, search = self._last_cp, [], _SENTENCE_END.search
+        while True:
+            hi = last + every
+            m = search(buf, max(last + gap, size) - 1 - base, min(hi, r1) - base)
+            if m is not None:
+                last = m.end() + base
+            elif hi <= r1:
+                last = hi
+            else:
+                break
+            out.append(last)
         self._last_cp = last
         return out
 
@@ -455,15 +506,11 @@ class ChantTracker:
         self._cand = [start, d, x, w] if good == x else None
         return None
 
-    def _check(self, c: int) -> ChantHit | None:
-        """Checkpoint at run position ``c``: does the chunk ending here recur close before?"""
-        buf, size = self._buf, self._chunk
-        base = self._run_len - len(buf)
-        bi = c - base
-        s0, lo = bi - size, max(0, bi - self._history)
-        chunk = buf[s0:bi]
-        s1 = buf.rfind(chunk, max(lo, s0 - self._max_period), bi - 1)
-        if s1 < 0 or not self._chunk_ok(chunk, s0 - s1):
+    def _check(self, bi: int, s1: int, lo: int, base: int) -> ChantHit | None:
+        """The chunk ending at buffer index ``bi`` recurs at ``s1``: exact repetition, or with gaps?"""
+        s0 = bi - self._chunk
+        chunk = self._buf[s0:bi]
+        if not self._chunk_ok(chunk, s0 - s1):
             return None
         if self._cand is None:
             hit = self._start_periodic(bi, s0 - s1, lo, base)

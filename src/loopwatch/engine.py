@@ -25,6 +25,7 @@ STATE_VERSION: Final = 1
 _MAX_IDS: Final = 16
 _FAILURE_TEXT: Final = re.compile(
     r"Traceback \(most recent call last\)|command not found|No such file or directory|Permission denied|"
+    r"syntax error|unexpected EOF|Exception in thread|Your proposed edit has introduced new syntax error|"
     r"<returncode>[1-9]\d*</returncode>|exitcode: [1-9]\d* \(execution failed\)|^(?:Error|ERROR|error|fatal)[:\s]",
     re.M,
 )

@@ -244,3 +244,46 @@ def preview(value: Any, limit: int = 160) -> str:
     text = value if isinstance(value, str) else canonical_json(value)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# -- what a call does ---------------------------------------------------------------------------------
+
+_MUTATING_TOOLS: Final = re.compile(
+    r"edit|write|create|insert|replace|patch|apply|update|delete|remove|rename|move|append|save|set_|put|"
+    r"post|submit|commit|install|str_replace|modify|book|cancel|send|upload",
+    re.I,
+)
+_MUTATING_COMMAND: Final = re.compile(
+    r"(?:^|[\s;&|(])(?:sed\s+(?:-\w+\s+)*-i|perl\s+-\w*i|tee|patch|mv|cp|rm|mkdir|touch|chmod|ln|"
+    r"git\s+(?:apply|checkout|commit|add|reset|stash|restore|am|cherry-pick|rebase|merge)|"
+    r"(?:pip3?|uv\s+pip|npm|yarn|pnpm|apt-get|apt|brew|conda|cargo)\s+(?:install|add|remove|uninstall)|"
+    r"python3?\s+-m\s+pip\s+install|create|edit|insert|str_replace|apply_patch|truncate|dd)\b"
+    r"|>{1,2}\s*[^\s&>|]|<<",
+)
+_SEARCH_TOOLS: Final = re.compile(
+    r"^(?:find|find_file|search|search_dir|search_file|grep|rg|ag|ack|glob|list|ls|list_dir|list_files|"
+    r"locate|which|whereis|web_search|search_web|lookup|query|get_\w+|read\w*|open\w*|cat|view\w*)$",
+    re.I,
+)
+_SEARCH_PROGRAMS: Final = frozenset(
+    {"find", "grep", "egrep", "rg", "ag", "ack", "ls", "locate", "which", "whereis", "fd", "tree", "cat", "head", "tail",
+     "env", "printenv", "type", "command", "git:grep", "git:log", "git:status", "git:ls-files", "sed", "awk", "wc"}
+)  # fmt: skip
+
+
+def is_mutation(tool: str, args: Mapping[str, Any]) -> bool:
+    """Does this call (probably) change something: edit a file, install, write, submit?"""
+    command = command_of(args)
+    if command is not None and (is_shell_tool(tool) or not _MUTATING_TOOLS.search(tool)):
+        return bool(_MUTATING_COMMAND.search(command[:4000]))
+    return bool(_MUTATING_TOOLS.search(tool))
+
+
+def is_search(tool: str, key: str | None, args: Mapping[str, Any]) -> bool:
+    """Is this call a read-only look-up (find, grep, ls, read a file, a web search...)?"""
+    if key and ":" in key and is_shell_tool(tool):
+        program = key.split(":", 1)[1]
+        return program in _SEARCH_PROGRAMS and not is_mutation(tool, args)
+    if _SEARCH_TOOLS.match(tool):
+        return not is_mutation(tool, args) if command_of(args) else True
+    return False

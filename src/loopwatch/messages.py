@@ -46,6 +46,11 @@ _FAILURES = (
     "The last {count} tool calls all failed (last error: {error}). Stop and re-read the errors before the "
     "next call: they tell you what to change."
 )
+_NO_PROGRESS = (
+    "Your last {count} {kind} brought nothing new (last result: {result}). Trying small variations of the "
+    "same thing will not either. Step back: use what you already know, try a different kind of step, or "
+    "say what you are missing."
+)
 _TEST_FIX = (
     "You've had {count} consecutive test failures. Step back and rethink:\n1. Re-read the error messages "
     "carefully\n2. Consider whether your approach is fundamentally wrong\n3. Try a DIFFERENT fix strategy "
@@ -81,6 +86,7 @@ DEFAULT_MESSAGES: Final[dict[str, dict[int | str, str]]] = {
     "cycle": {1: _CYCLE_1, "block": _CYCLE_BLOCK, "stop": _STOP},
     "error_retry": {1: _ERROR_1, "block": _ERROR_BLOCK, "stop": _STOP},
     "failure_streak": {1: _FAILURES, "stop": _STOP},
+    "no_progress": {1: _NO_PROGRESS, "stop": _STOP},
     "test_fix": {1: _TEST_FIX, "stop": _STOP},
     "similar_text": {1: _SIMILAR, "stop": _STOP},
     "chanting": {1: _CHANTING, "stop": _STOP},

@@ -11,6 +11,7 @@ from .failures import (
     test_fix_cycle,
 )
 from .fuzzy import BehavioralDetector, DoomLoopDetector, behavioral, doom_loop
+from .progress import NoProgressDetector, no_progress
 from .repeat import RepeatDetector, repeat
 from .swarm import SwarmDetector, swarm
 from .text import (
@@ -32,6 +33,7 @@ __all__ = [
     "FailureStreakDetector",
     "Finding",
     "MonologueDetector",
+    "NoProgressDetector",
     "RepeatDetector",
     "SimilarTextDetector",
     "Step",
@@ -44,6 +46,7 @@ __all__ = [
     "error_retry",
     "failure_streak",
     "monologue",
+    "no_progress",
     "repeat",
     "similar_text",
     "swarm",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from ..events import Event
+from ..fingerprint import is_mutation, is_search
 
 StepKind = Literal["call", "result", "message", "delta", "usage", "reset"]
 State = dict[str, Any]
@@ -98,6 +99,22 @@ class Detector(ABC):
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, repr(self)))
+
+
+def mutates(step: Step) -> bool:
+    """Does the step's tool call change something (cached on the step)?"""
+    cached = step.extra.get("mutation")
+    if cached is None:
+        cached = step.extra["mutation"] = is_mutation(step.tool or "", step.args or {})
+    return bool(cached)
+
+
+def searches(step: Step) -> bool:
+    """Is the step's tool call a read-only look-up (cached on the step)?"""
+    cached = step.extra.get("search")
+    if cached is None:
+        cached = step.extra["search"] = is_search(step.tool or "", step.tool_key, step.args or {})
+    return bool(cached)
 
 
 def push(items: list[Any], item: Any, limit: int) -> None:

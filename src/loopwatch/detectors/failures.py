@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+import zlib
 from typing import Final
 
-from ..fingerprint import command_of, preview
-from .base import Detector, Finding, State, Step, push
+from ..fingerprint import command_of, outcome_bytes, preview
+from .base import Detector, Finding, State, Step, mutates, push
 
 _FILE_OPS: Final = re.compile(r"^\s*(cat|echo|sed|printf|tee|head|tail|awk)\b")
 
@@ -20,51 +21,109 @@ def error_excerpt(output: str, limit: int = 200) -> str:
     return preview(lines[-1] if lines else output, limit)
 
 
-class ErrorRetryDetector(Detector):
-    """The same tool failing with the same (normalised) error consecutively, whatever its arguments.
+_WORD = re.compile(r"[^\W\d_]{2,}")
 
-    "Tool" is the tool key: for shell-like tools, the program run (``bash:python``, ``bash:cd``...). The
-    error is compared with digits, hex ids, timestamps and temp paths removed. Any successful result ends
-    the streak. Reported on the result that completes each retry, and (blockable) on a further call to
-    the same tool once the streak is established.
+
+def error_words(output: str, limit: int = 96) -> list[int]:
+    """A small sketch of an error: hashes of its distinct words (digits and hex ids ignored)."""
+    words: dict[int, None] = {}
+    for word in _WORD.findall(outcome_bytes(output[:4000]).decode("utf-8", "replace").lower()):
+        words[zlib.crc32(word.encode())] = None
+        if len(words) >= limit:
+            break
+    return sorted(words)
+
+
+def _jaccard(a: list[int], b: list[int]) -> float:
+    if not a and not b:
+        return 1.0
+    sa, sb = set(a), set(b)
+    return len(sa & sb) / len(sa | sb)
+
+
+class ErrorRetryDetector(Detector):
+    """The same tool failing again and again with the same (or an equivalent) error, whatever its arguments.
+
+    "Tool" is the tool key: for shell-like tools, the program run (``bash:python``, ``bash:cd``...). Errors
+    are equivalent when their words (digits, hex ids, timestamps, temp paths ignored) overlap by at least
+    ``similarity``; a streak may alternate between two such errors. Calls to other tools in between do not
+    end a streak (the agent looks around, then retries the same thing); a success of the same tool, a third
+    kind of error, or ``gap`` steps without a failure of that tool do. Reported on the result completing
+    each retry, and (blockable) on a further call to the same tool once ``threshold`` is reached.
     """
 
     name = "error_retry"
     patterns = ("error_retry",)
 
-    def __init__(self, *, threshold: int = 3) -> None:
+    def __init__(self, *, threshold: int = 3, similarity: float = 0.5, gap: int = 12, tools: int = 4) -> None:
         self.threshold = threshold
+        self.similarity = similarity
+        self.gap = gap
+        self.tools = tools
 
     def new_state(self) -> State:
-        return {"key": None, "tool": None, "n": 0, "start": None, "idx": [], "error": ""}
+        return {"streaks": {}}
 
     def observe(self, state: State, step: Step) -> Finding | None:
-        if step.kind == "result":
-            if not step.failed:
-                state.update(key=None, tool=None, n=0, start=None, idx=[])
-                return None
-            key = f"{step.tool_key}\x00{step.error_sig}"
-            if key != state["key"]:
-                state.update(key=key, tool=step.tool_key, n=0, start=step.call_index, idx=[])
-                state["error"] = error_excerpt(step.output or "")
-            state["n"] += 1
-            push(state["idx"], step.call_index if step.call_index is not None else step.index, 8)
-            return self._finding(state, step, blockable=False) if state["n"] >= 2 else None
-        if step.kind == "call" and state["key"] is not None and step.tool_key == state["tool"]:
-            if state["n"] >= self.threshold:
-                return self._finding(state, step, blockable=True)
-        return None
+        streaks: dict[str, State] = state["streaks"]
+        key = step.tool_key or step.tool or "?"
+        if step.kind == "call":
+            if mutates(step):
+                for other in streaks.values():
+                    other["mut"] = True
+            streak = streaks.get(key)
+            if streak is not None and streak["n"] >= self.threshold and step.index - streak["last"] <= self.gap:
+                return self._finding(key, streak, step, blockable=True)
+            return None
+        if step.kind != "result":
+            return None
+        if not step.failed or not (step.output or "").strip():
+            streaks.pop(key, None)
+            return None
+        streak = self._join(streaks, key, step)
+        return self._finding(key, streak, step, blockable=False) if streak["n"] >= 2 else None
 
-    def _finding(self, state: State, step: Step, *, blockable: bool) -> Finding:
-        n = state["n"]
+    def _join(self, streaks: dict[str, State], key: str, step: Step) -> State:
+        words = error_words(step.output or "")
+        where = step.call_index if step.call_index is not None else step.index
+        streak = streaks.pop(key, None)
+        if streak is not None and step.index - streak["last"] > self.gap:
+            streak = None
+        if streak is not None and streak["mut"]:
+            # something was changed since the last failure: only the very same outcome is no progress
+            if step.outcome_fp not in streak["outcomes"]:
+                streak = None
+        elif streak is not None:
+            best = max((_jaccard(words, c) for c in streak["classes"]), default=0.0)
+            if best < self.similarity:
+                if len(streak["classes"]) >= 2:
+                    streak = None
+                else:
+                    streak["classes"].append(words)
+        if streak is None:
+            excerpt = error_excerpt(step.output or "")
+            streak = {"n": 0, "start": where, "idx": [], "classes": [words], "outcomes": [], "error": excerpt}
+        streak["mut"] = False
+        if step.outcome_fp not in streak["outcomes"]:
+            push(streak["outcomes"], step.outcome_fp, 4)
+        streak["n"] += 1
+        streak["last"] = step.index
+        push(streak["idx"], where, 8)
+        streaks[key] = streak
+        while len(streaks) > self.tools:
+            del streaks[next(iter(streaks))]
+        return streak
+
+    def _finding(self, key: str, streak: State, step: Step, *, blockable: bool) -> Finding:
+        n = streak["n"]
         return Finding(
             pattern="error_retry",
             count=n,
-            key=f"error_retry:{state['key']}",
-            loop_start=state["start"],
-            reason=f"{state['tool']} failed {n} times in a row with the same error: {state['error']}",
-            indices=tuple(state["idx"]),
-            facts={"tool": step.tool or state["tool"], "error": state["error"], "call": step.tool},
+            key=f"error_retry:{key}:{streak['start']}",
+            loop_start=streak["start"],
+            reason=f"{key} failed {n} times in a row with the same error: {streak['error']}",
+            indices=tuple(streak["idx"]),
+            facts={"tool": step.tool or key, "error": streak["error"], "call": step.tool},
             blockable=blockable,
         )
 
@@ -181,9 +240,9 @@ class TestFixDetector(Detector):
         )
 
 
-def error_retry(*, threshold: int = 3) -> ErrorRetryDetector:
+def error_retry(*, threshold: int = 3, similarity: float = 0.5, gap: int = 12, tools: int = 4) -> ErrorRetryDetector:
     """The error-retry detector (see :class:`ErrorRetryDetector`)."""
-    return ErrorRetryDetector(threshold=threshold)
+    return ErrorRetryDetector(threshold=threshold, similarity=similarity, gap=gap, tools=tools)
 
 
 def failure_streak(*, shell_only: bool = False) -> FailureStreakDetector:

@@ -84,7 +84,7 @@ class RepeatDetector(Detector):
         return Finding(
             pattern=pattern,
             count=count,
-            key=f"{pattern}:{state['fp']}",
+            key=f"{pattern}:{state['fp']}:{start}",
             loop_start=start,
             reason=reason,
             indices=tuple(state["idx"]),

@@ -1,0 +1,626 @@
+"""Configuration files: a ``loopwatch.toml`` or the ``[tool.loopwatch]`` table of a ``pyproject.toml``.
+
+A configuration starts from a preset and changes parts of it::
+
+    config = load_config("loopwatch.toml")        # or find_config() to look in "." and its parents
+    guard_policy = config.policy()
+
+The schema (every key is optional; in a ``pyproject.toml`` the same keys live under ``[tool.loopwatch]``,
+so ``[ladders.repeat]`` becomes ``[tool.loopwatch.ladders.repeat]``)::
+
+    preset = "default"                # default, jaccard-turns, call-cycles, ralph, doom-loop, behavioral
+    ignore_keys = ["task_progress"]   # argument keys left out of every call fingerprint
+    reset_on_user = true              # a user message resets the loop counters
+
+    [ladders.repeat]                  # a pattern: repeat, polling, cycle, error_retry, failure_streak,
+    nudge = 3                         #   test_fix, similar_text, chanting, monologue, repeat_message,
+    block = 5                         #   swarm_repeat, limit
+    stop = 8                          # nudge: an int or a list of ints (several nudge levels)
+    renotify = false                  # nudge again at every count, not once per level
+    metric = "count"                  # "count" (the finding's count) or "detections"
+
+    [limits]                          # replaces the preset's limits (an empty table: no limits)
+    max_iterations = 100
+    max_runtime = 14400               # seconds
+    max_cost = 10.0
+    cost_warn_at = 0.8                # share of max_cost that nudges once (false: no warning)
+    max_tokens = 1000000
+    max_consecutive_failures = 5
+
+    [messages]
+    repeat = "You called {tool} {count} times..."     # one template for every level of the pattern
+    [messages.error_retry]                           # or per level: 1, 2, ... and/or nudge, block, stop
+    1 = "{tool} failed {count} times: {error}"
+    block = "Refused: fix the error first."
+
+    [detectors.cycle]                 # parameters of the preset's detectors, by detector name
+    max_period = 8
+    [detectors.similar_text]
+    enabled = false                   # drop the detector
+
+    [tools.gdb]                       # per-tool settings, by tool name
+    exempt = true                     # no loop detection for this tool (limits still count it)
+    [tools.read_output]
+    ladders.polling = { nudge = 40 }  # this tool's own ladder for a pattern
+    [tools.write_file]
+    ignore_keys = ["timestamp"]       # argument keys left out of this tool's fingerprint
+    keep_keys = ["path"]              # or: only these keys count
+
+Merging: a ``[ladders.X]`` table replaces the whole ladder of pattern ``X`` (list every rung you want; an
+empty table silences the pattern) and leaves the other patterns' ladders alone; a ``[tools.X]`` table
+replaces the settings of tool ``X``; ``[detectors.X]`` changes only the parameters it names.
+
+Every invalid setting raises :class:`~loopwatch.errors.ConfigError` whose ``field`` is the setting's
+dotted path (``ladders.repeat.nudge``, ``limits.max_cost``, ``detectors.cycle.max_period``...) and whose
+message says what was expected and what was found; unknown keys suggest the closest valid one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import math
+import os
+import sys
+import types
+import typing
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from .detectors.base import Detector
+from .errors import ConfigError, MissingExtraError, UnknownPresetError
+from .limits import (
+    Limit,
+    Limits,
+    max_consecutive_failures,
+    max_cost,
+    max_iterations,
+    max_runtime,
+    max_tokens,
+)
+from .messages import DEFAULT_MESSAGES, Messages
+from .policy import Ladder, Metric, Policy, ToolSettings
+from .presets import PRESETS
+
+__all__ = ["CONFIG_FILE", "PATTERNS", "Config", "config_from_mapping", "find_config", "load_config"]
+
+CONFIG_FILE: Final = "loopwatch.toml"
+PYPROJECT_FILE: Final = "pyproject.toml"
+PATTERNS: Final[tuple[str, ...]] = tuple(DEFAULT_MESSAGES)
+"""The pattern names ladders and messages are keyed by."""
+
+_TOP_KEYS: Final = (
+    "preset",
+    "ignore_keys",
+    "reset_on_user",
+    "ladders",
+    "limits",
+    "messages",
+    "detectors",
+    "tools",
+)
+_LADDER_KEYS: Final = ("nudge", "block", "stop", "renotify", "metric")
+_METRICS: Final = ("count", "detections")
+_LIMIT_KEYS: Final = (
+    "max_iterations",
+    "max_runtime",
+    "max_cost",
+    "cost_warn_at",
+    "max_tokens",
+    "max_consecutive_failures",
+)
+_INT_LIMITS: Final[dict[str, Callable[[int], Limit]]] = {
+    "max_iterations": max_iterations,
+    "max_tokens": max_tokens,
+    "max_consecutive_failures": max_consecutive_failures,
+}
+_DEFAULT_WARN_AT: Final = 0.8
+_TOOL_KEYS: Final = ("exempt", "ignore_keys", "keep_keys", "ladders")
+_MESSAGE_ACTIONS: Final = ("nudge", "block", "stop")
+_ENABLED: Final = "enabled"
+
+MessageOverrides = Mapping[str, "str | Mapping[int | str, str]"]
+_Overrides = Mapping[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class Config:
+    """A preset plus overrides; :meth:`policy` builds the resulting :class:`~loopwatch.policy.Policy`.
+
+    ``None`` (and empty mappings) keep the preset's value. ``detectors`` maps a detector's ``name`` to
+    constructor parameters (``{"cycle": {"max_period": 8}}``); ``{"enabled": False}`` drops it.
+    """
+
+    preset: str = "default"
+    ladders: Mapping[str, Ladder] = field(default_factory=dict)
+    limits: Limits | None = None
+    messages: MessageOverrides = field(default_factory=dict)
+    tools: Mapping[str, ToolSettings] = field(default_factory=dict)
+    ignore_keys: tuple[str, ...] | None = None
+    reset_on_user: bool | None = None
+    detectors: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    source: str | None = None
+
+    def policy(self) -> Policy:
+        """The preset's policy with this configuration applied (raises ConfigError if it does not fit)."""
+        base = _preset_policy(self.preset)
+        overrides = _detector_overrides(self.detectors, "detectors", base)
+        changes: dict[str, Any] = {
+            "detectors": _apply_overrides(base.detectors, overrides),
+            "ladders": dict(self.ladders),
+            "tools": dict(self.tools),
+        }
+        if self.limits is not None:
+            changes["limits"] = self.limits
+        if self.messages:
+            changes["messages"] = Messages(self.messages, base=base.messages.table)
+        if self.ignore_keys is not None:
+            changes["ignore_keys"] = tuple(self.ignore_keys)
+        if self.reset_on_user is not None:
+            changes["reset_on_user"] = self.reset_on_user
+        return base.replace(**changes)
+
+
+# -- files ---------------------------------------------------------------------------------------------
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """The configuration in ``path``: a loopwatch TOML file, or a ``pyproject.toml``'s ``[tool.loopwatch]``.
+
+    A ``pyproject.toml`` without that table gives the default configuration.
+    """
+    file = Path(path)
+    data: Any = _read_toml(file)
+    if file.name == PYPROJECT_FILE:
+        data = _pyproject_table(data)
+        if data is None:
+            return Config(source=str(file))
+    try:
+        return config_from_mapping(data, source=str(file))
+    except ConfigError as exc:
+        raise _located(exc, file) from exc
+
+
+def find_config(start: str | os.PathLike[str] = ".") -> Path | None:
+    """The nearest ``loopwatch.toml``, or ``pyproject.toml`` with ``[tool.loopwatch]``, in ``start`` or above.
+
+    In one directory ``loopwatch.toml`` wins; ``None`` when no directory up to the root has either.
+    """
+    here = Path(start).resolve()
+    if here.is_file():
+        here = here.parent
+    for directory in (here, *here.parents):
+        found = _config_in(directory)
+        if found is not None:
+            return found
+    return None
+
+
+def _config_in(directory: Path) -> Path | None:
+    candidate = directory / CONFIG_FILE
+    if candidate.is_file():
+        return candidate
+    pyproject = directory / PYPROJECT_FILE
+    if pyproject.is_file() and _declares_loopwatch(pyproject):
+        return pyproject
+    return None
+
+
+def _declares_loopwatch(pyproject: Path) -> bool:
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    if "loopwatch" not in text:  # most pyproject files: no need to parse them
+        return False
+    try:
+        data = _parse_toml(text, pyproject)
+    except ConfigError:
+        return True  # broken but meant for loopwatch: load_config will report where
+    tool = data.get("tool")
+    return isinstance(tool, dict) and "loopwatch" in tool
+
+
+def _read_toml(file: Path) -> dict[str, Any]:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file not found: {file}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {file}: {exc}") from exc
+    return _parse_toml(text, file)
+
+
+def _parse_toml(text: str, file: Path) -> dict[str, Any]:
+    toml = _toml_module()
+    try:
+        data: dict[str, Any] = toml.loads(text)
+    except toml.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: invalid TOML: {exc}") from exc
+    return data
+
+
+def _toml_module() -> types.ModuleType:
+    """``tomllib`` (Python 3.11+) or ``tomli``, imported only when a file is read."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        return tomllib
+    try:
+        import tomli  # type: ignore[import-not-found, unused-ignore]
+    except ImportError as exc:
+        raise MissingExtraError("tomli", "toml") from exc
+    module: types.ModuleType = tomli
+    return module
+
+
+def _pyproject_table(data: Mapping[str, Any]) -> Any:
+    tool = data.get("tool")
+    if not isinstance(tool, Mapping) or "loopwatch" not in tool:
+        return None
+    return tool["loopwatch"]
+
+
+def _located(exc: ConfigError, file: Path) -> ConfigError:
+    """The same error (same class and field) with the file named in its message."""
+    message = str(exc)
+    if exc.field is not None:
+        message = message.removeprefix(f"{exc.field}: ")
+    return type(exc)(f"{message} (in {file})", field=exc.field)
+
+
+# -- the top-level table -------------------------------------------------------------------------------
+
+
+def config_from_mapping(data: Mapping[str, Any], *, source: str | None = None) -> Config:
+    """A validated :class:`Config` from parsed TOML (the keys of the module docstring's schema)."""
+    table = _table(data, "")
+    _check_keys(table, _TOP_KEYS, "", "setting")
+    name = _string(table.get("preset", "default"), "preset")
+    base = _preset_policy(name)
+    return Config(
+        preset=name,
+        ladders=_ladders(table.get("ladders", {}), "ladders"),
+        limits=_optional(table, "limits", _limits),
+        messages=_messages(table.get("messages", {}), "messages"),
+        tools=_tools(table.get("tools", {}), "tools"),
+        ignore_keys=_optional(table, "ignore_keys", _strings),
+        reset_on_user=_optional(table, "reset_on_user", _bool),
+        detectors=_detector_overrides(table.get("detectors", {}), "detectors", base),
+        source=source,
+    )
+
+
+def _optional(table: Mapping[str, Any], key: str, parse: Callable[[Any, str], Any]) -> Any:
+    return parse(table[key], key) if key in table else None
+
+
+def _preset_policy(name: str) -> Policy:
+    factory = PRESETS.get(name)
+    if factory is None:
+        raise UnknownPresetError(_unknown(name, PRESETS, "preset"), field="preset")
+    return factory()
+
+
+# -- ladders -------------------------------------------------------------------------------------------
+
+
+def _ladders(value: Any, path: str) -> dict[str, Ladder]:
+    table = _table(value, path)
+    _check_keys(table, PATTERNS, path, "pattern")
+    return {pattern: _ladder(spec, _join(path, pattern)) for pattern, spec in table.items()}
+
+
+def _ladder(value: Any, path: str) -> Ladder:
+    table = _table(value, path)
+    _check_keys(table, _LADDER_KEYS, path, "ladder setting")
+    nudge = _nudges(table["nudge"], _join(path, "nudge")) if "nudge" in table else None
+    block = _positive_int(table["block"], _join(path, "block")) if "block" in table else None
+    stop = _positive_int(table["stop"], _join(path, "stop")) if "stop" in table else None
+    renotify = _bool(table.get("renotify", False), _join(path, "renotify"))
+    metric = typing.cast(Metric, _choice(table.get("metric", "count"), _METRICS, _join(path, "metric")))
+    try:
+        return Ladder.of(nudge=nudge, block=block, stop=stop, renotify=renotify, metric=metric)
+    except ValueError as exc:
+        raise ConfigError(f"{exc} (nudge={nudge}, block={block}, stop={stop})", field=path) from exc
+
+
+def _nudges(value: Any, path: str) -> int | list[int]:
+    if isinstance(value, list):
+        return [_positive_int(item, path) for item in value]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _positive_int(value, path)
+    raise _expected("a positive integer or a list of them", value, path)
+
+
+# -- limits --------------------------------------------------------------------------------------------
+
+
+def _limits(value: Any, path: str) -> Limits:
+    table = _table(value, path)
+    _check_keys(table, _LIMIT_KEYS, path, "limit")
+    if "cost_warn_at" in table and "max_cost" not in table:
+        raise ConfigError("cost_warn_at needs max_cost in the same table", field=_join(path, "cost_warn_at"))
+    limits = Limits()
+    for key in _LIMIT_KEYS:
+        if key in table and key != "cost_warn_at":
+            limits = limits | _limit(table, key, path)
+    return limits
+
+
+def _limit(table: Mapping[str, Any], key: str, path: str) -> Limit:
+    where = _join(path, key)
+    if key == "max_runtime":
+        return max_runtime(_positive_number(table[key], where))
+    if key == "max_cost":
+        return max_cost(_positive_number(table[key], where), warn_at=_warn_at(table, path))
+    return _INT_LIMITS[key](_positive_int(table[key], where))
+
+
+def _warn_at(table: Mapping[str, Any], path: str) -> float | None:
+    value = table.get("cost_warn_at", _DEFAULT_WARN_AT)
+    if value is False:
+        return None
+    where = _join(path, "cost_warn_at")
+    share = _positive_number(value, where)
+    if share >= 1:
+        raise _expected("a share of max_cost between 0 and 1 (or false)", value, where)
+    return share
+
+
+# -- messages ------------------------------------------------------------------------------------------
+
+
+def _messages(value: Any, path: str) -> dict[str, str | Mapping[int | str, str]]:
+    table = _table(value, path)
+    _check_keys(table, PATTERNS, path, "pattern")
+    out: dict[str, str | Mapping[int | str, str]] = {}
+    for pattern, entry in table.items():
+        where = _join(path, pattern)
+        out[pattern] = entry if isinstance(entry, str) else _message_levels(entry, where)
+    return out
+
+
+def _message_levels(value: Any, path: str) -> dict[int | str, str]:
+    if not isinstance(value, Mapping):
+        raise _expected("a template string or a table of templates by level", value, path)
+    levels: dict[int | str, str] = {}
+    for key, text in value.items():
+        where = _join(path, str(key))
+        levels[_message_level(key, where)] = _string(text, where)
+    return levels
+
+
+def _message_level(key: Any, path: str) -> int | str:
+    if isinstance(key, int) and not isinstance(key, bool) and key >= 1:
+        return key
+    if isinstance(key, str) and key.isdigit() and int(key) >= 1:
+        return int(key)
+    if isinstance(key, str) and key in _MESSAGE_ACTIONS:
+        return key
+    levels = f"a level number (1, 2, ...) or one of {_listing(_MESSAGE_ACTIONS)}"
+    raise ConfigError(
+        f"expected {levels}, got {key!r}{_did_you_mean(str(key), _MESSAGE_ACTIONS)}", field=path
+    )
+
+
+# -- tools ---------------------------------------------------------------------------------------------
+
+
+def _tools(value: Any, path: str) -> dict[str, ToolSettings]:
+    table = _table(value, path)
+    return {name: _tool(spec, _join(path, name)) for name, spec in table.items()}
+
+
+def _tool(value: Any, path: str) -> ToolSettings:
+    table = _table(value, path)
+    _check_keys(table, _TOOL_KEYS, path, "tool setting")
+    return ToolSettings(
+        exempt=_bool(table.get("exempt", False), _join(path, "exempt")),
+        ignore_keys=_strings(table.get("ignore_keys", []), _join(path, "ignore_keys")),
+        keep_keys=_strings(table["keep_keys"], _join(path, "keep_keys")) if "keep_keys" in table else None,
+        ladders=_ladders(table.get("ladders", {}), _join(path, "ladders")),
+    )
+
+
+# -- detectors -----------------------------------------------------------------------------------------
+
+
+def _detector_overrides(value: Any, path: str, base: Policy) -> dict[str, dict[str, Any]]:
+    """Validated parameter overrides by detector name (names of ``base``'s detectors only)."""
+    table = _table(value, path)
+    by_name = {det.name: det for det in base.detectors}
+    out: dict[str, dict[str, Any]] = {}
+    for name, spec in table.items():
+        where = _join(path, name)
+        if name not in by_name:
+            hint = _did_you_mean(name, by_name)
+            message = (
+                f"preset {base.name!r} has no detector {name!r}{hint} (its detectors: {_listing(by_name)})"
+            )
+            raise ConfigError(message, field=where)
+        out[name] = _detector_params(by_name[name], spec, where)
+    return out
+
+
+def _detector_params(detector: Detector, value: Any, path: str) -> dict[str, Any]:
+    table = _table(value, path)
+    params = _parameters(type(detector))
+    _check_keys(table, (_ENABLED, *params), path, f"{type(detector).__name__} parameter")
+    hints = _type_hints(type(detector))
+    out: dict[str, Any] = {}
+    for key, raw in table.items():
+        where = _join(path, key)
+        if key == _ENABLED:
+            out[key] = _bool(raw, where)
+        else:
+            out[key] = _param(raw, hints.get(key), params[key].default, where)
+    try:
+        _rebuild(detector, _without_enabled(out))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"invalid parameters {_without_enabled(out)}: {exc}", field=path) from exc
+    return out
+
+
+def _apply_overrides(detectors: Iterable[Detector], overrides: _Overrides) -> tuple[Detector, ...]:
+    kept: list[Detector] = []
+    for detector in detectors:
+        params = overrides.get(detector.name, {})
+        if params.get(_ENABLED, True) is False:
+            continue
+        changes = _without_enabled(params)
+        kept.append(_rebuild(detector, changes) if changes else detector)
+    return tuple(kept)
+
+
+def _rebuild(detector: Detector, changes: Mapping[str, Any]) -> Detector:
+    """A detector of the same class with its current parameters updated by ``changes``."""
+    names = _parameters(type(detector))
+    current = {k: v for k, v in vars(detector).items() if not k.startswith("_") and k in names}
+    factory: Callable[..., Detector] = type(detector)
+    return factory(**{**current, **changes})
+
+
+def _without_enabled(params: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if k != _ENABLED}
+
+
+def _parameters(cls: type[Detector]) -> dict[str, inspect.Parameter]:
+    kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return {name: p for name, p in inspect.signature(cls).parameters.items() if p.kind in kinds}
+
+
+def _type_hints(cls: type[Detector]) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls.__init__)
+    except (NameError, TypeError):  # unresolvable annotations: check values against defaults only
+        return {}
+
+
+def _param(value: Any, hint: Any, default: Any, path: str) -> Any:
+    if hint is not None and not _matches(value, hint):
+        raise _expected(_describe(hint), value, path)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        _check_param_number(value, default, path)
+    return value
+
+
+def _check_param_number(value: float, default: Any, path: str) -> None:
+    """Finite, and positive (or >= 0 for parameters whose default is 0)."""
+    if not math.isfinite(value):
+        raise _expected("a finite number", value, path)
+    zero_ok = not isinstance(default, bool) and default == 0
+    if value < 0 or (value == 0 and not zero_ok):
+        raise _expected("a number >= 0" if zero_ok else "a positive number", value, path)
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        return any(value == arg and type(value) is type(arg) for arg in typing.get_args(hint))
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_matches(value, arg) for arg in typing.get_args(hint))
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True
+
+
+def _describe(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        return f"one of {_listing(typing.get_args(hint))}"
+    if origin is typing.Union or origin is types.UnionType:
+        return " or ".join(_describe(arg) for arg in typing.get_args(hint) if arg is not type(None))
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    return names.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+# -- values --------------------------------------------------------------------------------------------
+
+
+def _table(value: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _expected("a table", value, path)
+    return value
+
+
+def _bool(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise _expected("a boolean (true or false)", value, path)
+    return value
+
+
+def _string(value: Any, path: str) -> str:
+    if not isinstance(value, str):
+        raise _expected("a string", value, path)
+    return value
+
+
+def _strings(value: Any, path: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise _expected("a list of strings", value, path)
+    return tuple(value)
+
+
+def _choice(value: Any, choices: Collection[str], path: str) -> str:
+    if value not in choices or not isinstance(value, str):
+        raise _expected(f"one of {_listing(choices)}", value, path)
+    return value
+
+
+def _positive_int(value: Any, path: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise _expected("a positive integer", value, path)
+    return value
+
+
+def _positive_number(value: Any, path: str) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise _expected("a positive number", value, path)
+    if not math.isfinite(value) or value <= 0:
+        raise _expected("a positive finite number", value, path)
+    return value
+
+
+# -- messages of errors --------------------------------------------------------------------------------
+
+
+def _expected(what: str, value: Any, path: str) -> ConfigError:
+    return ConfigError(f"expected {what}, got {_show(value)}", field=path or None)
+
+
+def _show(value: Any) -> str:
+    kinds = {bool: "boolean", int: "integer", float: "float", str: "string", list: "array", dict: "table"}
+    shown = str(value).lower() if isinstance(value, bool) else repr(value)
+    return f"{shown} ({kinds.get(type(value), type(value).__name__)})"
+
+
+def _check_keys(table: Mapping[str, Any], allowed: Collection[str], path: str, what: str) -> None:
+    for key in table:
+        if key not in allowed:
+            raise ConfigError(_unknown(key, allowed, what), field=_join(path, str(key)))
+
+
+def _unknown(key: Any, choices: Collection[str], what: str) -> str:
+    if not choices:
+        return f"unknown {what} {key!r} (there are none)"
+    return f"unknown {what} {key!r}{_did_you_mean(str(key), choices)} (expected one of {_listing(choices)})"
+
+
+def _did_you_mean(key: str, choices: Collection[str]) -> str:
+    close = difflib.get_close_matches(key, list(choices), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _listing(choices: Iterable[Any]) -> str:
+    return ", ".join(repr(c) for c in choices)
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
