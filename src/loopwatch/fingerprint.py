@@ -106,14 +106,22 @@ def _name_with_subcommand(words: list[str]) -> str:
 
 
 def tool_key(tool: str, args: Mapping[str, Any]) -> str:
-    """Which "tool" a call really uses: the tool name, or ``tool:program`` for shell-like tools."""
-    if not is_shell_tool(tool):
-        return tool
+    """Which "tool" a call really uses: the tool name, or ``tool:program`` for shell-like tools.
+
+    Agents whose "tool" is the first word of a shell command (SWE-agent's ``cd``, ``python``...) are
+    treated the same way when the command runs something else (``cd repo && mvn test`` -> ``cd:mvn:test``).
+    """
     command = command_of(args)
     if not command:
         return tool
+    if not is_shell_tool(tool):
+        first = command.split(None, 1)[0] if command.strip() else ""
+        if first != tool:
+            return tool
     program = program_of(command)
-    return f"{tool}:{program}" if program else tool
+    if not program or program == tool:
+        return tool
+    return f"{tool}:{program}"
 
 
 def project(

@@ -231,7 +231,7 @@ def default() -> Policy:
         "polling": Ladder.of(nudge=15),
         "cycle": Ladder.of(nudge=3, block=5, stop=7),
         "error_retry": Ladder.of(nudge=3, block=6, stop=9),
-        "no_progress": Ladder.of(nudge=4, stop=12),
+        "no_progress": Ladder.of(nudge=3, stop=12),
         "failure_streak": Ladder.of(nudge=8),
         "test_fix": Ladder.of(nudge=3),
         "similar_text": Ladder.of(nudge=3, stop=8),

@@ -8,6 +8,7 @@ from typing import Final
 
 from ..fingerprint import command_of, outcome_bytes, preview
 from .base import Detector, Finding, State, Step, mutates, push
+from .repeat import loose_fp
 
 _FILE_OPS: Final = re.compile(r"^\s*(cat|echo|sed|printf|tee|head|tail|awk)\b")
 
@@ -48,8 +49,10 @@ class ErrorRetryDetector(Detector):
     are equivalent when their words (digits, hex ids, timestamps, temp paths ignored) overlap by at least
     ``similarity``; a streak may alternate between two such errors. Calls to other tools in between do not
     end a streak (the agent looks around, then retries the same thing); a success of the same tool, a third
-    kind of error, or ``gap`` steps without a failure of that tool do. Reported on the result completing
-    each retry, and (blockable) on a further call to the same tool once ``threshold`` is reached.
+    kind of error, or ``gap`` steps without a failure of that tool do. After a change (an edit, an
+    install) only the very same failure counts. Reported on the result completing each retry, and
+    (blockable) on the call that would make the ``threshold``-th attempt when it repeats the last failing
+    call (digits aside) with nothing changed in between.
     """
 
     name = "error_retry"
@@ -62,18 +65,27 @@ class ErrorRetryDetector(Detector):
         self.tools = tools
 
     def new_state(self) -> State:
-        return {"streaks": {}}
+        return {"streaks": {}, "shapes": {}}
 
     def observe(self, state: State, step: Step) -> Finding | None:
         streaks: dict[str, State] = state["streaks"]
         key = step.tool_key or step.tool or "?"
         if step.kind == "call":
             if mutates(step):
-                for other in streaks.values():
-                    other["mut"] = True
+                for other_key, other in streaks.items():
+                    other["mut"] = other["mut"] or other_key != key
+            shapes: dict[str, str] = state["shapes"]
+            shape = loose_fp(step)
+            same_shape = shapes.pop(key, None) == shape
+            shapes[key] = shape
+            while len(shapes) > self.tools:
+                del shapes[next(iter(shapes))]
             streak = streaks.get(key)
-            if streak is not None and streak["n"] >= self.threshold and step.index - streak["last"] <= self.gap:
-                return self._finding(key, streak, step, blockable=True)
+            if streak is None or step.index - streak["last"] > self.gap or streak["mut"]:
+                return None
+            if same_shape and streak["n"] + 1 >= self.threshold:
+                # the next attempt at a call that keeps failing the same way: say so before it runs
+                return self._finding(key, streak, step, blockable=True, attempt=True)
             return None
         if step.kind != "result":
             return None
@@ -114,16 +126,18 @@ class ErrorRetryDetector(Detector):
             del streaks[next(iter(streaks))]
         return streak
 
-    def _finding(self, key: str, streak: State, step: Step, *, blockable: bool) -> Finding:
-        n = streak["n"]
+    def _finding(self, key: str, streak: State, step: Step, *, blockable: bool, attempt: bool = False) -> Finding:
+        failures = streak["n"]
+        n = failures + 1 if attempt else failures
+        verb = f"is being retried after failing {failures} times" if attempt else f"failed {n} times in a row"
         return Finding(
             pattern="error_retry",
             count=n,
             key=f"error_retry:{key}:{streak['start']}",
             loop_start=streak["start"],
-            reason=f"{key} failed {n} times in a row with the same error: {streak['error']}",
+            reason=f"{key} {verb} with the same error: {streak['error']}",
             indices=tuple(streak["idx"]),
-            facts={"tool": step.tool or key, "error": streak["error"], "call": step.tool},
+            facts={"tool": step.tool or key, "error": streak["error"], "call": step.tool, "failures": failures},
             blockable=blockable,
         )
 

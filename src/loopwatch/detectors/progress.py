@@ -11,7 +11,7 @@ import re
 from typing import Final
 
 from ..fingerprint import preview
-from .base import Detector, Finding, State, Step, push, searches
+from .base import Detector, Finding, State, Step, mutates, push, searches
 
 _NO_RESULT: Final = re.compile(
     r"^\s*(?:No matches found|No such file|Found 0|0 results|No results|Nothing found|not found|"
@@ -19,6 +19,7 @@ _NO_RESULT: Final = re.compile(
     re.I,
 )
 _SEEN: Final = 8
+_MIN_OUTPUT: Final = 24
 
 
 def fruitless_output(output: str) -> bool:
@@ -32,53 +33,86 @@ class NoProgressDetector(Detector):
 
     Look-ups (find, grep, ls, read, search... any of them: they are one kind) count when they fail, come
     back empty or say nothing matched, or return a result already seen in the streak; other calls of the
-    same tool count when they return a result already seen in the streak. A result with new content ends
-    the streak. Reported on the result, with the number of fruitless calls as count.
+    same tool count when they return a (non-trivial) result already seen in the streak. A result with new
+    content ends the streak. Streaks with a repeated result are reported from ``seen_threshold`` calls,
+    streaks made only of empty look-ups from ``empty_threshold``, streaks with changes (edits) in between
+    from ``changed_threshold``. Reported on
+    the result, and on the next call of the same kind (blockable) with that call counted.
     """
 
     name = "no_progress"
     patterns = ("no_progress",)
 
+    def __init__(self, *, seen_threshold: int = 3, empty_threshold: int = 6, changed_threshold: int = 6) -> None:
+        self.seen_threshold = seen_threshold
+        self.empty_threshold = empty_threshold
+        self.changed_threshold = changed_threshold
+
     def new_state(self) -> State:
-        return {"key": None, "n": 0, "start": None, "idx": [], "seen": [], "pending": None, "search": False}
+        return {
+            "key": None, "n": 0, "start": None, "idx": [], "seen": [], "calls": [], "pending": None,
+            "search": False, "last": "", "repeated": False, "changed": False,
+        }  # fmt: skip
 
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind == "call":
             search = searches(step)
             key = "search" if search else step.tool_key
             if key != state["key"]:
-                state.update(key=key, n=0, start=None, idx=[], seen=[])
+                state.update(key=key, n=0, start=None, idx=[], seen=[], calls=[], repeated=False, changed=False)
+            if search is False and mutates(step) and state["n"]:
+                state["changed"] = True
             state.update(pending=step.index, search=search)
+            push(state["calls"], step.index, _SEEN)
+            if self._report(state, state["n"]):
+                # another call of a kind that has brought nothing new for a while
+                return self._finding(state, step, state["n"] + 1, step.index, blockable=True)
             return None
         if step.kind != "result" or step.call_index is None or step.call_index != state["pending"]:
             return None
         state["pending"] = None
         output = step.output or ""
-        seen = step.outcome_fp in state["seen"]
-        fruitless = seen or (state["search"] and (step.failed or fruitless_output(output)))
+        empty = state["search"] and (step.failed or fruitless_output(output))
+        trivial = len(output.strip()) < _MIN_OUTPUT and not step.failed
+        seen = step.outcome_fp in state["seen"] and not trivial and not empty
+        if seen and state["n"] == 0:
+            # the call that first produced this result belongs to the loop too
+            first = state["seen"].index(step.outcome_fp)
+            calls = state["calls"]
+            state.update(n=1, start=calls[first] if first < len(calls) else step.call_index, idx=[])
         push(state["seen"], step.outcome_fp, _SEEN)
-        if not fruitless:
-            state.update(n=0, start=None, idx=[])
+        if not (seen or empty):
+            state.update(n=0, start=None, idx=[], repeated=False, changed=False)
             return None
         if state["n"] == 0:
             state["start"] = step.call_index
         state["n"] += 1
         push(state["idx"], step.call_index, 8)
-        n = state["n"]
-        if n < 2:
-            return None
+        state["last"] = preview(output, 120) or "empty"
+        state["repeated"] = state["repeated"] or seen
+        return self._finding(state, step, state["n"], step.index) if self._report(state, state["n"]) else None
+
+    def _report(self, state: State, n: int) -> bool:
+        if state["changed"]:
+            return n >= self.changed_threshold
+        return n >= (self.seen_threshold if state["repeated"] else self.empty_threshold)
+
+    def _finding(self, state: State, step: Step, n: int, index: int, *, blockable: bool = False) -> Finding:
         what = "look-ups" if state["search"] else f"{step.tool} calls"
         return Finding(
             pattern="no_progress",
             count=n,
             key=f"no_progress:{state['key']}:{state['start']}",
             loop_start=state["start"],
-            reason=f"{n} {what} in a row brought nothing new (last result: {preview(output, 80) or 'empty'})",
-            indices=tuple(state["idx"]),
-            facts={"tool": step.tool, "kind": what, "result": preview(output, 120)},
+            reason=f"{n} {what} in a row brought nothing new (last result: {state['last']})",
+            indices=(*state["idx"], index) if blockable else tuple(state["idx"]),
+            facts={"tool": step.tool, "kind": what, "result": state["last"]},
+            blockable=blockable,
         )
 
 
-def no_progress() -> NoProgressDetector:
+def no_progress(*, seen_threshold: int = 3, empty_threshold: int = 6, changed_threshold: int = 6) -> NoProgressDetector:
     """The no-progress detector (see :class:`NoProgressDetector`)."""
-    return NoProgressDetector()
+    return NoProgressDetector(
+        seen_threshold=seen_threshold, empty_threshold=empty_threshold, changed_threshold=changed_threshold
+    )
