@@ -8,34 +8,40 @@ How it works (pure, incremental, bounded):
 
 * **Lines are classified** from their first characters: fenced code (```` ``` ```` / ``~~~``) is skipped
   entirely; table rows, list items, headings, blockquotes, fence lines and divider lines are not chanting
-  content and they restart the prose tracking (Gemini CLI #5144, #5820, #6893). Everything else (prose
-  and blank lines) is *eligible* text.
-* **Checkpoints** on the eligible text: after each sentence end (``.``, ``!``, ``?``, newline) and at
-  least every ``chunk_size // 2`` characters. At a checkpoint the last ``chunk_size`` characters (the
-  chunk) are searched backwards (``str.rfind``, in C) for an earlier copy at most ``max_period`` away.
-  Normal prose almost never has one, so a checkpoint costs one short search.
-* **Exact repetition** (``S S S ...``, any sentence of 10..``max_period`` characters): once the chunk
+  content and they restart the prose tracking (Gemini CLI #5144, #5820, #6893). Prose and blank lines
+  are the *eligible* text.
+* **Checkpoints** on the eligible text: every sentence end (``. ``, ``! ``, ``? ``, newline), and at
+  most ``4/5 * chunk_size`` characters apart otherwise. At a checkpoint the last ``chunk_size``
+  characters (the chunk) are looked up among the earlier ones: a dict of the chunks ending at sentence
+  ends, or a backwards ``str.rfind`` (in C) over the last ``max_period`` characters. Normal prose almost
+  never has a match, so a checkpoint costs one lookup.
+* **Exact repetition** (``S S S ...`` for any sentence of 10..``max_period`` characters): once the chunk
   recurs at distance ``d``, the text is checked to be ``d``-periodic back to where the repetition
   started, and followed forward as it streams. A hit is reported when ``threshold`` copies of the
-  repeated unit have been seen (a trailing-whitespace separator of the last copy may still be missing).
+  repeated unit have been seen (the last copy may still lack its trailing whitespace separator).
 * **Repetition with gaps**: ``threshold`` occurrences of the chunk, each at most ``max_period`` after the
-  previous one, whose mean distance is at most ``max_mean_distance``. Text that is itself repeated
-  around the two occurrences is not counted in their distance (a long sentence repeated with short
-  varying gaps is close; a phrase scattered through unrelated text is not). As in Gemini CLI (PR #18975),
-  the texts between consecutive occurrences must take at most ``threshold // 2`` distinct values
-  (whitespace-normalized): a list of names sharing a long prefix has all-distinct gaps and is not a chant.
-* **Repeated lines**: a line (list item, table row, heading, quote or prose) repeated ``threshold`` times
-  in a row, or a cycle of 2 or 3 lines repeated ``threshold`` times, is a chant even when it is markdown.
-  List markers are ignored when comparing (``1. x``, ``2. x`` repeat). Blank and divider lines between
-  them do not matter.
+  previous one, with a mean distance of at most ``max_mean_distance``. Text that is itself repeated
+  around two occurrences does not count in their distance (a long sentence repeated with short gaps is
+  close; a phrase scattered through unrelated text is not). As in Gemini CLI (PR #18975) the texts
+  between consecutive occurrences may take at most ``threshold // 2`` distinct values (whitespace
+  normalized): a list of names sharing a long prefix has all-distinct gaps and is not a chant (nor is a
+  sentence repeated with an ever-changing suffix such as "(attempt 7)", which looks exactly the same).
+* **Repeated lines**: a markdown line (list item, table row, heading or quote) repeated ``threshold``
+  times in a row, or a cycle of 2 or 3 such lines repeated ``threshold`` times, is a chant. List markers
+  are ignored (``1. x``, ``2. x`` repeat). Blank and divider lines in between do not matter; a prose or
+  code line breaks the run. So 20 identical ``- Checking the file...`` lines are a chant, and 30
+  different items sharing a long prefix are not.
 * **Guards**: a chunk without a letter or digit (dividers, ``.....``) or whose smallest period is below
   ``min_distinct_period`` (``aaaa``, ``-=-=``, ``no no no``) never counts.
 
+Not detected: a single line chanting inside a list item or a table row (markdown lines are never chunk
+searched), and units longer than ``max_period`` (the repeated-message detectors cover whole replies).
+
 The result depends only on the concatenated text, never on how it was split into deltas. After a hit the
 tracker is latched: :meth:`ChantTracker.feed` returns None until :meth:`ChantTracker.reset`, and
-:attr:`ChantTracker.hit` keeps the hit. The state is a small JSON document (:meth:`ChantTracker.to_json`):
-the last ``history`` characters of eligible text plus a few integers and line hashes (the raw text is the
-most compact form that still allows the C-speed searches).
+:attr:`ChantTracker.hit` keeps the hit. The state (:meth:`ChantTracker.to_json`) is a small JSON
+document: at most ``history`` characters of eligible text (the most compact form that still allows the
+C-speed searches; the chunk dict is rebuilt from it), a few integers, and CRC-32s of recent lines.
 """
 
 from __future__ import annotations
@@ -51,12 +57,12 @@ __all__ = ["ChantHit", "ChantTracker"]
 
 # Line kinds.
 _UNDECIDED, _PROSE, _BLANK, _MARKUP, _LIST, _FENCE, _CODE, _DIVIDER = range(8)
-_COUNTED = (_MARKUP, _LIST)  # kinds whose repeated lines the line tracker counts
+_COUNTED = (_MARKUP, _LIST)  # kinds the line tracker counts
 _ELIGIBLE = (_PROSE, _BLANK)  # kinds whose text is chanting content
 _WS = " \t\r\f\v"  # indentation characters
 
-_HEAD_CAP = 256  # a line start undecided after this many chars is decided anyway
-_TEXT_CAP = 120  # reported chunk length
+_HEAD_CAP = 256  # a line start still undecided after this many chars is decided from them
+_TEXT_CAP = 120  # longest reported chunk
 _MAX_LINE_CYCLE = 3  # the line tracker looks for cycles of 1..3 lines
 _VERSION = 1
 
@@ -64,32 +70,34 @@ _DIVIDER_ONLY = re.compile(r"[\s\-=_*~+#.·•…\u2500-\u257f]*\Z")
 _DIGITS_PREFIX = re.compile(r"\d{1,9}[.)]?\Z")
 _LIST_MARKER = re.compile(r"(?:[-*+•]|\d{1,9}[.)])[ \t]+")
 _HEADING = re.compile(r"#{1,6}[ \t]")
-_SENTENCE_END = re.compile(r"[.!?\n。！？]")
+_ANCHOR = re.compile(r"[.!?][ \t\r\n]|[\n。！？]")  # sentence ends: where checkpoints go
 _BOUNDARY = re.compile(r"[.!?。！？]+\s+|\n\s*")
 _ALNUM = re.compile(r"[^\W_]")
-# Fast paths, equivalent to classifying line by line: whole lines that start with a letter (prose) or
-# are blank, and whole lines of an open code block that do not close it.
-_PLAIN_LINES = re.compile(
-    r"(?:[ \t\r\f\v]{0,255}"
-    r"(?:(?:[^\s\d\-=_*~+#.·•…\u2500-\u257f|>`]|`[^`\n]|\d{1,9}[^\d.)\n])[^\n]*)?\n)+"
+# Fast paths that agree with _classify: a whole line that is blank (group 1) or starts like prose, and a
+# line that closes a code block.
+_PLAIN_START = re.compile(
+    r"[ \t\r\f\v]{0,255}(?:(\n)|[^\s\d\-=_*~+#.·•…\u2500-\u257f|>`]|`[^`\n]|\d{1,9}[^\d.)\n])"
 )
-_CODE_LINES = {f: re.compile(r"(?:(?![ \t\r\f\v]{0,253}" + f * 3 + r")[^\n]*\n)+") for f in "`~"}
+_FENCE_START = {f: re.compile(r"[ \t\r\f\v]{0,253}" + f * 3) for f in "`~"}
 
 
 @dataclass(frozen=True)
 class ChantHit:
     """A chant found in the text fed to a :class:`ChantTracker`.
 
-    ``chunk``: the repeated text (stripped, at most 120 chars). ``count``: how many times it was seen
-    when the hit was reported (at least ``threshold``). ``first_offset``: offset, in the text fed since
-    the last reset, of the first character of its first occurrence. ``period``: distance in characters
-    between consecutive repetitions (the length of the repeated sentence or lines, separator included).
+    ``chunk``: the repeated text (stripped, at most 120 chars). ``count``: how many times it had been
+    seen when the hit was reported (at least ``threshold``). ``first_offset``: offset, in the text fed
+    since the last reset, of the first character of its first occurrence. ``period``: distance in
+    characters between consecutive repetitions (the repeated sentence or lines, separator included).
     """
 
     chunk: str
     count: int
     first_offset: int
     period: int
+
+
+# ---------------------------------------------------------------------- line classification
 
 
 def _classify(head: str, complete: bool, fence: str) -> tuple[int, int]:
@@ -130,6 +138,31 @@ def _classify_rest(head: str, s: str, more: bool) -> tuple[int, int]:
     return (_MARKUP if _HEADING.match(s) else _PROSE), 0
 
 
+def _plain_lines(text: str, pos: int) -> tuple[int, bool]:
+    """End of the whole prose/blank lines starting at ``pos``, and whether one of them is prose."""
+    prose, match = False, _PLAIN_START.match
+    while True:
+        nl = text.find("\n", pos)
+        m = None if nl < 0 else match(text, pos, nl + 1)
+        if m is None:
+            return pos, prose
+        prose = prose or m.group(1) is None
+        pos = nl + 1
+
+
+def _code_lines(text: str, pos: int, fence: str) -> int:
+    """End of the whole lines starting at ``pos`` that stay inside the open code block."""
+    closing = _FENCE_START[fence].match
+    while True:
+        nl = text.find("\n", pos)
+        if nl < 0 or closing(text, pos, nl) is not None:
+            return pos
+        pos = nl + 1
+
+
+# ---------------------------------------------------------------------- string helpers
+
+
 def _common_prefix(s: str, i: int, j: int, limit: int) -> int:
     """Largest ``n <= limit`` with ``s[i:i+n] == s[j:j+n]`` (galloping + binary search on slices)."""
     if limit <= 0 or s[i : i + limit] == s[j : j + limit]:
@@ -148,7 +181,7 @@ def _common_prefix(s: str, i: int, j: int, limit: int) -> int:
 
 
 def _common_suffix(s: str, i: int, j: int, limit: int) -> int:
-    """Largest ``n <= limit`` with ``s[i-n:i] == s[j-n:j]`` (both ``i - limit`` and ``j - limit`` >= 0)."""
+    """Largest ``n <= limit`` with ``s[i-n:i] == s[j-n:j]`` (``i - limit`` and ``j - limit`` >= 0)."""
     if limit <= 0 or s[i - limit : i] == s[j - limit : j]:
         return max(limit, 0)
     lo, hi, step = 0, limit, 16
@@ -162,10 +195,6 @@ def _common_suffix(s: str, i: int, j: int, limit: int) -> int:
         else:
             hi = mid
     return lo
-
-
-def _trailing_ws(text: str) -> int:
-    return len(text) - len(text.rstrip())
 
 
 def _rotation(unit: str) -> int:
@@ -182,6 +211,9 @@ def _display(text: str) -> tuple[str, int]:
     return stripped.rstrip()[:_TEXT_CAP].rstrip(), len(text) - len(stripped)
 
 
+# ---------------------------------------------------------------------- the tracker
+
+
 class ChantTracker:
     """Incremental chanting detector for one message (see the module docstring for the algorithm).
 
@@ -194,6 +226,7 @@ class ChantTracker:
     """
 
     __slots__ = (
+        "_anchors",
         "_buf",
         "_cand",
         "_chunk",
@@ -217,7 +250,6 @@ class ChantTracker:
         "_ltexts",
         "_max_mean",
         "_max_period",
-        "_min_gap",
         "_min_period",
         "_offset",
         "_run_len",
@@ -242,8 +274,9 @@ class ChantTracker:
         self._min_period = min_distinct_period
         self._max_period = max_period
         self._history = history
-        self._every = 2 * chunk_size
-        self._min_gap = chunk_size
+        # Checkpoint spacing: 10 copies of a 10-char sentence always contain a checkpoint whose chunk
+        # lies after the first copy (9 * 10 - 50 + 1 >= 40).
+        self._every = max(1, chunk_size - chunk_size // 5)
         self.reset()
 
     # ------------------------------------------------------------------ public API
@@ -267,29 +300,11 @@ class ChantTracker:
         while pos < n:
             hit, pos = self._step(text, pos)
             if hit is not None:
-                self._offset = 0  # the state after a hit does not depend on how the text was split
+                self._offset = 0  # the latched state does not depend on how the text was split
                 self._clear()
                 self._hit = hit
                 return hit
         return None
-
-    def _step(self, text: str, pos: int) -> tuple[ChantHit | None, int]:
-        """Process whole plain/code lines at once if possible, else one (part of a) line."""
-        if self._kind == _UNDECIDED and not self._head:
-            m = (_CODE_LINES[self._fence] if self._fence else _PLAIN_LINES).match(text, pos)
-            if m is not None:
-                return self._lines(m.group()), m.end()
-        nl = text.find("\n", pos)
-        end = len(text) if nl < 0 else nl
-        return self._segment(text[pos:end], nl >= 0), end + 1
-
-    def _lines(self, block: str) -> ChantHit | None:
-        """Whole lines that are prose/blank (outside code) or code (inside a fence)."""
-        off = self._offset
-        self._offset = self._line_start = off + len(block)
-        if self._fence or not block.isspace():  # code and prose break runs of repeated lines
-            self._break_lines()
-        return None if self._fence else self._append(block, off)
 
     def to_json(self) -> dict[str, Any]:
         """The whole state as a JSON-serialisable dict (bounded: at most ``history`` chars of text)."""
@@ -355,8 +370,41 @@ class ChantTracker:
         self._run_origin = 0
         self._last_cp = self._chunk - self._every
         self._cand: list[int] | None = None
+        self._anchors: dict[str, int] = {}
+
+    def _rebuild_anchors(self) -> None:
+        """The chunk dict holds nothing that the buffer does not: recompute it after a restore."""
+        base, size = self._run_len - len(self._buf), self._chunk
+        for m in _ANCHOR.finditer(self._buf):
+            if m.end() >= size and m.end() + base >= size:
+                self._anchors[self._buf[m.end() - size : m.end()]] = m.end() + base
 
     # ------------------------------------------------------------------ lines
+
+    def _step(self, text: str, pos: int) -> tuple[ChantHit | None, int]:
+        """Process whole plain or code lines at once when possible, else (part of) one line."""
+        if self._kind == _UNDECIDED and not self._head:
+            if self._fence:
+                end = _code_lines(text, pos, self._fence)
+                if end > pos:
+                    self._offset = self._line_start = self._offset + end - pos
+                    self._break_lines()
+                    return None, end
+            else:
+                end, prose = _plain_lines(text, pos)
+                if end > pos:
+                    return self._plain(text[pos:end], prose), end
+        nl = text.find("\n", pos)
+        end = len(text) if nl < 0 else nl
+        return self._segment(text[pos:end], nl >= 0), end + 1
+
+    def _plain(self, block: str, prose: bool) -> ChantHit | None:
+        """Whole prose and blank lines."""
+        off = self._offset
+        self._offset = self._line_start = off + len(block)
+        if prose:
+            self._break_lines()
+        return self._append(block, off)
 
     def _segment(self, seg: str, complete: bool) -> ChantHit | None:
         """Process part of one line (``complete``: the line's newline follows ``seg``)."""
@@ -375,7 +423,7 @@ class ChantTracker:
         hit = None
         if kind in _ELIGIBLE:
             hit = self._append(seg + "\n" if complete else seg, seg_off)
-        if kind in _COUNTED:
+        elif kind in _COUNTED:
             self._accumulate(seg, content_at)
         if hit is None and complete:
             hit = self._end_line(kind)
@@ -393,7 +441,7 @@ class ChantTracker:
             self._break_lines()
 
     def _accumulate(self, seg: str, content_at: int) -> None:
-        """Hash a counted line as it streams (list markers excluded)."""
+        """Hash a markdown line as it streams (list markers excluded)."""
         body = seg[content_at:]
         self._lcrc = zlib.crc32(body.encode("utf-8", "surrogatepass"), self._lcrc)
         self._llen += len(body)
@@ -418,11 +466,10 @@ class ChantTracker:
     def _count_line(self, key: int, start: int) -> ChantHit | None:
         """Line tracker: the same line (or cycle of 2-3 lines) ``threshold`` times in a row."""
         keys, starts, texts = self._lkeys, self._lstarts, self._ltexts
-        for lst, item, cap in ((keys, key, _MAX_LINE_CYCLE + 1), (starts, start, _MAX_LINE_CYCLE + 1)):
-            lst.append(item)
-            del lst[:-cap]
+        keys.append(key)
+        starts.append(start)
         texts.append(self._ltext.strip())
-        del texts[:-_MAX_LINE_CYCLE]
+        del keys[: -_MAX_LINE_CYCLE - 1], starts[: -_MAX_LINE_CYCLE - 1], texts[:-_MAX_LINE_CYCLE]
         for k in range(1, _MAX_LINE_CYCLE + 1):
             if len(keys) <= k or keys[-1] != keys[-1 - k]:
                 self._lmatch[k - 1] = 0
@@ -448,63 +495,66 @@ class ChantTracker:
         r0 = self._run_len
         self._buf += piece
         self._run_len += len(piece)
-        hit = self._scan(piece, r0)
+        hit = self._scan(r0)
         if len(self._buf) > self._history:
             self._buf = self._buf[-self._history :]
+            if len(self._anchors) > self._history // 8:
+                self._prune_anchors()
         return hit
 
-    def _scan(self, piece: str, r0: int) -> ChantHit | None:
-        """Run the checkpoints in the eligible text just appended (the hot path: kept lean)."""
-        buf, size, maxp, hist = self._buf, self._chunk, self._max_period, self._history
-        base = self._run_len - len(buf)
-        for c in self._checkpoints(base):
-            if self._cand is not None:
-                hit = self._advance(c)
+    def _prune_anchors(self) -> None:
+        oldest = self._run_len - self._max_period
+        self._anchors = {k: p for k, p in self._anchors.items() if p >= oldest}
+
+    def _scan(self, r0: int) -> ChantHit | None:
+        """Checkpoints in ``(r0, run_len]``: each sentence end, and a grid where sentences are long."""
+        buf, size, every, r1 = self._buf, self._chunk, self._every, self._run_len
+        base, last = r1 - len(buf), self._last_cp
+        for m in _ANCHOR.finditer(buf, max(r0 - 1 - base, 0), r1 - base):
+            p = m.end() + base
+            if p <= r0 or p < size:
+                continue
+            while last + every < p:
+                last += every
+                hit = self._grid(last, base)
                 if hit is not None:
                     return hit
-            bi = c - base
-            s0 = bi - size
-            lo = max(0, bi - hist)
-            s1 = buf.rfind(buf[s0:bi], max(lo, s0 - maxp), bi - 1)
-            if s1 >= 0:
-                hit = self._check(bi, s1, lo, base)
-                if hit is not None:
-                    return hit
-        return self._advance(self._run_len)
-
-    def _checkpoints(self, base: int) -> list[int]:
-        """New run positions to check (each depends only on the text, never on how it was split).
-
-        After a checkpoint at ``last``, the next one is the first sentence end in
-        ``[last + chunk_size, last + 2 * chunk_size]``, or ``last + 2 * chunk_size`` if there is none.
-        """
-        buf, every, gap, size, r1 = self._buf, self._every, self._min_gap, self._chunk, self._run_len
-        last, out, search = self._last_cp, [], _SENTENCE_END.search
-        while True:
-            hi = last + every
-            m = search(buf, max(last + gap, size) - 1 - base, min(hi, r1) - base)
-            if m is not None:
-                last = m.end() + base
-            elif hi <= r1:
-                last = hi
-            else:
-                break
-            out.append(last)
+            last = self._last_cp = p
+            hit = self._anchor(p, base)
+            if hit is not None:
+                return hit
+        while last + every <= r1:
+            last += every
+            hit = self._grid(last, base)
+            if hit is not None:
+                return hit
         self._last_cp = last
-        return out
+        return self._advance(r1)
 
-    def _advance(self, x: int) -> ChantHit | None:
-        """Follow the exact repetition being tracked up to run position ``x``."""
-        if self._cand is None or self._cand[2] >= x:
+    def _anchor(self, c: int, base: int) -> ChantHit | None:
+        """Checkpoint at a sentence end: chunks ending there recur only at sentence ends (dict lookup)."""
+        if self._cand is not None:
+            hit = self._advance(c)
+            if hit is not None:
+                return hit
+        bi = c - base
+        chunk = self._buf[bi - self._chunk : bi]
+        prev = self._anchors.get(chunk)
+        self._anchors[chunk] = c
+        if prev is None or c - prev > self._max_period:
             return None
-        start, d, end, w = self._cand
-        base = self._run_len - len(self._buf)
-        good = end + _common_prefix(self._buf, end - d - base, end - base, x - end)
-        fire = start + self._threshold * d - w
-        if fire <= good:
-            return self._periodic_hit(start, d, w, fire)
-        self._cand = [start, d, x, w] if good == x else None
-        return None
+        return self._check(bi, prev - self._chunk - base, max(0, bi - self._history), base)
+
+    def _grid(self, c: int, base: int) -> ChantHit | None:
+        """Checkpoint between sentence ends: search the chunk backwards."""
+        if self._cand is not None:
+            hit = self._advance(c)
+            if hit is not None:
+                return hit
+        buf, bi = self._buf, c - base
+        s0, lo = bi - self._chunk, max(0, bi - self._history)
+        s1 = buf.rfind(buf[s0:bi], max(lo, s0 - self._max_period), bi - 1)
+        return None if s1 < 0 else self._check(bi, s1, lo, base)
 
     def _check(self, bi: int, s1: int, lo: int, base: int) -> ChantHit | None:
         """The chunk ending at buffer index ``bi`` recurs at ``s1``: exact repetition, or with gaps?"""
@@ -530,16 +580,30 @@ class ChantTracker:
         """The text is ``d``-periodic before buffer index ``bi``: measure how far back, then follow it."""
         buf = self._buf
         start = bi - d - _common_suffix(buf, bi, bi - d, bi - d - lo)
-        w = _trailing_ws(buf[start : start + d])
+        unit = buf[start : start + d]
+        w = len(unit) - len(unit.rstrip())
         if (bi - start + w) // d >= self._threshold:
             return self._periodic_hit(start + base, d, w, bi + base)
         self._cand = [start + base, d, bi + base, w]
         return None
 
+    def _advance(self, x: int) -> ChantHit | None:
+        """Follow the exact repetition being tracked up to run position ``x``."""
+        if self._cand is None or self._cand[2] >= x:
+            return None
+        start, d, end, w = self._cand
+        base = self._run_len - len(self._buf)
+        good = end + _common_prefix(self._buf, end - d - base, end - base, x - end)
+        fire = start + self._threshold * d - w
+        if fire <= good:
+            return self._periodic_hit(start, d, w, fire)
+        self._cand = [start, d, x, w] if good == x else None
+        return None
+
     def _periodic_hit(self, start: int, d: int, w: int, pos: int) -> ChantHit:
         """Hit for the ``d``-periodic text from run position ``start`` to ``pos``."""
         base = self._run_len - len(self._buf)
-        u = start + max((pos - start) // d - 1, 0) * d - base  # a whole copy in the buffer
+        u = start + max((pos - start) // d - 1, 0) * d - base  # a whole copy still in the buffer
         return self._report(self._buf[u : u + d], start, (pos - start + w) // d, d, True)
 
     def _report(self, unit: str, start: int, count: int, period: int, rotate: bool) -> ChantHit:
@@ -560,25 +624,21 @@ class ChantTracker:
                 return None
             occ.append(prev)
         gaps = {" ".join(buf[b:a].split()) for a, b in pairwise(occ)}
-        if len(gaps) > self._threshold // 2:
-            return None
-        if self._mean_distance(occ, lo) > self._max_mean:
+        if len(gaps) > self._threshold // 2 or self._mean_distance(occ, lo) > self._max_mean:
             return None
         return self._chain_hit(occ, lo, base)
 
     def _extent(self, older: int, newer: int, lo: int, bi: int) -> tuple[int, int]:
         """How far the match of the chunks at ``older`` and ``newer`` extends left and right."""
-        size, d = self._chunk, newer - older
-        room = max(0, d - size)
+        size = self._chunk
+        room = max(0, newer - older - size)
         left = _common_suffix(self._buf, older, newer, min(room, older - lo))
-        right_room = min(room - left, bi - newer - size)
-        right = _common_prefix(self._buf, older + size, newer + size, right_room)
+        right = _common_prefix(self._buf, older + size, newer + size, min(room - left, bi - newer - size))
         return left, right
 
     def _mean_distance(self, occ: list[int], lo: int) -> float:
         """Mean distance between consecutive occurrences, not counting text repeated around them."""
-        bi = occ[0] + self._chunk
-        total = 0
+        bi, total = occ[0] + self._chunk, 0
         for newer, older in pairwise(occ):
             left, right = self._extent(older, newer, lo, bi)
             total += newer - older - left - right
@@ -591,42 +651,45 @@ class ChantTracker:
         start, first_gap = occ[-1] - left, occ[-2] - occ[-1]
         extent = self._buf[start : occ[-1] + self._chunk + right]
         whole = len(extent) >= first_gap
-        unit = extent[:first_gap] if whole else extent
-        return self._report(unit, start + base, len(occ), period, whole)
+        return self._report(extent[:first_gap] if whole else extent, start + base, len(occ), period, whole)
+
+
+# ---------------------------------------------------------------------- parameters and JSON state
 
 
 def _check_params(chunk: int, threshold: int, mean: int, min_period: int, period: int, history: int) -> None:
     if chunk < 1 or threshold < 2 or mean < 1 or min_period < 1:
-        raise ValueError("chunk_size, max_mean_distance and min_distinct_period must be >= 1, threshold >= 2")
+        raise ValueError("chunk_size, max_mean_distance, min_distinct_period must be >= 1; threshold >= 2")
     if period < chunk:
         raise ValueError("max_period must be >= chunk_size")
     if history < 2 * period + chunk:
         raise ValueError("history must be >= 2 * max_period + chunk_size")
 
 
+_HIT_INTS = ("count", "first_offset", "period")
+
+
 def _restore(cls: type[ChantTracker], data: dict[str, Any]) -> ChantTracker:
     if data.get("v") != _VERSION:
         raise ValueError(f"unsupported ChantTracker state version: {data.get('v')!r}")
-    params = {k: _int(v) for k, v in data["params"].items()}
-    tracker = cls(**params)
-    tracker._offset = _int(data["offset"])
-    line, acc, lines, run = data["line"], data["acc"], data["lines"], data["run"]
-    tracker._line_start, tracker._kind, tracker._indent = _int(line[0]), _int(line[2]), _int(line[4])
-    tracker._head, tracker._fence = _str(line[1]), _str(line[3])
-    tracker._lcrc, tracker._llen, tracker._lalnum = _int(acc[0]), _int(acc[1]), bool(acc[2])
-    tracker._ltext = _str(acc[3])
-    tracker._lkeys, tracker._lstarts = _ints(lines[0]), _ints(lines[1])
-    tracker._ltexts = [_str(t) for t in lines[2]]
-    tracker._lmatch, tracker._lfirst = _ints(lines[3]), _ints(lines[4])
-    tracker._buf, tracker._run_len, tracker._run_origin = _str(run[0]), _int(run[1]), _int(run[2])
-    tracker._last_cp, tracker._cand = _int(run[3]), None if run[4] is None else _ints(run[4])
-    hit = data["hit"]
-    tracker._hit = None if hit is None else ChantHit(_str(hit["chunk"]), *(_ints(hit[k] for k in _HIT)))
-    _validate(tracker)
-    return tracker
-
-
-_HIT = ("count", "first_offset", "period")
+    t = cls(**{k: _int(v) for k, v in data["params"].items()})
+    line, acc, lines, run, hit = data["line"], data["acc"], data["lines"], data["run"], data["hit"]
+    t._offset, t._line_start, t._kind, t._indent = (
+        _int(data["offset"]),
+        _int(line[0]),
+        _int(line[2]),
+        _int(line[4]),
+    )
+    t._head, t._fence = _str(line[1]), _str(line[3])
+    t._lcrc, t._llen, t._lalnum, t._ltext = _int(acc[0]), _int(acc[1]), bool(acc[2]), _str(acc[3])
+    t._lkeys, t._lstarts, t._ltexts = _ints(lines[0]), _ints(lines[1]), [_str(x) for x in lines[2]]
+    t._lmatch, t._lfirst = _ints(lines[3]), _ints(lines[4])
+    t._buf, t._run_len, t._run_origin, t._last_cp = _str(run[0]), _int(run[1]), _int(run[2]), _int(run[3])
+    t._cand = None if run[4] is None else _ints(run[4])
+    t._hit = None if hit is None else ChantHit(_str(hit["chunk"]), *_ints(hit[k] for k in _HIT_INTS))
+    _validate(t)
+    t._rebuild_anchors()
+    return t
 
 
 def _int(value: Any) -> int:

@@ -60,6 +60,7 @@ class Engine:
             "calls": {"last": None, "ids": {}},
             "warned": [],
             "stopped": None,
+            "last_user": None,
         }
 
     def reset(self, session: State, *, limits: bool = False) -> None:
@@ -123,7 +124,11 @@ class Engine:
             self.reset(session)
             return Verdict(index=index)
         if step.kind == "message" and step.role == "user" and self.policy.reset_on_user:
-            self._reset_for_user(session)
+            # the same reply again (a harness's canned complaint) is not new information
+            signature = error_signature(step.text or "")
+            if signature != session["last_user"]:
+                self._reset_for_user(session)
+            session["last_user"] = signature
         best = self._run_detectors(session, step)
         best = _stronger(best, self._check_limits(session, index))
         if best.action == "stop":

@@ -266,16 +266,18 @@ _MUTATING_COMMAND: Final = re.compile(
     r"git\s+(?:apply|checkout|commit|add|reset|stash|restore|am|cherry-pick|rebase|merge)|"
     r"(?:pip3?|uv\s+pip|npm|yarn|pnpm|apt-get|apt|brew|conda|cargo)\s+(?:install|add|remove|uninstall)|"
     r"python3?\s+-m\s+pip\s+install|create|edit|insert|str_replace|apply_patch|truncate|dd)\b"
-    r"|>{1,2}\s*[^\s&>|]|<<",
+    r"|(?<![0-9&>])>{1,2}\s*(?!/dev/null)[^\s&>|]|<<",
 )
 _SEARCH_TOOLS: Final = re.compile(
     r"^(?:find|find_file|search|search_dir|search_file|grep|rg|ag|ack|glob|list|ls|list_dir|list_files|"
-    r"locate|which|whereis|web_search|search_web|lookup|query|get_\w+|read\w*|open\w*|cat|view\w*)$",
+    r"locate|which|whereis|web_search|search_web|lookup|query|get_\w+|read\w*|open\w*|cat|view\w*|"
+    r"echo|printenv|env|pwd|type|head|tail|less|more|file|stat|du|df)$",
     re.I,
 )
 _SEARCH_PROGRAMS: Final = frozenset(
     {"find", "grep", "egrep", "rg", "ag", "ack", "ls", "locate", "which", "whereis", "fd", "tree", "cat", "head", "tail",
-     "env", "printenv", "type", "command", "git:grep", "git:log", "git:status", "git:ls-files", "sed", "awk", "wc"}
+     "env", "printenv", "type", "command", "git:grep", "git:log", "git:status", "git:ls-files", "sed", "awk", "wc",
+     "echo", "pwd", "file", "stat", "du", "df"}
 )  # fmt: skip
 
 

@@ -5,9 +5,11 @@ from .cycle import CycleDetector, cycle
 from .failures import (
     ErrorRetryDetector,
     FailureStreakDetector,
+    FeedbackRepeatDetector,
     TestFixDetector,
     error_retry,
     failure_streak,
+    feedback_repeat,
     test_fix_cycle,
 )
 from .fuzzy import BehavioralDetector, DoomLoopDetector, behavioral, doom_loop
@@ -31,6 +33,7 @@ __all__ = [
     "DoomLoopDetector",
     "ErrorRetryDetector",
     "FailureStreakDetector",
+    "FeedbackRepeatDetector",
     "Finding",
     "MonologueDetector",
     "NoProgressDetector",
@@ -45,6 +48,7 @@ __all__ = [
     "doom_loop",
     "error_retry",
     "failure_streak",
+    "feedback_repeat",
     "monologue",
     "no_progress",
     "repeat",

@@ -6,7 +6,7 @@ import re
 import zlib
 from typing import Final
 
-from ..fingerprint import command_of, outcome_bytes, preview
+from ..fingerprint import command_of, error_signature, outcome_bytes, preview
 from .base import Detector, Finding, State, Step, mutates, push
 from .repeat import loose_fp
 
@@ -57,6 +57,7 @@ class ErrorRetryDetector(Detector):
 
     name = "error_retry"
     patterns = ("error_retry",)
+    reset_on_user = False  # the same call failing the same way after a user reply is still a retry
 
     def __init__(self, *, threshold: int = 3, similarity: float = 0.5, gap: int = 12, tools: int = 4) -> None:
         self.threshold = threshold
@@ -267,3 +268,56 @@ def failure_streak(*, shell_only: bool = False) -> FailureStreakDetector:
 def test_fix_cycle() -> TestFixDetector:
     """The test-fix cycle detector (see :class:`TestFixDetector`)."""
     return TestFixDetector()
+
+
+class FeedbackRepeatDetector(Detector):
+    """The environment (or the user) answering every attempt with the same canned complaint.
+
+    Harnesses reply to a malformed turn with a user message ("Please always provide EXACTLY ONE
+    action..."); when that same reply (digits aside) keeps coming back and the agent keeps trying, it is
+    an error retry. Reported on the agent's next attempt once the same reply came ``threshold - 1`` times.
+    """
+
+    name = "feedback_repeat"
+    patterns = ("error_retry",)
+    reset_on_user = False
+
+    def __init__(self, *, threshold: int = 3) -> None:
+        self.threshold = threshold
+
+    def new_state(self) -> State:
+        return {"sig": None, "n": 0, "start": None, "last_action": None, "text": "", "idx": []}
+
+    def observe(self, state: State, step: Step) -> Finding | None:
+        if step.kind == "message" and step.role == "user":
+            signature = error_signature(step.text or "")
+            if signature != state["sig"]:
+                state.update(sig=signature, n=0, start=state["last_action"], idx=[])
+                state["text"] = preview(step.text or "", 160)
+            state["n"] += 1
+            return None
+        acting = step.kind == "call" or (step.kind == "message" and step.role == "assistant")
+        if step.kind == "result" and not step.failed:
+            state.update(sig=None, n=0, start=None, idx=[])
+        if not acting:
+            return None
+        state["last_action"] = step.index
+        push(state["idx"], step.index, 8)
+        if state["sig"] is None or state["n"] + 1 < self.threshold:
+            return None
+        n = state["n"] + 1
+        return Finding(
+            pattern="error_retry",
+            count=n,
+            key=f"feedback:{state['sig']}:{state['start']}",
+            loop_start=state["start"],
+            reason=f"attempt {n} after the same reply {state['n']} times: {state['text']}",
+            indices=tuple(state["idx"]),
+            facts={"tool": step.tool or "reply", "error": state["text"], "call": step.tool or "reply"},
+            blockable=step.kind == "call",
+        )
+
+
+def feedback_repeat(*, threshold: int = 3) -> FeedbackRepeatDetector:
+    """The repeated-feedback detector (see :class:`FeedbackRepeatDetector`)."""
+    return FeedbackRepeatDetector(threshold=threshold)

@@ -8,6 +8,7 @@ the streak: none of these are exact repeats, and none brings new information.
 from __future__ import annotations
 
 import re
+import zlib
 from typing import Final
 
 from ..fingerprint import preview
@@ -20,6 +21,26 @@ _NO_RESULT: Final = re.compile(
 )
 _SEEN: Final = 8
 _MIN_OUTPUT: Final = 24
+
+
+_TOKEN: Final = re.compile(r"[^\W_]+")
+
+
+def _words(text: str, limit: int = 64) -> list[int]:
+    """Hashes of the first distinct words of a call's arguments (a small, JSON-able sketch)."""
+    words: dict[int, None] = {}
+    for word in _TOKEN.findall(text[:2000].lower()):
+        words[zlib.crc32(word.encode())] = None
+        if len(words) >= limit:
+            break
+    return list(words)
+
+
+def _overlap(a: list[int], b: list[int]) -> float:
+    if not a or not b:
+        return 0.0
+    sa, sb = set(a), set(b)
+    return len(sa & sb) / len(sa | sb)
 
 
 def fruitless_output(output: str) -> bool:
@@ -37,21 +58,26 @@ class NoProgressDetector(Detector):
     content ends the streak. Streaks with a repeated result are reported from ``seen_threshold`` calls,
     streaks made only of empty look-ups from ``empty_threshold``, streaks with changes (edits) in between
     from ``changed_threshold``. Reported on
-    the result, and on the next call of the same kind (blockable) with that call counted.
+    the result, and on the next call of the same kind (blockable) with that call counted, which for a
+    streak of repeated results already happens on the call that would reach ``seen_threshold`` when its
+    arguments overlap the previous call's by at least ``similarity`` (word Jaccard).
     """
 
     name = "no_progress"
     patterns = ("no_progress",)
 
-    def __init__(self, *, seen_threshold: int = 3, empty_threshold: int = 6, changed_threshold: int = 6) -> None:
+    def __init__(
+        self, *, seen_threshold: int = 3, empty_threshold: int = 6, changed_threshold: int = 6, similarity: float = 0.5
+    ) -> None:
         self.seen_threshold = seen_threshold
+        self.similarity = similarity
         self.empty_threshold = empty_threshold
         self.changed_threshold = changed_threshold
 
     def new_state(self) -> State:
         return {
             "key": None, "n": 0, "start": None, "idx": [], "seen": [], "calls": [], "pending": None,
-            "search": False, "last": "", "repeated": False, "changed": False,
+            "search": False, "last": "", "repeated": False, "changed": False, "words": [],
         }  # fmt: skip
 
     def observe(self, state: State, step: Step) -> Finding | None:
@@ -64,7 +90,12 @@ class NoProgressDetector(Detector):
                 state["changed"] = True
             state.update(pending=step.index, search=search)
             push(state["calls"], step.index, _SEEN)
-            if self._report(state, state["n"]):
+            words = _words(step.canonical or "") if state["n"] else []
+            similar = bool(words) and _overlap(words, state["words"]) >= self.similarity
+            state["words"] = words
+            if self._report(state, state["n"]) or (
+                similar and state["repeated"] and not state["changed"] and state["n"] + 1 >= self.seen_threshold
+            ):
                 # another call of a kind that has brought nothing new for a while
                 return self._finding(state, step, state["n"] + 1, step.index, blockable=True)
             return None
@@ -111,8 +142,13 @@ class NoProgressDetector(Detector):
         )
 
 
-def no_progress(*, seen_threshold: int = 3, empty_threshold: int = 6, changed_threshold: int = 6) -> NoProgressDetector:
+def no_progress(
+    *, seen_threshold: int = 3, empty_threshold: int = 6, changed_threshold: int = 6, similarity: float = 0.5
+) -> NoProgressDetector:
     """The no-progress detector (see :class:`NoProgressDetector`)."""
     return NoProgressDetector(
-        seen_threshold=seen_threshold, empty_threshold=empty_threshold, changed_threshold=changed_threshold
+        seen_threshold=seen_threshold,
+        empty_threshold=empty_threshold,
+        changed_threshold=changed_threshold,
+        similarity=similarity,
     )
