@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     reports = list(scan_runs(preset(args.preset), runs))
     elapsed = time.perf_counter() - started
     outcomes = []
-    for record, report in zip(records, reports):
+    for record, report in zip(records, reports, strict=True):
         detections = [Detection.from_json(v.detection_json()) for v in report.verdicts]
         outcomes.append(run_outcome_from_trajectory(record, detections))
     result = evaluate(outcomes, labels, live=not args.untruncated)

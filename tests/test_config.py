@@ -400,9 +400,7 @@ def test_errors_in_a_file_keep_the_field_and_name_the_file(tmp_path: Path) -> No
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert info.value.field == "ladders.repeat.nudge"
-    assert (
-        str(info.value) == f"ladders.repeat.nudge: expected a positive integer, got 0 (integer) (in {path})"
-    )
+    assert str(info.value) == f"ladders.repeat.nudge: expected a positive integer, got 0 (integer) (in {path})"
 
 
 def test_nan_and_inf_from_toml(tmp_path: Path) -> None:
@@ -443,9 +441,7 @@ def test_cost_warning_can_be_disabled() -> None:
 
 def test_empty_limits_table_removes_the_preset_limits() -> None:
     assert preset("ralph").limits  # the preset has limits ...
-    assert (
-        not config_from_mapping({"preset": "ralph", "limits": {}}).policy().limits
-    )  # ... the config removes them
+    assert not config_from_mapping({"preset": "ralph", "limits": {}}).policy().limits  # ... the config removes them
     assert config_from_mapping({"preset": "ralph"}).policy().limits == preset("ralph").limits
 
 
@@ -456,9 +452,7 @@ def test_ladder_metric_and_python_int_message_levels() -> None:
     }
     policy = config_from_mapping(data).policy()
     assert policy.ladders["cycle"] == Ladder.of(nudge=[1, 2], stop=3, metric="detections")
-    templates = [
-        policy.messages.template("cycle", level, action) for level, action in [(1, "nudge"), (2, "nudge")]
-    ]
+    templates = [policy.messages.template("cycle", level, action) for level, action in [(1, "nudge"), (2, "nudge")]]
     assert templates == ["first", "second"]
     assert policy.messages.template("cycle", 3, "stop") == "done"
 

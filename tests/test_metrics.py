@@ -37,9 +37,7 @@ def det(index: int, action: str = "nudge", pattern: str = "repeat") -> Detection
     return Detection(index=index, action=action, level=1, pattern=pattern, loop_start=None)
 
 
-def episode(
-    start: int, end: int, detectable_at: int | None = None, pattern: str = "repeat"
-) -> dict[str, Any]:
+def episode(start: int, end: int, detectable_at: int | None = None, pattern: str = "repeat") -> dict[str, Any]:
     at = start if detectable_at is None else detectable_at
     return {"start": start, "detectable_at": at, "end": end, "unit_len": 1, "pattern": pattern, "reps": 3}
 
@@ -48,9 +46,7 @@ def label(run_id: str, verdict: str, *episodes: dict[str, Any]) -> Label:
     return parse_label({"id": run_id, "verdict": verdict, "episodes": list(episodes), "confidence": "high"})
 
 
-def run(
-    run_id: str, steps: int, *detections: Detection, resolved: bool | None = None, source: str = ""
-) -> RunOutcome:
+def run(run_id: str, steps: int, *detections: Detection, resolved: bool | None = None, source: str = "") -> RunOutcome:
     return RunOutcome(run_id, source, steps, resolved, tuple(detections))
 
 
@@ -297,9 +293,7 @@ def test_unknown_excluded_pattern_is_a_config_error() -> None:
 
 def test_unlabelled_runs_are_ignored_and_counted() -> None:
     lab = label("s/a", "clean")
-    report = evaluate(
-        [run("s/a", 10), run("s/other", 1000, det(1))], {"s/a": lab, "s/gone": label("s/gone", "clean")}
-    )
+    report = evaluate([run("s/a", 10), run("s/other", 1000, det(1))], {"s/a": lab, "s/gone": label("s/gone", "clean")})
     assert report.overall.runs == 1
     assert report.overall.steps == 10
     assert report.overall.stray_detections == 0
@@ -480,9 +474,7 @@ def test_real_dev_labels_parse_and_score_zero_without_detections() -> None:
     assert len(labels) == 729
     verdicts = [lab.verdict for lab in labels.values()]
     assert (verdicts.count("stuck"), verdicts.count("recovered"), verdicts.count("clean")) == (76, 29, 624)
-    runs = [
-        run(run_id, max((ep.end for ep in lab.episodes), default=0) + 1) for run_id, lab in labels.items()
-    ]
+    runs = [run(run_id, max((ep.end for ep in lab.episodes), default=0) + 1) for run_id, lab in labels.items()]
     report = evaluate(runs, labels)
     assert report.overall.episode_recall.rate == 0.0
     assert report.overall.episode_recall.total == 127

@@ -173,9 +173,7 @@ def test_secret_looking_keys_are_redacted(key: str) -> None:
 )
 def test_harmless_keys_are_kept(key: str) -> None:
     assert redact({key: 1234}) == {key: 1234}
-    assert redact({key: "plain"})[key] == (
-        "plain" if key in ("author", "authored_by", "tokenizer") else REDACTED
-    )
+    assert redact({key: "plain"})[key] == ("plain" if key in ("author", "authored_by", "tokenizer") else REDACTED)
 
 
 def test_token_counts_in_usage_blocks_are_untouched() -> None:
@@ -190,9 +188,7 @@ def test_token_counts_in_usage_blocks_are_untouched() -> None:
 
 
 def test_redacted_values_of_any_type_and_none_kept() -> None:
-    result = redact(
-        {"password": 1234, "token": ["a", "b"], "secret": {"x": 1}, "auth": None, "is_authenticated": True}
-    )
+    result = redact({"password": 1234, "token": ["a", "b"], "secret": {"x": 1}, "auth": None, "is_authenticated": True})
     assert result == {
         "password": REDACTED,
         "token": REDACTED,
@@ -306,9 +302,7 @@ class _BrokenRepr:
 
 
 def test_non_json_values_become_clipped_reprs() -> None:
-    result = redact(
-        {"obj": _Opaque(), "raw": b"bytes", "nan": float("nan"), "set": {3, 1, 2}, "broken": _BrokenRepr()}
-    )
+    result = redact({"obj": _Opaque(), "raw": b"bytes", "nan": float("nan"), "set": {3, 1, 2}, "broken": _BrokenRepr()})
     assert result["obj"].startswith("Opaque(ooo")
     assert len(result["obj"]) <= REPR_LIMIT
     assert result["raw"] == "b'bytes'"
@@ -338,10 +332,7 @@ def test_disabled_redactor_keeps_secrets_but_stays_bounded() -> None:
 
 
 def test_redactor_repr_and_validation() -> None:
-    assert (
-        repr(Redactor(["tenant"]))
-        == "Redactor(extra_keys=['tenant'], enabled=True, max_depth=20, max_string=10000)"
-    )
+    assert repr(Redactor(["tenant"])) == "Redactor(extra_keys=['tenant'], enabled=True, max_depth=20, max_string=10000)"
     with pytest.raises(ConfigError) as info:
         Redactor(max_depth=0)
     assert info.value.field == "max_depth"
@@ -352,9 +343,7 @@ def test_redactor_repr_and_validation() -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4)
-    ),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4),
     max_leaves=30,
 )
 

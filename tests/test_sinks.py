@@ -262,9 +262,7 @@ def test_callback_errors_are_counted_and_logged_not_raised(caplog: pytest.LogCap
         sink.emit(make_record())
         sink.emit(make_record())
     assert sink.errors == 2
-    assert any(
-        "explode" in message and rec.exc_info for rec in caplog.records for message in [rec.getMessage()]
-    )
+    assert any("explode" in message and rec.exc_info for rec in caplog.records for message in [rec.getMessage()])
     assert repr(sink).startswith("CallbackSink(callback=")
 
 
@@ -403,9 +401,7 @@ def test_webhook_min_action_filters(server: Server) -> None:
     assert sorted(body["event"] for body in server.bodies) == ["loop.stop", "session.terminated"]
 
 
-def test_webhook_http_500_is_retried_then_counted_failed(
-    server: Server, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_webhook_http_500_is_retried_then_counted_failed(server: Server, caplog: pytest.LogCaptureFixture) -> None:
     server.status = 500
     with caplog.at_level(logging.WARNING, logger="loopwatch"), WebhookSink(server.url, retries=1) as sink:
         sink.emit(make_record())
@@ -538,9 +534,7 @@ def test_webhook_repr_hides_the_secret_path() -> None:
         sink.close()
     sink = WebhookSink("https://user:pw@example.com:8443/hook?token=abc", min_action="stop")
     try:
-        assert (
-            repr(sink) == "WebhookSink(url='https://example.com:8443/...', format='json', min_action='stop')"
-        )
+        assert repr(sink) == "WebhookSink(url='https://example.com:8443/...', format='json', min_action='stop')"
     finally:
         sink.close()
 

@@ -86,7 +86,7 @@ def _safe(value: Any, depth: int, budget: list[int], seen: set[int]) -> Any:
         return f"<bytes {len(raw)} #{hashlib.blake2b(raw, digest_size=8).hexdigest()}>"
     if depth >= MAX_DEPTH:
         return "<deep>"
-    if isinstance(value, Mapping) or isinstance(value, (list, tuple)):
+    if isinstance(value, (Mapping, list, tuple)):
         marker = id(value)
         if marker in seen:
             return "<cycle>"
@@ -98,7 +98,7 @@ def _safe(value: Any, depth: int, budget: list[int], seen: set[int]) -> Any:
         finally:
             seen.discard(marker)
     if isinstance(value, (set, frozenset)):
-        items = sorted((canonical_json(v) for v in list(value)[:1000]))
+        items = sorted(canonical_json(v) for v in list(value)[:1000])
         return {"<set>": items}
     return _repr(value)
 

@@ -50,7 +50,8 @@ import re
 import zlib
 from collections import Counter
 from dataclasses import asdict, dataclass
-from itertools import pairwise
+from itertools import accumulate, pairwise, repeat
+from operator import add
 from typing import Any
 
 __all__ = ["ChantHit", "ChantTracker"]
@@ -70,14 +71,12 @@ _DIVIDER_ONLY = re.compile(r"[\s\-=_*~+#.·•…\u2500-\u257f]*\Z")
 _DIGITS_PREFIX = re.compile(r"\d{1,9}[.)]?\Z")
 _LIST_MARKER = re.compile(r"(?:[-*+•]|\d{1,9}[.)])[ \t]+")
 _HEADING = re.compile(r"#{1,6}[ \t]")
-_ANCHOR = re.compile(r"[.!?][ \t\r\n]|[\n。！？]")  # sentence ends: where checkpoints go
+_ANCHORS = (". ", "\n")  # sentence ends: where checkpoints go
 _BOUNDARY = re.compile(r"[.!?。！？]+\s+|\n\s*")
 _ALNUM = re.compile(r"[^\W_]")
 # Fast paths that agree with _classify: a whole line that is blank (group 1) or starts like prose, and a
 # line that closes a code block.
-_PLAIN_START = re.compile(
-    r"[ \t\r\f\v]{0,255}(?:(\n)|[^\s\d\-=_*~+#.·•…\u2500-\u257f|>`]|`[^`\n]|\d{1,9}[^\d.)\n])"
-)
+_PLAIN_START = re.compile(r"[ \t\r\f\v]{0,255}(?:(\n)|[^\s\d\-=_*~+#.·•…\u2500-\u257f|>`]|`[^`\n]|\d{1,9}[^\d.)\n])")
 _FENCE_START = {f: re.compile(r"[ \t\r\f\v]{0,253}" + f * 3) for f in "`~"}
 
 
@@ -161,6 +160,18 @@ def _code_lines(text: str, pos: int, fence: str) -> int:
 
 
 # ---------------------------------------------------------------------- string helpers
+
+
+def _anchor_ends(buf: str, a: int, b: int) -> list[int]:
+    """Sorted buffer indices just after each sentence end found entirely inside ``buf[a:b]``."""
+    text, out = buf[a:b], []
+    for pat in _ANCHORS:
+        parts = text.split(pat)
+        if len(parts) > 1:  # C-level: cumulative part lengths plus separators
+            out += list(accumulate(map(add, map(len, parts[:-1]), repeat(len(pat))), initial=a))[1:]
+    if len(out) > 1:
+        out.sort()
+    return out
 
 
 def _common_prefix(s: str, i: int, j: int, limit: int) -> int:
@@ -274,9 +285,7 @@ class ChantTracker:
         self._min_period = min_distinct_period
         self._max_period = max_period
         self._history = history
-        # Checkpoint spacing: 10 copies of a 10-char sentence always contain a checkpoint whose chunk
-        # lies after the first copy (9 * 10 - 50 + 1 >= 40).
-        self._every = max(1, chunk_size - chunk_size // 5)
+        self._every = 2 * chunk_size  # checkpoint spacing where there is no sentence end
         self.reset()
 
     # ------------------------------------------------------------------ public API
@@ -375,9 +384,9 @@ class ChantTracker:
     def _rebuild_anchors(self) -> None:
         """The chunk dict holds nothing that the buffer does not: recompute it after a restore."""
         base, size = self._run_len - len(self._buf), self._chunk
-        for m in _ANCHOR.finditer(self._buf):
-            if m.end() >= size and m.end() + base >= size:
-                self._anchors[self._buf[m.end() - size : m.end()]] = m.end() + base
+        for end in _anchor_ends(self._buf, 0, len(self._buf)):
+            if end >= size:
+                self._anchors[self._buf[end - size : end]] = end + base
 
     # ------------------------------------------------------------------ lines
 
@@ -507,54 +516,75 @@ class ChantTracker:
         self._anchors = {k: p for k, p in self._anchors.items() if p >= oldest}
 
     def _scan(self, r0: int) -> ChantHit | None:
-        """Checkpoints in ``(r0, run_len]``: each sentence end, and a grid where sentences are long."""
-        buf, size, every, r1 = self._buf, self._chunk, self._every, self._run_len
-        base, last = r1 - len(buf), self._last_cp
-        for m in _ANCHOR.finditer(buf, max(r0 - 1 - base, 0), r1 - base):
-            p = m.end() + base
-            if p <= r0 or p < size:
-                continue
+        """Run the checkpoints in ``(r0, run_len]`` (the hot path)."""
+        base = self._run_len - len(self._buf)
+        ends, grid = self._checkpoints(r0, base)
+        if ends and not self._record_fresh(ends, base):
+            return self._visit(sorted(ends + [-g for g in grid], key=abs), base)
+        return self._visit([-g for g in grid], base)
+
+    def _checkpoints(self, r0: int, base: int) -> tuple[list[int], list[int]]:
+        """New checkpoints: the sentence ends, and a grid every ``2 * chunk_size`` chars without one.
+
+        Positions depend only on the text, never on how it was split.
+        """
+        every, size, r1 = self._every, self._chunk, self._run_len
+        found = _anchor_ends(self._buf, max(r0 - 1 - base, 0), r1 - base)
+        ends = [e + base for e in found if e + base > r0 and e + base >= size]
+        last, grid = self._last_cp, []
+        for p in ends:
             while last + every < p:
                 last += every
-                hit = self._grid(last, base)
-                if hit is not None:
-                    return hit
-            last = self._last_cp = p
-            hit = self._anchor(p, base)
-            if hit is not None:
-                return hit
+                grid.append(last)
+            last = p
         while last + every <= r1:
             last += every
-            hit = self._grid(last, base)
-            if hit is not None:
-                return hit
+            grid.append(last)
         self._last_cp = last
-        return self._advance(r1)
+        return ends, grid
 
-    def _anchor(self, c: int, base: int) -> ChantHit | None:
-        """Checkpoint at a sentence end: chunks ending there recur only at sentence ends (dict lookup)."""
+    def _record_fresh(self, ends: list[int], base: int) -> bool:
+        """Record the chunks ending at ``ends`` if none was seen before (normal prose); else False.
+
+        Chunks ending at a sentence end recur only at sentence ends, so a dict of them replaces the
+        backwards search. Such checkpoints cannot report anything, and following an exact repetition
+        (:meth:`_advance`) can wait for the next checkpoint: the result is the same.
+        """
         if self._cand is not None:
-            hit = self._advance(c)
+            return False
+        buf, size = self._buf, self._chunk
+        chunks = [buf[p - base - size : p - base] for p in ends]
+        if not self._anchors.keys().isdisjoint(chunks) or len(set(chunks)) < len(chunks):
+            return False
+        self._anchors.update(zip(chunks, ends, strict=True))
+        return True
+
+    def _visit(self, points: list[int], base: int) -> ChantHit | None:
+        """Checkpoints in order: ``+pos`` at a sentence end (dict lookup), ``-pos`` on the grid."""
+        buf, size, maxp, anchors = self._buf, self._chunk, self._max_period, self._anchors
+        for c in points:
+            if self._cand is not None:
+                hit = self._advance(abs(c))
+                if hit is not None:
+                    return hit
+            if c > 0:
+                bi = c - base
+                chunk = buf[bi - size : bi]
+                prev = anchors.get(chunk)
+                anchors[chunk] = c
+                if prev is None or c - prev > maxp:
+                    continue
+                s1 = prev - size - base
+            else:
+                bi = -c - base
+                s0 = bi - size
+                s1 = buf.rfind(buf[s0:bi], max(0, s0 - maxp), bi - 1)
+                if s1 < 0:
+                    continue
+            hit = self._check(bi, s1, max(0, bi - self._history), base)
             if hit is not None:
                 return hit
-        bi = c - base
-        chunk = self._buf[bi - self._chunk : bi]
-        prev = self._anchors.get(chunk)
-        self._anchors[chunk] = c
-        if prev is None or c - prev > self._max_period:
-            return None
-        return self._check(bi, prev - self._chunk - base, max(0, bi - self._history), base)
-
-    def _grid(self, c: int, base: int) -> ChantHit | None:
-        """Checkpoint between sentence ends: search the chunk backwards."""
-        if self._cand is not None:
-            hit = self._advance(c)
-            if hit is not None:
-                return hit
-        buf, bi = self._buf, c - base
-        s0, lo = bi - self._chunk, max(0, bi - self._history)
-        s1 = buf.rfind(buf[s0:bi], max(lo, s0 - self._max_period), bi - 1)
-        return None if s1 < 0 else self._check(bi, s1, lo, base)
+        return self._advance(self._run_len)
 
     def _check(self, bi: int, s1: int, lo: int, base: int) -> ChantHit | None:
         """The chunk ending at buffer index ``bi`` recurs at ``s1``: exact repetition, or with gaps?"""

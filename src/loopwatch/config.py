@@ -401,9 +401,7 @@ def _message_level(key: Any, path: str) -> int | str:
     if isinstance(key, str) and key in _MESSAGE_ACTIONS:
         return key
     levels = f"a level number (1, 2, ...) or one of {_listing(_MESSAGE_ACTIONS)}"
-    raise ConfigError(
-        f"expected {levels}, got {key!r}{_did_you_mean(str(key), _MESSAGE_ACTIONS)}", field=path
-    )
+    raise ConfigError(f"expected {levels}, got {key!r}{_did_you_mean(str(key), _MESSAGE_ACTIONS)}", field=path)
 
 
 # -- tools ---------------------------------------------------------------------------------------------
@@ -437,9 +435,7 @@ def _detector_overrides(value: Any, path: str, base: Policy) -> dict[str, dict[s
         where = _join(path, name)
         if name not in by_name:
             hint = _did_you_mean(name, by_name)
-            message = (
-                f"preset {base.name!r} has no detector {name!r}{hint} (its detectors: {_listing(by_name)})"
-            )
+            message = f"preset {base.name!r} has no detector {name!r}{hint} (its detectors: {_listing(by_name)})"
             raise ConfigError(message, field=where)
         out[name] = _detector_params(by_name[name], spec, where)
     return out

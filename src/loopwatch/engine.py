@@ -19,7 +19,7 @@ from .fingerprint import command_of, error_signature, outcome_fingerprint, previ
 from .limits import LimitHit, Limits
 from .messages import render
 from .policy import Decision, Policy, decide
-from .verdict import LOOP_DETECTED, SEVERITY, Verdict
+from .verdict import LOOP_DETECTED, SEVERITY, Action, Verdict
 
 STATE_VERSION: Final = 1
 _MAX_IDS: Final = 16
@@ -82,7 +82,7 @@ class Engine:
     def dump(self, session: State) -> dict[str, Any]:
         """The JSON form of a session (seed 003's toJSON)."""
         out = dict(session)
-        out["detectors"] = [d.dump_state(s) for d, s in zip(self._detectors, session["detectors"])]
+        out["detectors"] = [d.dump_state(s) for d, s in zip(self._detectors, session["detectors"], strict=True)]
         out["policy"] = self.policy.name
         return out
 
@@ -96,7 +96,7 @@ class Engine:
             states = list(data["detectors"])
             if len(states) != len(self._detectors):
                 raise StateError("the snapshot was taken with a different set of detectors")
-            session["detectors"] = [d.load_state(dict(s)) for d, s in zip(self._detectors, states)]
+            session["detectors"] = [d.load_state(dict(s)) for d, s in zip(self._detectors, states, strict=True)]
             if not isinstance(session["index"], int) or session["index"] < 0:
                 raise StateError("index must be a non-negative integer")
             return session
@@ -107,9 +107,7 @@ class Engine:
 
     # -- observing -------------------------------------------------------------------------------------
 
-    def observe(
-        self, session: State, event: Event, *, now: float | None = None, swarm: State | None = None
-    ) -> Verdict:
+    def observe(self, session: State, event: Event, *, now: float | None = None, swarm: State | None = None) -> Verdict:
         """Judge one event of ``session`` and return the verdict."""
         index = session["index"]
         session["index"] = index + 1
@@ -169,7 +167,17 @@ class Engine:
         )
         status = decision.rung.status or (LOOP_DETECTED if decision.action == "stop" else None)
         evidence: dict[str, Any] = {"indices": list(finding.indices)}
-        for key in ("fingerprint", "tool", "call", "error", "period", "similarity", "chunk", "workers", "match"):
+        for key in (
+            "fingerprint",
+            "tool",
+            "call",
+            "error",
+            "period",
+            "similarity",
+            "chunk",
+            "workers",
+            "match",
+        ):
             if key in finding.facts:
                 evidence[key] = finding.facts[key]
         if step.kind == "call" and step.args is not None:
@@ -203,7 +211,7 @@ class Engine:
         return self._limit_verdict(hit, index)
 
     def _limit_verdict(self, hit: LimitHit, index: int) -> Verdict:
-        action = "nudge" if hit.warning else "stop"
+        action: Action = "nudge" if hit.warning else "stop"
         template = self.policy.messages.template("limit", 1 if hit.warning else 2, action)
         return Verdict(
             action=action,
@@ -268,7 +276,12 @@ class Engine:
         failed = infer_failure(output, event.is_error, event.exit_code)
         step = Step(index, "result", event, event.worker, output=output, failed=failed)
         if record is not None:
-            step.call_index, step.tool, step.tool_key, step.call_fp = record[0], record[1], record[2], record[3]
+            step.call_index, step.tool, step.tool_key, step.call_fp = (
+                record[0],
+                record[1],
+                record[2],
+                record[3],
+            )
             step.args = {"command": record[4]} if record[4] else {}
             calls["last"] = None if record is calls["last"] else calls["last"]
         else:
@@ -279,7 +292,18 @@ class Engine:
         return step
 
 
-_STOP_FIELDS: Final = ("action", "pattern", "count", "level", "loop_start", "status", "message", "reason", "detector", "partial")
+_STOP_FIELDS: Final = (
+    "action",
+    "pattern",
+    "count",
+    "level",
+    "loop_start",
+    "status",
+    "message",
+    "reason",
+    "detector",
+    "partial",
+)
 
 
 def _stronger(a: Verdict, b: Verdict) -> Verdict:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Union
 
@@ -76,7 +76,7 @@ class Reset:
     worker: str | None = None
 
 
-Event = Union[ToolCall, ToolResult, Message, TextDelta, Usage, Reset]
+Event = Union[ToolCall, ToolResult, Message, TextDelta, Usage, Reset]  # noqa: UP007 (a runtime alias on 3.10)
 
 EVENT_TYPES: Final[dict[str, type]] = {
     "tool_call": ToolCall,
@@ -209,7 +209,7 @@ def _reset(obj: Mapping[str, Any]) -> Reset:
     return Reset(**_common(obj))
 
 
-_PARSERS: Final = {
+_PARSERS: Final[dict[str, Callable[[Mapping[str, Any]], Event]]] = {
     "tool_call": _tool_call,
     "tool_result": _tool_result,
     "message": _message,

@@ -96,9 +96,7 @@ class Guard:
 
     # -- public API ------------------------------------------------------------------------------------
 
-    def observe(
-        self, session: str, event: Event | Mapping[str, Any], *, swarm: str | None = None
-    ) -> Verdict:
+    def observe(self, session: str, event: Event | Mapping[str, Any], *, swarm: str | None = None) -> Verdict:
         """Judge ``event`` of ``session`` (an event object or its JSON form)."""
         try:
             parsed = event if not isinstance(event, Mapping) else parse_event(event)
@@ -134,7 +132,11 @@ class Guard:
         """The session's state as JSON-able data (seed 003's toJSON)."""
         with self._lock(session):
             state = self._sessions.get(session) or self.engine.new_session()
-            return {"session": session, "swarm": self._session_swarm.get(session), "state": self.engine.dump(state)}
+            return {
+                "session": session,
+                "swarm": self._session_swarm.get(session),
+                "state": self.engine.dump(state),
+            }
 
     def restore(self, data: Mapping[str, Any], session: str | None = None) -> None:
         """Load a snapshot (seed 003's restoreFrom); raises :class:`StateError` when it is not one."""
@@ -158,7 +160,10 @@ class Guard:
         """A swarm's shared fingerprint counts as JSON-able data."""
         with self._table_lock:
             counts = self._swarms.get(swarm, new_swarm_state())
-            return {"swarm": swarm, "counts": {k: [v[0], list(v[1]), v[2]] for k, v in counts["counts"].items()}}
+            return {
+                "swarm": swarm,
+                "counts": {k: [v[0], list(v[1]), v[2]] for k, v in counts["counts"].items()},
+            }
 
     def restore_swarm(self, data: Mapping[str, Any]) -> None:
         """Load a swarm's counts saved by :meth:`swarm_snapshot`."""

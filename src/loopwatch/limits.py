@@ -43,7 +43,7 @@ class Limit:
         return f"{_FACTORY_NAMES.get(type(self).__name__, type(self).__name__)}({args})"
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self._params() == other._params()  # type: ignore[attr-defined]
+        return isinstance(other, Limit) and type(self) is type(other) and self._params() == other._params()
 
     def __hash__(self) -> int:
         return hash(repr(self))
@@ -183,7 +183,9 @@ class Limits:
         elif step.kind == "usage":
             event = step.event
             usage["cost"] += getattr(event, "cost", None) or 0.0
-            usage["tokens"] += (getattr(event, "input_tokens", None) or 0) + (getattr(event, "output_tokens", None) or 0)
+            usage["tokens"] += (getattr(event, "input_tokens", None) or 0) + (
+                getattr(event, "output_tokens", None) or 0
+            )
 
     def check(self, usage: State) -> LimitHit | None:
         warning: LimitHit | None = None

@@ -69,8 +69,7 @@ _MONOLOGUE = (
     "task and start using tools immediately."
 )
 _REPEAT_MESSAGE = (
-    "You have sent the same message {count} times. Repeating it changes nothing: act on it, or say what "
-    "is missing."
+    "You have sent the same message {count} times. Repeating it changes nothing: act on it, or say what is missing."
 )
 _SWARM = (
     "GLOBAL DOOM LOOP: {count} calls to {tool} across {workers} workers. The entire swarm is stuck on this "

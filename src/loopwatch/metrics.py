@@ -644,9 +644,7 @@ def _metrics(results: Sequence[_RunResult], excluded: frozenset[str]) -> Metrics
         episode_recall=_recall(episodes),
         recall_excluding=_recall([e for e in episodes if e.episode.pattern not in excluded]),
         delays=_delays(episodes),
-        stuck_stop_recall=_share(
-            results, lambda r: r.label.verdict == "stuck", lambda r: r.saved is not None
-        ),
+        stuck_stop_recall=_share(results, lambda r: r.label.verdict == "stuck", lambda r: r.saved is not None),
         false_alarm_rate=_share(results, lambda r: r.label.verdict == "clean", lambda r: bool(r.detections)),
         stray_detections=sum(r.stray for r in results),
         false_stop_rate=_share(results, lambda r: r.label.verdict != "stuck", lambda r: r.stopped),
@@ -669,9 +667,7 @@ def _source_metrics(results: Sequence[_RunResult], excluded: frozenset[str]) -> 
 
 
 def _false_alarms(results: Sequence[_RunResult]) -> tuple[FalseAlarm, ...]:
-    return tuple(
-        FalseAlarm(r.run.id, r.source, d) for r in results if r.label.verdict == "clean" for d in r.detections
-    )
+    return tuple(FalseAlarm(r.run.id, r.source, d) for r in results if r.label.verdict == "clean" for d in r.detections)
 
 
 # ------------------------------------------------------------------------------------------------- report
@@ -725,9 +721,7 @@ def _check_excluded(exclude_patterns: Collection[str]) -> frozenset[str]:
     return frozenset(exclude_patterns)
 
 
-def _judge_runs(
-    runs: Iterable[RunOutcome], labels: Mapping[str, Label], live: bool
-) -> tuple[list[_RunResult], int]:
+def _judge_runs(runs: Iterable[RunOutcome], labels: Mapping[str, Label], live: bool) -> tuple[list[_RunResult], int]:
     results: list[_RunResult] = []
     seen: set[str] = set()
     unlabelled = 0

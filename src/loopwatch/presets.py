@@ -98,12 +98,7 @@ def ralph() -> Policy:
     """Seed 002: fuzzy ratio >= 0.9 against any of the last 5 outputs exits; plus its four limits."""
     detector = similar_text(metric="fuzz", threshold=0.9, window=5, mode="any", history=5)
     ladder = Ladder((Rung(1, "stop", message=SEED002_LOOP, reason=SEED002_LOOP),), renotify=True)
-    limits = (
-        max_iterations(100)
-        | max_runtime(4 * 3600)
-        | max_cost(10.0, warn_at=None)
-        | max_consecutive_failures(5)
-    )
+    limits = max_iterations(100) | max_runtime(4 * 3600) | max_cost(10.0, warn_at=None) | max_consecutive_failures(5)
     return Policy("ralph", (detector,), {"similar_text": ladder}, limits=limits, reset_on_user=False)
 
 

@@ -78,7 +78,7 @@ def _records(path: str, on_error: ErrorHandler) -> Iterator[tuple[int, Any]]:
     with handle:
         lineno = 0
         try:
-            for lineno, line in enumerate(handle, 1):  # noqa: B007
+            for lineno, line in enumerate(handle, 1):
                 if not line.strip():
                     continue
                 try:
@@ -121,7 +121,9 @@ def read_file(path: str, *, format: Format | None = None, on_error: ErrorHandler
         return
     kind = format or sniff_format(first[1])
     if kind is None:
-        on_error(InputError("neither an event stream nor a trajectory (no 'type' or 'steps')", path=path, line=first[0]))
+        on_error(
+            InputError("neither an event stream nor a trajectory (no 'type' or 'steps')", path=path, line=first[0])
+        )
         return
     chained = _chain(first, records)
     if kind == "trajectory":
@@ -199,7 +201,12 @@ def step_event(step: Any) -> Event:
         return Message(role="assistant", text=text, worker=agent)
     if role == "tool":
         is_error = step.get("is_error")
-        return ToolResult(output=text, tool=tool or "tool", is_error=is_error if isinstance(is_error, bool) else None, worker=agent)
+        return ToolResult(
+            output=text,
+            tool=tool or "tool",
+            is_error=is_error if isinstance(is_error, bool) else None,
+            worker=agent,
+        )
     if role in ("user", "system"):
         return Message(role=role, text=text, worker=agent)
     raise EventError(f"expected assistant, tool, user or system, got {role!r}", field="role")

@@ -72,20 +72,14 @@ _PEM = re.compile(
     re.DOTALL,
 )
 _URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,30}://)([^\s:/?#@'\"]{0,200}):([^\s/?#@'\"]+)@")
-_COOKIE_HEADER = re.compile(
-    r"(?i)(?<![A-Za-z0-9_-])((?:set-)?cookie[ \t]*:[ \t]*)(?!\[REDACTED)([^\s'\"][^\r\n'\"]*)"
-)
-_PAIR_NAME = re.compile(
-    r"(?<![A-Za-z0-9_])(?P<name>[A-Za-z_][A-Za-z0-9_.-]{0,63})[\"']?[ \t]{0,8}[:=][ \t]{0,8}"
-)
+_COOKIE_HEADER = re.compile(r"(?i)(?<![A-Za-z0-9_-])((?:set-)?cookie[ \t]*:[ \t]*)(?!\[REDACTED)([^\s'\"][^\r\n'\"]*)")
+_PAIR_NAME = re.compile(r"(?<![A-Za-z0-9_])(?P<name>[A-Za-z_][A-Za-z0-9_.-]{0,63})[\"']?[ \t]{0,8}[:=][ \t]{0,8}")
 _PAIR_VALUE = re.compile(
     r"(?:(?i:bearer|basic|token|digest)[ \t]+)?"
     r"(?:(?P<q>[\"'])(?P<qval>[^\"'\r\n]{1,4096})(?P=q)"
     r"|(?P<val>(?!(?i:(?:bearer|basic|token|digest)[ \t]+)?\[REDACTED)[^\s&\"',;]+))"
 )
-_BEARER = re.compile(
-    r"(?i)\b(bearer[ \t]+)(?!\[REDACTED)((?=[A-Za-z]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]+|[A-Za-z]{16,})"
-)
+_BEARER = re.compile(r"(?i)\b(bearer[ \t]+)(?!\[REDACTED)((?=[A-Za-z]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]+|[A-Za-z]{16,})")
 _JWT = re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
 # (pattern, replacement); group 1 is the public prefix that is kept.
 _KNOWN_TOKENS: Final[tuple[tuple[re.Pattern[str], str], ...]] = (

@@ -29,7 +29,11 @@ class RunReport:
 
     def to_json(self) -> dict[str, Any]:
         """Exactly FORMAT.md section 3: ``{"id", "events", "detections": [...]}``."""
-        return {"id": self.id, "events": self.events, "detections": [v.detection_json() for v in self.verdicts]}
+        return {
+            "id": self.id,
+            "events": self.events,
+            "detections": [v.detection_json() for v in self.verdicts],
+        }
 
 
 def scan_events(engine: Engine, events: Iterable[Event]) -> tuple[int, list[Verdict]]:

@@ -132,9 +132,7 @@ class JsonlAuditSink:
     Safe to share between threads.
     """
 
-    def __init__(
-        self, path: str | os.PathLike[str], *, redact: bool | Redactor = True, fsync: bool = True
-    ) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, redact: bool | Redactor = True, fsync: bool = True) -> None:
         self.path = Path(path)
         self.fsync = bool(fsync)
         self._redactor = _make_redactor(redact)
@@ -226,9 +224,7 @@ class JsonlAuditSink:
 class CallbackSink:
     """Call ``callback(record)`` with a redacted copy; its exceptions are counted and logged, never raised."""
 
-    def __init__(
-        self, callback: Callable[[dict[str, Any]], object], *, redact: bool | Redactor = True
-    ) -> None:
+    def __init__(self, callback: Callable[[dict[str, Any]], object], *, redact: bool | Redactor = True) -> None:
         if not callable(callback):
             raise ConfigError(f"must be callable, got {callback!r}", field="callback")
         self.callback = callback
@@ -247,9 +243,7 @@ class CallbackSink:
         except Exception:
             with self._lock:
                 self._errors += 1
-            logger.warning(
-                "audit callback %s raised; record not delivered", _name_of(self.callback), exc_info=True
-            )
+            logger.warning("audit callback %s raised; record not delivered", _name_of(self.callback), exc_info=True)
 
     def close(self) -> None:
         """Nothing to release."""
@@ -354,9 +348,7 @@ def _slack_escape(text: str) -> str:
 
 
 def _slack_payload(record: Mapping[str, Any]) -> dict[str, Any]:
-    lines = [
-        f"*{name.capitalize()}:* {_slack_escape(_truncate(value, 200))}" for name, value in _facts(record)
-    ]
+    lines = [f"*{name.capitalize()}:* {_slack_escape(_truncate(value, 200))}" for name, value in _facts(record)]
     reason = _text(record.get("reason")) or _text(record.get("message"))
     if reason:
         lines.append(f"*Reason:* {_slack_escape(_truncate(reason, _REASON_LIMIT))}")
@@ -571,9 +563,7 @@ class WebhookSink:
             dropped, closed = self._dropped, self._closed
         if dropped == 1 or dropped % self.warn_every == 0:
             why = "sink is closed" if closed else f"queue is full ({self.max_queue})"
-            logger.warning(
-                "webhook %s: audit record dropped, %s; %d dropped so far", self._where, why, dropped
-            )
+            logger.warning("webhook %s: audit record dropped, %s; %d dropped so far", self._where, why, dropped)
 
     def flush(self, timeout: float | None = 5.0) -> bool:
         """Wait until every queued record was posted (or failed); ``False`` if ``timeout`` ran out."""

@@ -95,7 +95,7 @@ class Detector(ABC):
         return f"{type(self).__name__}({params})"
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self._params() == other._params()  # type: ignore[attr-defined]
+        return isinstance(other, Detector) and type(self) is type(other) and self._params() == other._params()
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, repr(self)))

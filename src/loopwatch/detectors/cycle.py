@@ -22,9 +22,7 @@ class CycleDetector(Detector):
     name = "cycle"
     patterns = ("cycle",)
 
-    def __init__(
-        self, *, max_period: int = 6, min_period: int = 2, result_aware: bool = True
-    ) -> None:
+    def __init__(self, *, max_period: int = 6, min_period: int = 2, result_aware: bool = True) -> None:
         if not 1 <= min_period <= max_period:
             raise ValueError("cycle periods must satisfy 1 <= min_period <= max_period")
         self.max_period = max_period
@@ -33,7 +31,14 @@ class CycleDetector(Detector):
 
     def new_state(self) -> State:
         size = 2 * self.max_period
-        return {"fps": [], "idx": [], "tools": [], "outs": [], "match": [0] * (self.max_period + 1), "n": size}
+        return {
+            "fps": [],
+            "idx": [],
+            "tools": [],
+            "outs": [],
+            "match": [0] * (self.max_period + 1),
+            "n": size,
+        }
 
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind == "call":

@@ -138,7 +138,12 @@ class ErrorRetryDetector(Detector):
             loop_start=streak["start"],
             reason=f"{key} {verb} with the same error: {streak['error']}",
             indices=tuple(streak["idx"]),
-            facts={"tool": step.tool or key, "error": streak["error"], "call": step.tool, "failures": failures},
+            facts={
+                "tool": step.tool or key,
+                "error": streak["error"],
+                "call": step.tool,
+                "failures": failures,
+            },
             blockable=blockable,
         )
 

@@ -47,7 +47,11 @@ class BehavioralDetector(Detector):
             loop_start=state["start"],
             reason=f"{state['run']} similar {step.tool} actions in a row (Jaccard {score:.2f})",
             indices=tuple(entry[2] for entry in state["window"][-state["run"] :]),
-            facts={"tool": step.tool, "call": f"{step.tool}({preview(step.args or {}, 120)})", "score": score},
+            facts={
+                "tool": step.tool,
+                "call": f"{step.tool}({preview(step.args or {}, 120)})",
+                "score": score,
+            },
             blockable=True,
         )
 
@@ -91,7 +95,7 @@ class DoomLoopDetector(Detector):
             count=count,
             key=f"doom:{kind}:{state[kind][-1]}",
             loop_start=indices[0],
-            reason=f"{tool} called {count} times with the same {'arguments' if kind == 'exact' else 'primary arguments'}",
+            reason=f"{tool} called {count} times with the same {'arguments' if kind == 'exact' else 'primary keys'}",
             indices=indices,
             facts={"tool": tool, "call": f"{tool}({preview(args, 120)})", "match": kind},
             blockable=True,

@@ -11,7 +11,7 @@ import re
 import zlib
 from typing import Final
 
-from ..fingerprint import preview
+from ..fingerprint import outcome_bytes, preview
 from .base import Detector, Finding, State, Step, mutates, push, searches
 
 _NO_RESULT: Final = re.compile(
@@ -43,6 +43,25 @@ def _overlap(a: list[int], b: list[int]) -> float:
     return len(sa & sb) / len(sa | sb)
 
 
+_SKETCH: Final = 24
+
+
+def line_sketch(output: str) -> list[int]:
+    """A bottom-k sketch of an output's distinct lines (whitespace, digits and hex ids ignored)."""
+    hashes = {zlib.crc32(b" ".join(line.split())) for line in outcome_bytes(output[:16_000]).splitlines()}
+    hashes.discard(zlib.crc32(b""))
+    return sorted(hashes)[:_SKETCH]
+
+
+def sketch_similarity(a: list[int], b: list[int]) -> float:
+    """Estimated Jaccard similarity of two outputs' line sets from their bottom-k sketches."""
+    if not a or not b:
+        return 0.0
+    union = sorted(set(a) | set(b))[:_SKETCH]
+    both = set(a) & set(b)
+    return sum(1 for h in union if h in both) / len(union)
+
+
 def fruitless_output(output: str) -> bool:
     """An empty result or one that says nothing was found."""
     head = output.strip()[:200]
@@ -54,8 +73,9 @@ class NoProgressDetector(Detector):
 
     Look-ups (find, grep, ls, read, search... any of them: they are one kind) count when they fail, come
     back empty or say nothing matched, or return a result already seen in the streak; other calls of the
-    same tool count when they return a (non-trivial) result already seen in the streak. A result with new
-    content ends the streak. Streaks with a repeated result are reported from ``seen_threshold`` calls,
+    same tool count when they return a (non-trivial) result already seen in the streak, exactly or
+    nearly (``near``: the share of its lines, digits and spacing aside, shared with an earlier result).
+    A result with new content ends the streak. Streaks with a repeated result are reported from ``seen_threshold`` calls,
     streaks made only of empty look-ups from ``empty_threshold``, streaks with changes (edits) in between
     from ``changed_threshold``. Reported on
     the result, and on the next call of the same kind (blockable) with that call counted, which for a
@@ -67,9 +87,16 @@ class NoProgressDetector(Detector):
     patterns = ("no_progress",)
 
     def __init__(
-        self, *, seen_threshold: int = 3, empty_threshold: int = 6, changed_threshold: int = 6, similarity: float = 0.5
+        self,
+        *,
+        seen_threshold: int = 3,
+        empty_threshold: int = 6,
+        changed_threshold: int = 6,
+        similarity: float = 0.5,
+        near: float = 0.8,
     ) -> None:
         self.seen_threshold = seen_threshold
+        self.near = near
         self.similarity = similarity
         self.empty_threshold = empty_threshold
         self.changed_threshold = changed_threshold
@@ -77,7 +104,7 @@ class NoProgressDetector(Detector):
     def new_state(self) -> State:
         return {
             "key": None, "n": 0, "start": None, "idx": [], "seen": [], "calls": [], "pending": None,
-            "search": False, "last": "", "repeated": False, "changed": False, "words": [],
+            "search": False, "last": "", "repeated": False, "changed": False, "words": [], "sketches": [],
         }  # fmt: skip
 
     def observe(self, state: State, step: Step) -> Finding | None:
@@ -85,7 +112,17 @@ class NoProgressDetector(Detector):
             search = searches(step)
             key = "search" if search else step.tool_key
             if key != state["key"]:
-                state.update(key=key, n=0, start=None, idx=[], seen=[], calls=[], repeated=False, changed=False)
+                state.update(
+                    key=key,
+                    n=0,
+                    start=None,
+                    idx=[],
+                    seen=[],
+                    calls=[],
+                    repeated=False,
+                    changed=False,
+                    sketches=[],
+                )
             if search is False and mutates(step) and state["n"]:
                 state["changed"] = True
             state.update(pending=step.index, search=search)
@@ -105,10 +142,15 @@ class NoProgressDetector(Detector):
         output = step.output or ""
         empty = state["search"] and (step.failed or fruitless_output(output))
         trivial = len(output.strip()) < _MIN_OUTPUT and not step.failed
-        seen = step.outcome_fp in state["seen"] and not trivial and not empty
+        sketch = line_sketch(output) if not (trivial or empty) else []
+        near = any(sketch_similarity(sketch, other) >= self.near for other in state["sketches"])
+        seen = (step.outcome_fp in state["seen"] or near) and not trivial and not empty
+        if sketch:
+            push(state["sketches"], sketch, 4)
         if seen and state["n"] == 0:
             # the call that first produced this result belongs to the loop too
-            first = state["seen"].index(step.outcome_fp)
+            seen_list = state["seen"]
+            first = seen_list.index(step.outcome_fp) if step.outcome_fp in seen_list else len(seen_list) - 1
             calls = state["calls"]
             state.update(n=1, start=calls[first] if first < len(calls) else step.call_index, idx=[])
         push(state["seen"], step.outcome_fp, _SEEN)

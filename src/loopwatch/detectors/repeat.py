@@ -37,7 +37,16 @@ class RepeatDetector(Detector):
         self.loose_min_chars = loose_min_chars
 
     def new_state(self) -> State:
-        return {"fp": None, "loose": None, "n": 0, "total": 0, "start": None, "out": None, "idx": [], "last": -1}
+        return {
+            "fp": None,
+            "loose": None,
+            "n": 0,
+            "total": 0,
+            "start": None,
+            "out": None,
+            "idx": [],
+            "last": -1,
+        }
 
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind == "call":
@@ -51,7 +60,7 @@ class RepeatDetector(Detector):
             return True
         if not self.loose or state["loose"] is None or len(step.canonical or "") < self.loose_min_chars:
             return False
-        return loose_fp(step) == state["loose"]
+        return bool(loose_fp(step) == state["loose"])
 
     def _call(self, state: State, step: Step) -> Finding | None:
         if self._same(state, step):

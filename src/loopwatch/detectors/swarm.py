@@ -62,7 +62,11 @@ class SwarmDetector(Detector):
             key=f"swarm:{step.call_fp}",
             loop_start=None,
             reason=f"{calls} calls to {step.tool} with the same arguments across {workers} workers",
-            facts={"tool": step.tool, "workers": workers, "call": f"{step.tool}({preview(step.args or {}, 120)})"},
+            facts={
+                "tool": step.tool,
+                "workers": workers,
+                "call": f"{step.tool}({preview(step.args or {}, 120)})",
+            },
             blockable=True,
         )
 
