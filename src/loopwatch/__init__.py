@@ -1,5 +1,65 @@
-"""loopwatch: catch LLM agents stuck in loops and get them out."""
+"""loopwatch: catch LLM agents stuck in loops and get them out.
+
+Data flows one way: events -> fingerprints -> detectors -> policy (ladders, limits, presets) -> guard ->
+stores and sinks. The detection core (:mod:`loopwatch.engine` and below) is pure: no I/O, no clock.
+"""
 
 from __future__ import annotations
 
+from .engine import Engine
+from .errors import (
+    ConfigError,
+    EventError,
+    InputError,
+    LoopwatchError,
+    MissingExtraError,
+    StateError,
+    UnknownPresetError,
+)
+from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, event_to_json, parse_event
+from .guard import AsyncGuard, Guard
+from .limits import Limits, max_consecutive_failures, max_cost, max_iterations, max_runtime, max_tokens
+from .messages import Messages
+from .policy import Ladder, Policy, Rung, ToolSettings
+from .presets import PRESETS, preset
+from .verdict import LOOP_DETECTED, Verdict
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "LOOP_DETECTED",
+    "PRESETS",
+    "AsyncGuard",
+    "ConfigError",
+    "Engine",
+    "Event",
+    "EventError",
+    "Guard",
+    "InputError",
+    "Ladder",
+    "Limits",
+    "LoopwatchError",
+    "Message",
+    "Messages",
+    "MissingExtraError",
+    "Policy",
+    "Reset",
+    "Rung",
+    "StateError",
+    "TextDelta",
+    "ToolCall",
+    "ToolResult",
+    "ToolSettings",
+    "UnknownPresetError",
+    "Usage",
+    "Verdict",
+    "__version__",
+    "event_to_json",
+    "max_consecutive_failures",
+    "max_cost",
+    "max_iterations",
+    "max_runtime",
+    "max_tokens",
+    "parse_event",
+    "preset",
+]

@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping
+from itertools import islice
 from typing import Any, Final
 
 MAX_STRING: Final = 16_384
@@ -19,6 +20,7 @@ MAX_DEPTH: Final = 24
 MAX_NODES: Final = 5_000
 _FAST_KEYS: Final = 64
 _FOLD_EDGE: Final = 4_096
+_MAX_INT_BITS: Final = 13_000  # about 3,900 digits: Python refuses to convert ints over 4,300 digits to str
 _DUMPS = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode
 
 
@@ -68,15 +70,24 @@ def canonical_json(value: Any) -> str:
         except (TypeError, ValueError):  # surrogates in keys and similar oddities
             pass
     budget = [MAX_NODES]
-    return _DUMPS(_safe(value, 0, budget, set()))
+    try:
+        return _DUMPS(_safe(value, 0, budget, set()))
+    except Exception:  # a container whose iteration raises, and similar: summarise it whole
+        return _DUMPS(_repr(value))
 
 
 def _safe(value: Any, depth: int, budget: list[int], seen: set[int]) -> Any:
     budget[0] -= 1
     if budget[0] < 0:
         return "…"
-    if value is None or isinstance(value, (bool, int)):
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, int):
+        bits = value.bit_length()
+        if bits <= _MAX_INT_BITS:
+            return value
+        raw = value.to_bytes(bits // 8 + 1, "little", signed=True)  # too long for str(): digest it
+        return f"<int {bits} bits #{digest_bytes(raw)}>"
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
     if isinstance(value, str):
@@ -93,13 +104,25 @@ def _safe(value: Any, depth: int, budget: list[int], seen: set[int]) -> Any:
         seen.add(marker)
         try:
             if isinstance(value, Mapping):
-                return {_key(k): _safe(v, depth + 1, budget, seen) for k, v in value.items()}
-            return [_safe(v, depth + 1, budget, seen) for v in value]
+                out: dict[str, Any] = {}
+                for k, v in value.items():
+                    if budget[0] <= 0:  # out of nodes: say how many entries are left out, stop reading
+                        out["…"] = f"{len(value) - len(out)} more"
+                        break
+                    out[_key(k)] = _safe(v, depth + 1, budget, seen)
+                return out
+            items: list[Any] = []
+            for v in value:
+                if budget[0] <= 0:
+                    items.append(f"…{len(value) - len(items)} more")
+                    break
+                items.append(_safe(v, depth + 1, budget, seen))
+            return items
         finally:
             seen.discard(marker)
     if isinstance(value, (set, frozenset)):
-        items = sorted(canonical_json(v) for v in list(value)[:1000])
-        return {"<set>": items}
+        members = [_safe(v, depth + 1, budget, seen) for v in islice(value, 1000)]
+        return {"<set>": sorted(members, key=_DUMPS)}  # sorted by their JSON: the order of a set is arbitrary
     return _repr(value)
 
 

@@ -48,10 +48,11 @@ from __future__ import annotations
 
 import re
 import zlib
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import asdict, dataclass
 from itertools import accumulate, pairwise, repeat
-from operator import add
+from operator import add, sub
 from typing import Any
 
 __all__ = ["ChantHit", "ChantTracker"]
@@ -71,13 +72,13 @@ _DIVIDER_ONLY = re.compile(r"[\s\-=_*~+#.·•…\u2500-\u257f]*\Z")
 _DIGITS_PREFIX = re.compile(r"\d{1,9}[.)]?\Z")
 _LIST_MARKER = re.compile(r"(?:[-*+•]|\d{1,9}[.)])[ \t]+")
 _HEADING = re.compile(r"#{1,6}[ \t]")
-_ANCHORS = (". ", "\n")  # sentence ends: where checkpoints go
+# Sentence ends, where checkpoints go: (pattern, offset of the checkpoint in it). The checkpoint is
+# after the full stop / before the newline, so "S. " and "S.\n" end the same chunk.
+_ANCHORS = ((". ", 1), ("\n", 0))
 _BOUNDARY = re.compile(r"[.!?。！？]+\s+|\n\s*")
 _ALNUM = re.compile(r"[^\W_]")
-# Fast paths that agree with _classify: a whole line that is blank (group 1) or starts like prose, and a
-# line that closes a code block.
+# Fast path that agrees with _classify: a whole line that is blank (group 1) or starts like prose.
 _PLAIN_START = re.compile(r"[ \t\r\f\v]{0,255}(?:(\n)|[^\s\d\-=_*~+#.·•…\u2500-\u257f|>`]|`[^`\n]|\d{1,9}[^\d.)\n])")
-_FENCE_START = {f: re.compile(r"[ \t\r\f\v]{0,253}" + f * 3) for f in "`~"}
 
 
 @dataclass(frozen=True)
@@ -145,30 +146,35 @@ def _plain_lines(text: str, pos: int) -> tuple[int, bool]:
         m = None if nl < 0 else match(text, pos, nl + 1)
         if m is None:
             return pos, prose
-        prose = prose or m.group(1) is None
+        prose = prose or m.lastindex is None
         pos = nl + 1
 
 
 def _code_lines(text: str, pos: int, fence: str) -> int:
     """End of the whole lines starting at ``pos`` that stay inside the open code block."""
-    closing = _FENCE_START[fence].match
-    while True:
-        nl = text.find("\n", pos)
-        if nl < 0 or closing(text, pos, nl) is not None:
-            return pos
-        pos = nl + 1
+    marker = fence * 3
+    j = text.find(marker, pos)
+    while j >= 0:  # the first marker that starts a line (after indentation) closes the block
+        nl = text.rfind("\n", pos, j)
+        start = pos if nl < 0 else nl + 1
+        if j - start <= _HEAD_CAP - 3 and not text[start:j].strip(_WS):
+            return start
+        j = text.find(marker, j + 1)
+    nl = text.rfind("\n", pos)
+    return pos if nl < 0 else nl + 1
 
 
 # ---------------------------------------------------------------------- string helpers
 
 
 def _anchor_ends(buf: str, a: int, b: int) -> list[int]:
-    """Sorted buffer indices just after each sentence end found entirely inside ``buf[a:b]``."""
+    """Sorted buffer indices of the sentence-end checkpoints whose pattern lies inside ``buf[a:b]``."""
     text, out = buf[a:b], []
-    for pat in _ANCHORS:
+    for pat, at in _ANCHORS:
         parts = text.split(pat)
         if len(parts) > 1:  # C-level: cumulative part lengths plus separators
-            out += list(accumulate(map(add, map(len, parts[:-1]), repeat(len(pat))), initial=a))[1:]
+            lengths = map(add, map(len, parts[:-1]), repeat(len(pat)))
+            out += list(accumulate(lengths, initial=a + at - len(pat)))[1:]
     if len(out) > 1:
         out.sort()
     return out
@@ -305,15 +311,24 @@ class ChantTracker:
         """Add the next piece of the message; return a hit the first time the message chants."""
         if self._hit is not None or not text:
             return None
+        if self._kind == _PROSE and "\n" not in text:  # fast path: a streamed delta inside a line
+            off = self._offset
+            self._offset += len(text)
+            return self._latch(self._append(text, off))
         pos, n = 0, len(text)
         while pos < n:
             hit, pos = self._step(text, pos)
             if hit is not None:
-                self._offset = 0  # the latched state does not depend on how the text was split
-                self._clear()
-                self._hit = hit
-                return hit
+                return self._latch(hit)
         return None
+
+    def _latch(self, hit: ChantHit | None) -> ChantHit | None:
+        """Remember a hit; the latched state does not depend on how the text was split."""
+        if hit is not None:
+            self._offset = 0
+            self._clear()
+            self._hit = hit
+        return hit
 
     def to_json(self) -> dict[str, Any]:
         """The whole state as a JSON-serialisable dict (bounded: at most ``history`` chars of text)."""
@@ -444,7 +459,7 @@ class ChantTracker:
         self._indent = len(head) - len(head.lstrip(_WS))
         if kind == _FENCE:
             self._fence = "" if self._fence else head.lstrip(_WS)[0]
-        if kind not in _ELIGIBLE and kind != _CODE:
+        if kind not in _ELIGIBLE and kind != _CODE and self._run_len:
             self._clear_run()
         if kind in (_FENCE, _CODE):
             self._break_lines()
@@ -468,7 +483,7 @@ class ChantTracker:
         elif kind == _PROSE:
             self._break_lines()
         self._clear_line_acc()
-        self._kind = _UNDECIDED
+        self._kind, self._indent = _UNDECIDED, 0
         self._line_start = self._offset
         return hit
 
@@ -516,31 +531,41 @@ class ChantTracker:
         self._anchors = {k: p for k, p in self._anchors.items() if p >= oldest}
 
     def _scan(self, r0: int) -> ChantHit | None:
-        """Run the checkpoints in ``(r0, run_len]`` (the hot path)."""
-        base = self._run_len - len(self._buf)
+        """Run the checkpoints in ``[r0, run_len)`` (the hot path; buffer indices inside)."""
+        buf, r1 = self._buf, self._run_len
+        base = r1 - len(buf)
+        a = r0 - 1 - base if r0 > base else 0
+        if r1 <= self._last_cp + self._every and buf.find(". ", a) < 0 and buf.find("\n", a + 1) < 0:
+            return self._advance(r1)  # a small streamed delta with no checkpoint in it
         ends, grid = self._checkpoints(r0, base)
         if ends and not self._record_fresh(ends, base):
             return self._visit(sorted(ends + [-g for g in grid], key=abs), base)
         return self._visit([-g for g in grid], base)
 
     def _checkpoints(self, r0: int, base: int) -> tuple[list[int], list[int]]:
-        """New checkpoints: the sentence ends, and a grid every ``2 * chunk_size`` chars without one.
+        """New checkpoints (buffer indices): sentence ends, and a grid every ``2 * chunk_size`` chars
+        without one.
 
-        Positions depend only on the text, never on how it was split.
+        Positions depend only on the text, never on how it was split: a checkpoint ``c`` is used once
+        the character at ``c`` is known (it tells whether ``c`` is a sentence end), i.e. for run
+        positions in ``[r0, run_len)``.
         """
-        every, size, r1 = self._every, self._chunk, self._run_len
-        found = _anchor_ends(self._buf, max(r0 - 1 - base, 0), r1 - base)
-        ends = [e + base for e in found if e + base > r0 and e + base >= size]
-        last, grid = self._last_cp, []
-        for p in ends:
-            while last + every < p:
-                last += every
-                grid.append(last)
-            last = p
-        while last + every <= r1:
+        every, end = self._every, self._run_len - base
+        found = _anchor_ends(self._buf, r0 - 1 - base if r0 > base else 0, end)
+        ends = found[bisect_left(found, max(r0, self._chunk) - base) :]
+        last, grid = self._last_cp - base, []
+        if ends and max(map(sub, ends, [last, *ends[:-1]])) <= every:
+            last = ends[-1]  # usual prose: sentence ends closer than the grid spacing
+        else:
+            for p in ends:
+                while last + every < p:
+                    last += every
+                    grid.append(last)
+                last = p
+        while last + every < end:
             last += every
             grid.append(last)
-        self._last_cp = last
+        self._last_cp = last + base
         return ends, grid
 
     def _record_fresh(self, ends: list[int], base: int) -> bool:
@@ -552,33 +577,32 @@ class ChantTracker:
         """
         if self._cand is not None:
             return False
-        buf, size = self._buf, self._chunk
-        chunks = [buf[p - base - size : p - base] for p in ends]
+        starts = map(sub, ends, repeat(self._chunk))
+        chunks = list(map(self._buf.__getitem__, map(slice, starts, ends)))
         if not self._anchors.keys().isdisjoint(chunks) or len(set(chunks)) < len(chunks):
             return False
-        self._anchors.update(zip(chunks, ends, strict=True))
+        self._anchors.update(zip(chunks, map(add, ends, repeat(base))))
         return True
 
     def _visit(self, points: list[int], base: int) -> ChantHit | None:
-        """Checkpoints in order: ``+pos`` at a sentence end (dict lookup), ``-pos`` on the grid."""
+        """Checkpoints in order: ``+bi`` at a sentence end (dict lookup), ``-bi`` on the grid."""
         buf, size, maxp, anchors = self._buf, self._chunk, self._max_period, self._anchors
         for c in points:
             if self._cand is not None:
-                hit = self._advance(abs(c))
+                hit = self._advance(abs(c) + base)
                 if hit is not None:
                     return hit
             if c > 0:
-                bi = c - base
-                chunk = buf[bi - size : bi]
+                bi, chunk = c, buf[c - size : c]
                 prev = anchors.get(chunk)
-                anchors[chunk] = c
-                if prev is None or c - prev > maxp:
+                anchors[chunk] = c + base
+                if prev is None or c + base - prev > maxp:
                     continue
                 s1 = prev - size - base
             else:
-                bi = -c - base
+                bi = -c
                 s0 = bi - size
-                s1 = buf.rfind(buf[s0:bi], max(0, s0 - maxp), bi - 1)
+                s1 = buf.rfind(buf[s0:bi], s0 - maxp if s0 > maxp else 0, bi - 1)
                 if s1 < 0:
                     continue
             hit = self._check(bi, s1, max(0, bi - self._history), base)

@@ -11,6 +11,7 @@ from .errors import EventError
 
 Role = Literal["assistant", "user", "system"]
 ROLES: Final = ("assistant", "user", "system")
+_MAX_INT: Final = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +117,12 @@ def _opt_number(obj: Mapping[str, Any], key: str, *, non_negative: bool = True) 
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise EventError(f"expected a number, got {type(value).__name__}", field=key)
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer too large for a float (JSON allows any number of digits)
+        raise EventError("number out of range", field=key) from None
     if not math.isfinite(number):
-        raise EventError(f"expected a finite number, got {value!r}", field=key)
+        raise EventError(f"expected a finite number, got {number!r}", field=key)
     if non_negative and number < 0:
         raise EventError(f"expected a non-negative number, got {value!r}", field=key)
     return number
@@ -130,6 +134,8 @@ def _opt_int(obj: Mapping[str, Any], key: str, *, non_negative: bool = True) -> 
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise EventError(f"expected an integer, got {type(value).__name__}", field=key)
+    if abs(value) > _MAX_INT:
+        raise EventError("integer out of range", field=key)
     if non_negative and value < 0:
         raise EventError(f"expected a non-negative integer, got {value!r}", field=key)
     return value

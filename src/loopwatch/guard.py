@@ -19,7 +19,7 @@ from .detectors.base import State
 from .detectors.swarm import new_swarm_state
 from .engine import Engine
 from .errors import ConfigError, EventError, LoopwatchError, StateError
-from .events import Event, parse_event
+from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, parse_event
 from .policy import Policy
 from .presets import preset as get_preset
 from .verdict import Verdict
@@ -29,6 +29,7 @@ logger = logging.getLogger("loopwatch")
 Listener = Callable[[dict[str, Any]], None]
 OnError = Literal["allow", "raise"]
 _STRIPES = 64
+_EVENT_CLASSES = (ToolCall, ToolResult, Message, TextDelta, Usage, Reset)
 
 
 class Sink:
@@ -99,12 +100,12 @@ class Guard:
     def observe(self, session: str, event: Event | Mapping[str, Any], *, swarm: str | None = None) -> Verdict:
         """Judge ``event`` of ``session`` (an event object or its JSON form)."""
         try:
-            parsed = event if not isinstance(event, Mapping) else parse_event(event)
+            parsed = event if isinstance(event, _EVENT_CLASSES) else parse_event(event)
         except EventError as exc:
             return self._skip(session, exc)
         with self._lock(session):
             try:
-                return self._observe(session, parsed, swarm)
+                verdict, records = self._observe(session, parsed, swarm)
             except LoopwatchError:
                 raise
             except Exception as exc:  # an internal error must not crash the agent
@@ -113,6 +114,10 @@ class Guard:
                 if self.on_error == "raise":
                     raise
                 return Verdict(index=-1, reason=f"internal error: {exc!r}")
+            # outside the try: a sink's error is governed by on_audit_error, not taken for an internal error
+            for record in records:
+                self._emit(record)
+            return verdict
 
     def reset(self, session: str, *, limits: bool = False) -> None:
         """Clear a session's loop state (and its limits' counters with ``limits=True``)."""
@@ -217,7 +222,7 @@ class Guard:
             shared = self._swarms.setdefault(swarm, new_swarm_state()) if swarm is not None else None
         return state, shared
 
-    def _observe(self, session: str, event: Event, swarm: str | None) -> Verdict:
+    def _observe(self, session: str, event: Event, swarm: str | None) -> tuple[Verdict, list[dict[str, Any]]]:
         state, shared = self._state(session, swarm)
         now = self._now()
         self._seen[session] = now or 0.0
@@ -226,8 +231,8 @@ class Guard:
         stamp = event.ts if event.ts is not None else now
         verdict = self.engine.observe(state, event, now=stamp, swarm=shared)
         if verdict.action != "ok" and not was_stopped:
-            self._audit(session, event, verdict, stamp)
-        return verdict
+            return verdict, self._audit_records(session, event, verdict, stamp)
+        return verdict, []
 
     def _skip(self, session: str, exc: EventError) -> Verdict:
         self.stats["skipped"] += 1
@@ -236,12 +241,11 @@ class Guard:
             raise exc
         return Verdict(index=-1, reason=f"skipped malformed event: {exc}")
 
-    def _audit(self, session: str, event: Event, verdict: Verdict, ts: float | None) -> None:
+    def _audit_records(self, session: str, event: Event, verdict: Verdict, ts: float | None) -> list[dict[str, Any]]:
         record = _record(f"loop.{verdict.action}", session, event, verdict, ts, self._session_swarm.get(session))
-        self._emit(record)
         if verdict.action == "stop":
-            terminated = dict(record, event="session.terminated")
-            self._emit(terminated)
+            return [record, dict(record, event="session.terminated")]
+        return [record]
 
     def _emit(self, record: dict[str, Any]) -> None:
         for sink in self.sinks:

@@ -90,11 +90,13 @@ class NoProgressDetector(Detector):
         self,
         *,
         seen_threshold: int = 3,
-        empty_threshold: int = 6,
+        empty_threshold: int = 5,
         changed_threshold: int = 6,
         similarity: float = 0.5,
         near: float = 0.8,
+        leaky: bool = True,
     ) -> None:
+        self.leaky = leaky
         self.seen_threshold = seen_threshold
         self.near = near
         self.similarity = similarity
@@ -155,6 +157,10 @@ class NoProgressDetector(Detector):
             state.update(n=1, start=calls[first] if first < len(calls) else step.call_index, idx=[])
         push(state["seen"], step.outcome_fp, _SEEN)
         if not (seen or empty):
+            if state["search"] and self.leaky and state["n"] >= 2:
+                # one look-up finding something does not end a long fruitless search: it halves it
+                state["n"] //= 2
+                return None
             state.update(n=0, start=None, idx=[], repeated=False, changed=False)
             return None
         if state["n"] == 0:
@@ -185,7 +191,7 @@ class NoProgressDetector(Detector):
 
 
 def no_progress(
-    *, seen_threshold: int = 3, empty_threshold: int = 6, changed_threshold: int = 6, similarity: float = 0.5
+    *, seen_threshold: int = 3, empty_threshold: int = 5, changed_threshold: int = 6, similarity: float = 0.5
 ) -> NoProgressDetector:
     """The no-progress detector (see :class:`NoProgressDetector`)."""
     return NoProgressDetector(

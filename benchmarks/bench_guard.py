@@ -1,0 +1,503 @@
+"""Per-event latency and per-session memory of ``Guard(preset="default", clock=None)`` on realistic traffic.
+
+    python benchmarks/bench_guard.py                  # 10,000 sessions x 50 events
+    python benchmarks/bench_guard.py --quick          # 1,000 sessions
+    python benchmarks/bench_guard.py --sessions 5000 --events 80 --json
+    python benchmarks/bench_guard.py --no-gc          # garbage collector off during the timed loop
+
+Traffic: each session is an agent at work. It opens with a ~1 KB assistant message, then goes round
+"call, result, call, result, call, result, message": tool calls carry ~1 KB of JSON arguments (a bash
+heredoc that writes a file and runs the tests, an edit with old/new code blocks, a python script), half
+of them with a one-sentence thought; tool results are ~4 KB of realistic output (file listings, pytest
+runs with a failure, tracebacks, grep hits, numbered source); messages are ~1 KB of prose. Content is
+drawn at random per session, so fingerprints differ between sessions and steps. Every 5th session gets
+stuck repeating one call (same arguments, same output) 6 times; every 10th retries a failing command
+whose traceback only differs in line numbers.
+
+Sessions run in waves (default 500 active sessions at a time); inside a wave their events are
+interleaved at random (each session's own order kept). A wave's events are all built before the wave
+is timed; only ``Guard.observe`` sits between the two ``time.perf_counter_ns()`` calls. The guard
+keeps every session for the whole run (its memory is measured at the end). A throw-away guard is
+warmed up first.
+
+Memory: a second, untimed pass over ``--memory-sessions`` sessions (default: all, at most 2,000, as
+tracemalloc slows everything down) with tracemalloc on: the memory still held after the run (snapshot
+difference, events freed) divided by the number of sessions. And the size of ``json.dumps(guard.snapshot(
+session))`` (compact, UTF-8 bytes) for every session of the timed run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import statistics
+import sys
+import time
+import tracemalloc
+from array import array
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+from loopwatch.events import Event, Message, ToolCall, ToolResult
+from loopwatch.guard import Guard
+
+KINDS = ("tool_call", "tool_result", "message")
+TARGET_MEDIAN_US = {"tool_call": 10.0, "tool_result": None, "message": 40.0}
+TARGET_P99_RATIO = 5.0
+TARGET_STATE_BYTES = 4096
+CALL_BYTES = 1024
+OUTPUT_BYTES = 4096
+MESSAGE_BYTES = 1024
+
+# -- content -------------------------------------------------------------------------------------------
+
+_NOUNS = (
+    "parser config loader client server session cache buffer record field header token request response "
+    "handler router schema model index query cursor batch queue worker task event stream reader writer "
+    "encoder decoder mapper filter result error retry timeout limit policy state store table column "
+    "metric report user account order invoice payment ledger entry node graph edge path file module"
+).split()
+_VERBS = (
+    "load parse read write build make check validate apply update fetch send split merge resolve compute "
+    "render format encode decode flush open close reset retry collect normalize convert register lookup"
+).split()
+_ADJ = "raw default current pending stale local remote quoted nested empty cached partial strict".split()
+_ERRORS = (
+    "ValueError: invalid literal for int() with base 10: '{w}'",
+    "KeyError: '{w}'",
+    "AttributeError: 'NoneType' object has no attribute '{w}'",
+    "TypeError: {w}() missing 1 required positional argument: '{v}'",
+    "AssertionError: assert ['a', '\"b', 'c\"'] == ['a', 'b,c']",
+    "FileNotFoundError: [Errno 2] No such file or directory: 'src/{w}/{v}.py'",
+    "ImportError: cannot import name '{w}' from '{v}'",
+)
+
+
+def _ident(rng: random.Random) -> str:
+    return f"{rng.choice(_VERBS)}_{rng.choice(_NOUNS)}"
+
+
+def _path(rng: random.Random, root: str = "src") -> str:
+    return f"{root}/{rng.choice(_NOUNS)}/{rng.choice(_NOUNS)}_{rng.choice(_ADJ)}.py"
+
+
+def _code_line(rng: random.Random) -> str:
+    a, b, fn = rng.choice(_NOUNS), rng.choice(_NOUNS), _ident(rng)
+    indent = " " * rng.choice((0, 4, 4, 8, 8, 12))
+    forms = (
+        f"def {fn}({a}, {b}={rng.randint(0, 99)}):",
+        f'"""{rng.choice(_VERBS).capitalize()} the {rng.choice(_ADJ)} {a} from its {b}."""',
+        f"if {a} is None or not {b}:",
+        f'raise ValueError(f"{a} must not be empty: {{{b}!r}}")',
+        f"result = [{fn}(item) for item in {a}.{rng.choice(_NOUNS)}s if item]",
+        f"return {fn}({a}, {b}=self.{rng.choice(_NOUNS)})",
+        f"for index, {a} in enumerate(self.{b}s):",
+        f"{a}_{b} = {b}.get({a!r}, {rng.randint(0, 1000)})",
+        f"self.{a} = {fn}({b}, strict={rng.choice(('True', 'False'))})",
+        f"# {rng.choice(_VERBS)} the {rng.choice(_ADJ)} {a} before the {b} is {rng.choice(_VERBS)}ed",
+        f"except {rng.choice(('KeyError', 'ValueError', 'OSError'))} as exc:",
+        f"logger.debug('{fn}: %s %s', {a}, {b})",
+    )
+    return indent + rng.choice(forms)
+
+
+def _sentence(rng: random.Random) -> str:
+    a, b = rng.choice(_NOUNS), rng.choice(_NOUNS)
+    forms = (
+        f"The {a} is {rng.choice(_VERBS)}ed before the {b}, so the {rng.choice(_ADJ)} value never reaches it.",
+        f"I will {rng.choice(_VERBS)} the {a} first and then check whether the {b} still fails.",
+        f"Looking at `{_ident(rng)}`, the {a} comes from the {rng.choice(_ADJ)} {b} and is not validated.",
+        f"The test expects the {a} to be {rng.choice(_ADJ)}, but the current code returns the {b} unchanged.",
+        f"This suggests the bug is in `{_path(rng)}`, where the {a} is {rng.choice(_VERBS)}ed twice.",
+        f"Next I need to {rng.choice(_VERBS)} the {b} and rerun the {a} tests to confirm the fix.",
+        f"The traceback points at line {rng.randint(10, 900)} of the {a} module, inside `{_ident(rng)}`.",
+        f"Since the {a} is {rng.choice(_ADJ)}, the {b} falls back to its default and the check passes silently.",
+    )
+    return rng.choice(forms)
+
+
+class Content:
+    """Pools of lines built once, and realistic payloads drawn from them (cheap enough for 500k events)."""
+
+    def __init__(self, seed: int = 7) -> None:
+        rng = random.Random(seed)
+        self.code_lines = [_code_line(rng) for _ in range(3000)]
+        self.sentences = [_sentence(rng) for _ in range(2000)]
+        months = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
+        self.listing = [
+            f"-rw-r--r--  1 dev  staff  {rng.randint(120, 99999):>6} {rng.choice(months)} {rng.randint(1, 28):>2} "
+            f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d} {_path(rng)}"
+            for _ in range(2000)
+        ]
+        self.grep = [f"{_path(rng)}:{rng.randint(1, 900)}:{_code_line(rng)}" for _ in range(2000)]
+        self.tests = [
+            f"tests/test_{rng.choice(_NOUNS)}.py::test_{_ident(rng)}[{rng.choice(_ADJ)}] "
+            f"{rng.choice(('PASSED', 'PASSED', 'PASSED', 'SKIPPED', 'FAILED'))}"
+            for _ in range(2000)
+        ]
+        self.frames = [
+            f'  File "/repo/{_path(rng)}", line @LINE@, in {_ident(rng)}\n    {_code_line(rng).strip()}'
+            for _ in range(1000)
+        ]
+
+    @staticmethod
+    def _fill(rng: random.Random, pool: list[str], size: int, sep: str = "\n") -> str:
+        avg = sum(len(x) for x in pool[:50]) / 50 + len(sep)
+        text = sep.join(rng.choices(pool, k=int(size / avg) + 2))
+        cut = text.rfind(sep, 0, size)
+        return text[: cut if cut > 0 else size]
+
+    def prose(self, rng: random.Random, size: int = MESSAGE_BYTES) -> str:
+        return self._fill(rng, self.sentences, size, " ")
+
+    def code(self, rng: random.Random, size: int) -> str:
+        return self._fill(rng, self.code_lines, size)
+
+    def traceback(self, rng: random.Random, error: str, lines: list[int] | None = None) -> str:
+        frames = rng.sample(self.frames, 6)
+        lines = lines or [rng.randint(5, 900) for _ in frames]
+        body = "\n".join(f.replace("@LINE@", str(n)) for f, n in zip(frames, lines))
+        return f"Traceback (most recent call last):\n{body}\n{error}"
+
+    def error(self, rng: random.Random) -> str:
+        return rng.choice(_ERRORS).format(w=rng.choice(_NOUNS), v=rng.choice(_NOUNS))
+
+    def call(self, rng: random.Random, session: str) -> ToolCall:
+        """A tool call with ~1 KB of JSON arguments."""
+        kind = rng.randrange(3)
+        path = _path(rng)
+        if kind == 0:
+            code = self.code(rng, CALL_BYTES - 130)
+            test = f"tests/test_{rng.choice(_NOUNS)}.py"
+            args: dict[str, Any] = {"command": f"cat > {path} <<'EOF'\n{code}\nEOF\npython -m pytest {test} -x -q"}
+            tool = "bash"
+        elif kind == 1:
+            half = (CALL_BYTES - 80) // 2
+            args = {"path": path, "old_str": self.code(rng, half), "new_str": self.code(rng, half)}
+            tool = "edit_file"
+        else:
+            code = self.code(rng, CALL_BYTES - 60)
+            args = {"command": f"cd /repo && python - <<'EOF'\n{code}\nEOF"}
+            tool = "bash"
+        thought = self.sentences[rng.randrange(len(self.sentences))] if rng.random() < 0.5 else None
+        return ToolCall(tool, args, id=f"{session}-{rng.getrandbits(32):08x}", thought=thought)
+
+    def output(self, rng: random.Random) -> tuple[str, bool | None]:
+        """~4 KB of tool output, and whether it is an error."""
+        kind = rng.randrange(5)
+        if kind == 0:
+            return f"total {rng.randint(40, 400)}\n" + self._fill(rng, self.listing, OUTPUT_BYTES - 12), False
+        if kind == 1:
+            head = (
+                "============================= test session starts ==============================\n"
+                f"platform linux -- Python 3.11.{rng.randint(1, 9)}, pytest-8.{rng.randint(0, 3)}.1\n"
+                f"rootdir: /repo/{rng.choice(_NOUNS)}-{rng.getrandbits(24):06x}\ncollected "
+                f"{rng.randint(20, 300)} items\n\n"
+            )
+            error = self.error(rng)
+            tail = (
+                "\n=================================== FAILURES ===================================\n"
+                f"{self.traceback(rng, error)}\n=========================== short test summary info "
+                f"============================\nFAILED tests/test_{rng.choice(_NOUNS)}.py - {error}\n"
+                f"========================= 1 failed, {rng.randint(5, 200)} passed in {rng.random() * 9:.2f}s"
+                " ========================="
+            )
+            middle = self._fill(rng, self.tests, max(200, OUTPUT_BYTES - len(head) - len(tail)))
+            return head + middle + tail, True
+        if kind == 2:
+            frames = "\n".join(f.replace("@LINE@", str(rng.randint(5, 900))) for f in rng.sample(self.frames, 30))
+            text = f"Traceback (most recent call last):\n{frames}"[: OUTPUT_BYTES - 120]
+            return text[: text.rfind("\n")] + "\n" + self.error(rng), True
+        if kind == 3:
+            return self._fill(rng, self.grep, OUTPUT_BYTES), False
+        numbered = (f"{i:>4}  {line}" for i, line in enumerate(rng.choices(self.code_lines, k=90), rng.randint(1, 400)))
+        text = "\n".join(numbered)
+        return text[: text.rfind("\n", 0, OUTPUT_BYTES)], False
+
+
+# -- sessions ------------------------------------------------------------------------------------------
+
+
+def session_events(content: Content, number: int, events: int, seed: int) -> list[tuple[str, Event]]:
+    """The events of session ``number`` in its own order, as (kind, event)."""
+    rng = random.Random(seed * 1_000_003 + number)
+    name = f"session-{number:06d}"
+    stuck = "repeat" if number % 5 == 2 else ("retry" if number % 10 == 7 else None)
+    loop_at = rng.randint(2, 8)  # the pair (call, result) where the loop starts
+    loop_len = 6
+    out: list[tuple[str, Event]] = [("message", Message("assistant", content.prose(rng)))]
+    pair = 0
+    repeated: tuple[ToolCall, str, bool | None] | None = None
+    while len(out) < events:
+        if len(out) % 7 == 0:
+            out.append(("message", Message("assistant", content.prose(rng))))
+            continue
+        in_loop = stuck is not None and loop_at <= pair < loop_at + loop_len
+        if in_loop and repeated is None:
+            call = content.call(rng, name)
+            if stuck == "repeat":
+                output, is_error = content.output(rng)
+            else:
+                call = ToolCall("bash", {"command": "cd /repo && python -m pytest tests -x -q"}, id=call.id)
+                output, is_error = "", None
+            repeated = (call, output, is_error)
+        if in_loop and repeated is not None:
+            call, output, is_error = repeated
+            call = ToolCall(call.tool, dict(call.args), id=f"{name}-{pair}", thought=call.thought)
+            if stuck == "retry":  # the same failure, only line numbers move
+                lines = [17 + pair, 120 + 3 * pair, 311, 42 + pair, 9, 77]
+                output = content.traceback(random.Random(number), "KeyError: 'timeout'", lines)
+                is_error = None
+        else:
+            call = content.call(rng, name)
+            output, is_error = content.output(rng)
+        out.append(("tool_call", call))
+        if len(out) < events:
+            out.append(("tool_result", ToolResult(output, tool=call.tool, is_error=is_error, id=call.id)))
+        pair += 1
+    return out[:events]
+
+
+def wave(content: Content, first: int, count: int, events: int, seed: int) -> list[tuple[str, str, Event]]:
+    """Sessions ``first .. first+count-1`` interleaved at random: (session, kind, event) in arrival order."""
+    rng = random.Random(seed + first)
+    pending = {f"session-{n:06d}": iter(session_events(content, n, events, seed)) for n in range(first, first + count)}
+    slots = [name for name in pending for _ in range(events)]
+    rng.shuffle(slots)
+    order = []
+    for name in slots:
+        kind, event = next(pending[name])
+        order.append((name, kind, event))
+    return order
+
+
+def waves(content: Content, sessions: int, events: int, size: int, seed: int) -> Iterator[list[tuple[str, str, Event]]]:
+    for first in range(0, sessions, size):
+        yield wave(content, first, min(size, sessions - first), events, seed)
+
+
+# -- measuring -----------------------------------------------------------------------------------------
+
+
+def timed_run(args: argparse.Namespace, content: Content) -> dict[str, Any]:
+    # warm-up: a throw-away guard (imports, regex caches, code paths of every detector)
+    warm = Guard(preset="default", clock=None)
+    for name, _kind, event in wave(content, 10**6, min(200, args.sessions), args.events, args.seed + 1):
+        warm.observe(name, event)
+    del warm
+
+    guard = Guard(preset="default", clock=None)
+    latencies = {kind: array("q") for kind in KINDS}
+    sizes: dict[str, list[int]] = {kind: [] for kind in KINDS}
+    actions: Counter[str] = Counter()
+    clock = time.perf_counter_ns
+    observe = guard.observe
+    started = time.perf_counter()
+    for batch in waves(content, args.sessions, args.events, args.wave, args.seed):
+        for _name, kind, event in batch[:: max(1, len(batch) // 200)]:
+            sizes[kind].append(_payload_size(event))
+        gc.collect()
+        if args.no_gc:
+            gc.disable()
+        try:
+            for name, kind, event in batch:
+                t0 = clock()
+                verdict = observe(name, event)
+                t1 = clock()
+                latencies[kind].append(t1 - t0)
+                if verdict.action != "ok":
+                    actions[verdict.action] += 1
+        finally:
+            gc.enable()
+        del batch
+    elapsed = time.perf_counter() - started
+
+    overhead = min(_timer_gap(clock) for _ in range(1000))
+    snapshot_sizes = [
+        len(json.dumps(guard.snapshot(name), separators=(",", ":"), ensure_ascii=False).encode())
+        for name in guard.sessions()
+    ]
+    result: dict[str, Any] = {"per_type": {}, "actions": dict(actions), "elapsed_s": round(elapsed, 2)}
+    every = array("q")
+    for kind in KINDS:
+        values = sorted(latencies[kind])
+        every.extend(values)
+        result["per_type"][kind] = _stats(values) | {"payload_bytes": round(statistics.fmean(sizes[kind]))}
+    result["per_type"]["all"] = _stats(sorted(every)) | {"payload_bytes": None}
+    result["timer_overhead_ns"] = overhead
+    result["snapshot_json_bytes"] = {
+        "sessions": len(snapshot_sizes),
+        "mean": round(statistics.fmean(snapshot_sizes)),
+        "max": max(snapshot_sizes),
+    }
+    result["guard_stats"] = dict(guard.stats)
+    return result
+
+
+def _timer_gap(clock: Any) -> int:
+    t0 = clock()
+    return int(clock() - t0)
+
+
+def _payload_size(event: Event) -> int:
+    if isinstance(event, ToolCall):
+        return len(json.dumps(event.args).encode())
+    if isinstance(event, ToolResult):
+        return len(event.output.encode())
+    if isinstance(event, Message):
+        return len(event.text.encode())
+    return 0
+
+
+def _stats(values: list[int]) -> dict[str, Any]:
+    if not values:
+        return {"count": 0, "median_us": None, "p99_us": None}
+    n = len(values)
+    median = values[n // 2] / 1000 if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2000
+    p99 = values[min(n - 1, int(n * 0.99))] / 1000
+    return {
+        "count": n,
+        "median_us": round(median, 2),
+        "p99_us": round(p99, 2),
+        "mean_us": round(sum(values) / n / 1000, 2),
+        "max_us": round(values[-1] / 1000, 1),
+    }
+
+
+def memory_run(args: argparse.Namespace, content: Content) -> dict[str, Any]:
+    sessions = args.memory_sessions
+    # allocations of first use (imports, caches) must not count: warm up before tracing
+    warm = Guard(preset="default", clock=None)
+    for name, _kind, event in wave(content, 2 * 10**6, 50, args.events, args.seed + 2):
+        warm.observe(name, event)
+    del warm
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    guard = Guard(preset="default", clock=None)
+    for batch in waves(content, sessions, args.events, args.wave, args.seed):
+        for name, _kind, event in batch:
+            guard.observe(name, event)
+        del batch
+    gc.collect()
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    diff = after.compare_to(before, "lineno")
+    retained = sum(stat.size_diff for stat in diff)
+    top = sorted(diff, key=lambda s: s.size_diff, reverse=True)[:5]
+    assert len(guard.sessions()) == sessions
+    return {
+        "sessions": sessions,
+        "retained_bytes": retained,
+        "per_session_bytes": round(retained / sessions),
+        "top": [
+            {"where": f"{s.traceback[0].filename.split('/src/')[-1]}:{s.traceback[0].lineno}", "bytes": s.size_diff}
+            for s in top
+        ],
+    }
+
+
+# -- report --------------------------------------------------------------------------------------------
+
+
+def _verdict(ok: bool | None) -> str:
+    return "" if ok is None else ("ok" if ok else "MISSED")
+
+
+def report(result: dict[str, Any], args: argparse.Namespace) -> tuple[str, bool]:
+    lines = [
+        f"loopwatch Guard(preset='default', clock=None): {args.sessions:,} sessions x {args.events} events, "
+        f"waves of {args.wave} interleaved sessions",
+        f"garbage collector {'DISABLED' if args.no_gc else 'enabled'} during the timed loop; "
+        f"timer overhead ~{result['timer_overhead_ns']} ns per event (not subtracted); "
+        f"timed loop {result['elapsed_s']} s",
+        "",
+        f"{'event type':<12} {'payload':>9} {'count':>9} {'median us':>10} {'target':>8} {'p99 us':>9} "
+        f"{'p99/med':>8} {'target':>7}  {'max us':>9}  result",
+    ]
+    all_ok = True
+    for kind, stats in result["per_type"].items():
+        median, p99 = stats["median_us"], stats["p99_us"]
+        target = TARGET_MEDIAN_US.get(kind)
+        ratio = p99 / median if median else None
+        checks = []
+        if target is not None and median is not None:
+            checks.append(median <= target)
+        if ratio is not None and kind != "all":
+            checks.append(ratio <= TARGET_P99_RATIO)
+        ok = all(checks) if checks else None
+        all_ok = all_ok and ok is not False
+        payload = f"{stats['payload_bytes']:,} B" if stats["payload_bytes"] else ""
+        lines.append(
+            f"{kind:<12} {payload:>9} {stats['count']:>9,} {median:>10.1f} "
+            f"{('<= ' + format(target, 'g')) if target else '-':>8} {p99:>9.1f} {ratio or 0:>8.1f} "
+            f"{'<= 5' if kind != 'all' else '-':>7}  {stats['max_us']:>9.1f}  {_verdict(ok)}"
+        )
+    memory = result.get("memory")
+    snap = result["snapshot_json_bytes"]
+    lines.append("")
+    if memory:
+        ok = memory["per_session_bytes"] <= TARGET_STATE_BYTES
+        all_ok = all_ok and ok
+        lines.append(
+            f"retained memory per session (tracemalloc, {memory['sessions']:,} sessions): "
+            f"{memory['per_session_bytes']:,} B   target <= {TARGET_STATE_BYTES:,} B   {_verdict(ok)}"
+        )
+        for top in memory["top"]:
+            lines.append(f"    {top['bytes'] / memory['sessions']:>8,.0f} B/session  {top['where']}")
+    ok = snap["mean"] <= TARGET_STATE_BYTES
+    all_ok = all_ok and ok
+    lines.append(
+        f"snapshot JSON per session ({snap['sessions']:,} sessions): mean {snap['mean']:,} B, max {snap['max']:,} B"
+        f"   target (mean) <= {TARGET_STATE_BYTES:,} B   {_verdict(ok)}"
+    )
+    acts = result["actions"]
+    lines.append(
+        "non-ok verdicts: "
+        + (", ".join(f"{k} {v:,}" for k, v in sorted(acts.items())) or "none")
+        + f"   guard stats: {result['guard_stats']}"
+    )
+    return "\n".join(lines), all_ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, default=None, help="sessions (default 10,000; --quick: 1,000)")
+    parser.add_argument("--events", type=int, default=50, help="events per session (default 50)")
+    parser.add_argument("--quick", action="store_true", help="1,000 sessions")
+    parser.add_argument("--wave", type=int, default=500, help="sessions active (interleaved) at a time")
+    parser.add_argument("--memory-sessions", type=int, default=None, help="sessions of the memory pass (0: skip)")
+    parser.add_argument("--no-gc", action="store_true", help="disable the garbage collector in the timed loop")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    args = parser.parse_args(argv)
+    if args.sessions is None:
+        args.sessions = 1_000 if args.quick else 10_000
+    if args.memory_sessions is None:
+        args.memory_sessions = min(args.sessions, 2_000)
+    if args.sessions < 1 or args.events < 3 or args.wave < 1:
+        parser.error("--sessions and --wave must be >= 1, --events >= 3")
+
+    content = Content(args.seed)
+    result = timed_run(args, content)
+    if args.memory_sessions > 0:
+        result["memory"] = memory_run(args, content)
+    text, all_ok = report(result, args)
+    result["targets_met"] = all_ok
+    result["config"] = {
+        "sessions": args.sessions,
+        "events": args.events,
+        "wave": args.wave,
+        "gc_during_timed_loop": not args.no_gc,
+        "python": sys.version.split()[0],
+    }
+    print(json.dumps(result, indent=2) if args.json else text)
+    return 1 if args.check and not all_ok else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
