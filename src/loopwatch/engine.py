@@ -109,14 +109,27 @@ class Engine:
 
     # -- observing -------------------------------------------------------------------------------------
 
-    def observe(self, session: State, event: Event, *, now: float | None = None, swarm: State | None = None) -> Verdict:
-        """Judge one event of ``session`` and return the verdict."""
+    def observe(
+        self,
+        session: State,
+        event: Event,
+        *,
+        now: float | None = None,
+        swarm: State | None = None,
+        worker: str | None = None,
+    ) -> Verdict:
+        """Judge one event of ``session`` and return the verdict.
+
+        ``worker`` names the session's worker when the event does not (swarm-wide counts use it).
+        """
         index = session["index"]
         session["index"] = index + 1
         stopped = session["stopped"]
         if stopped is not None and not isinstance(event, Reset):
             return Verdict(**{**stopped, "index": index})
         step = self._step(session, event, index)
+        if step.worker is None:
+            step.worker = worker
         if swarm is not None:
             step.extra["swarm"] = swarm
         Limits.account(session["usage"], step, now)

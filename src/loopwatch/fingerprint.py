@@ -160,14 +160,15 @@ def bash_file_read(command: str) -> str | None:
 
 
 def primary_fingerprint(tool: str, args: Mapping[str, Any]) -> str:
-    """Seed 003's structural fingerprint: primary keys only, ``bash:file_read:X`` for plain reads."""
+    """Seed 003's structural fingerprint: primary keys only (all arguments when the call has none of
+    them, as the seed's ``computeToolFingerprint`` does), ``bash:file_read:X`` for plain reads."""
     if is_shell_tool(tool):
         command = command_of(args)
         target = bash_file_read(command) if command else None
         if target is not None:
             return f"bash:file_read:{target}"
     primary = {k: args[k] for k in PRIMARY_KEYS if k in args}
-    return f"{tool}:{canonical_json(primary)}"
+    return f"{tool}:{canonical_json(primary or args)}"
 
 
 def exact_serialized(tool: str, args: Mapping[str, Any]) -> str:

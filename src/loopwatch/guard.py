@@ -229,7 +229,7 @@ class Guard:
         self.stats["events"] += 1
         was_stopped = state["stopped"] is not None
         stamp = event.ts if event.ts is not None else now
-        verdict = self.engine.observe(state, event, now=stamp, swarm=shared)
+        verdict = self.engine.observe(state, event, now=stamp, swarm=shared, worker=session)
         if verdict.action != "ok" and not was_stopped:
             return verdict, self._audit_records(session, event, verdict, stamp)
         return verdict, []

@@ -51,6 +51,11 @@ _NO_PROGRESS = (
     "same thing will not either. Step back: use what you already know, try a different kind of step, or "
     "say what you are missing."
 )
+_NO_EFFECT = (
+    "{tool} has returned the same result {count} times although you changed things in between ({result}). "
+    "Your changes are not reaching what you are running: check that you edit the file that is actually "
+    "used, rebuild or reinstall if needed, and re-read the result before the next change."
+)
 _TEST_FIX = (
     "You've had {count} consecutive test failures. Step back and rethink:\n1. Re-read the error messages "
     "carefully\n2. Consider whether your approach is fundamentally wrong\n3. Try a DIFFERENT fix strategy "
@@ -86,6 +91,7 @@ DEFAULT_MESSAGES: Final[dict[str, dict[int | str, str]]] = {
     "error_retry": {1: _ERROR_1, "block": _ERROR_BLOCK, "stop": _STOP},
     "failure_streak": {1: _FAILURES, "stop": _STOP},
     "no_progress": {1: _NO_PROGRESS, "stop": _STOP},
+    "no_effect": {1: _NO_EFFECT, "stop": _STOP},
     "test_fix": {1: _TEST_FIX, "stop": _STOP},
     "similar_text": {1: _SIMILAR, "stop": _STOP},
     "chanting": {1: _CHANTING, "stop": _STOP},

@@ -73,14 +73,17 @@ class DoomLoopDetector(Detector):
         self.window = window
 
     def new_state(self) -> State:
-        return {"exact": [], "fuzzy": [], "idx": []}
+        return {"exact": [], "fuzzy": [], "idx": [], "starts": {"exact": None, "fuzzy": None}}
 
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind != "call":
             return None
         tool, args = step.tool or "", step.args or {}
-        push(state["exact"], digest(exact_serialized(tool, args)), self.window)
-        push(state["fuzzy"], digest(primary_fingerprint(tool, args)), self.window)
+        for kind, fingerprint in (("exact", exact_serialized(tool, args)), ("fuzzy", primary_fingerprint(tool, args))):
+            hashed = digest(fingerprint)
+            if not state[kind] or state[kind][-1] != hashed:
+                state["starts"][kind] = step.index  # a new run of this fingerprint starts here
+            push(state[kind], hashed, self.window)
         push(state["idx"], step.index, self.window)
         exact, fuzzy = _tail_run(state["exact"]), _tail_run(state["fuzzy"])
         if exact >= self.threshold:
@@ -93,7 +96,7 @@ class DoomLoopDetector(Detector):
         return Finding(
             pattern="repeat",
             count=count,
-            key=f"doom:{kind}:{state[kind][-1]}",
+            key=f"doom:{kind}:{state[kind][-1]}:{state['starts'][kind]}",
             loop_start=indices[0],
             reason=f"{tool} called {count} times with the same {'arguments' if kind == 'exact' else 'primary keys'}",
             indices=indices,

@@ -77,14 +77,14 @@ class NoProgressDetector(Detector):
     nearly (``near``: the share of its lines, digits and spacing aside, shared with an earlier result).
     A result with new content ends the streak. Streaks with a repeated result are reported from ``seen_threshold`` calls,
     streaks made only of empty look-ups from ``empty_threshold``, streaks with changes (edits) in between
-    from ``changed_threshold``. Reported on
+    from ``changed_threshold``, as pattern ``no_effect`` (the changes do not change the result). Reported on
     the result, and on the next call of the same kind (blockable) with that call counted, which for a
     streak of repeated results already happens on the call that would reach ``seen_threshold`` when its
     arguments overlap the previous call's by at least ``similarity`` (word Jaccard).
     """
 
     name = "no_progress"
-    patterns = ("no_progress",)
+    patterns = ("no_progress", "no_effect")
 
     def __init__(
         self,
@@ -178,12 +178,17 @@ class NoProgressDetector(Detector):
 
     def _finding(self, state: State, step: Step, n: int, index: int, *, blockable: bool = False) -> Finding:
         what = "look-ups" if state["search"] else f"{step.tool} calls"
+        pattern = "no_effect" if state["changed"] else "no_progress"
+        if state["changed"]:
+            reason = f"{n} {what} gave the same result although things were changed in between ({state['last']})"
+        else:
+            reason = f"{n} {what} in a row brought nothing new (last result: {state['last']})"
         return Finding(
-            pattern="no_progress",
+            pattern=pattern,
             count=n,
-            key=f"no_progress:{state['key']}:{state['start']}",
+            key=f"{pattern}:{state['key']}:{state['start']}",
             loop_start=state["start"],
-            reason=f"{n} {what} in a row brought nothing new (last result: {state['last']})",
+            reason=reason,
             indices=(*state["idx"], index) if blockable else tuple(state["idx"]),
             facts={"tool": step.tool, "kind": what, "result": state["last"]},
             blockable=blockable,
