@@ -10,15 +10,19 @@ How it works (pure, incremental, bounded):
   entirely; table rows, list items, headings, blockquotes, fence lines and divider lines are not chanting
   content and they restart the prose tracking (Gemini CLI #5144, #5820, #6893). Prose and blank lines
   are the *eligible* text.
-* **Checkpoints** on the eligible text: every sentence end (``. ``, ``! ``, ``? ``, newline), and at
-  most ``4/5 * chunk_size`` characters apart otherwise. At a checkpoint the last ``chunk_size``
-  characters (the chunk) are looked up among the earlier ones: a dict of the chunks ending at sentence
-  ends, or a backwards ``str.rfind`` (in C) over the last ``max_period`` characters. Normal prose almost
-  never has a match, so a checkpoint costs one lookup.
-* **Exact repetition** (``S S S ...`` for any sentence of 10..``max_period`` characters): once the chunk
-  recurs at distance ``d``, the text is checked to be ``d``-periodic back to where the repetition
-  started, and followed forward as it streams. A hit is reported when ``threshold`` copies of the
-  repeated unit have been seen (the last copy may still lack its trailing whitespace separator).
+* **Checkpoints** on the eligible text: every sentence end (after ``.``, ``!`` or ``?`` followed by a
+  space, and before a newline), and every ``2 * chunk_size`` characters where there is none. At a
+  checkpoint the ``chunk_size`` characters before it (the chunk) are looked up in the earlier text: at a
+  sentence end, in a dict of the chunks that ended earlier sentences (a repeated sentence repeats its
+  end); elsewhere, with a backwards ``str.rfind`` (in C) over the last ``max_period`` characters. Normal
+  prose has no match, so a 1 KB message costs a few dozen C-level calls.
+* **Exact repetition** (``S S S ...``): once the chunk recurs at distance ``d``, the text is checked to be
+  ``d``-periodic back to where the repetition started, and followed forward as it streams. A hit is
+  reported when ``threshold`` copies of the repeated unit have been seen (the last copy may still lack
+  its trailing whitespace separator). A sentence of 10..``max_period`` characters that ends a sentence
+  as above is found at exactly ``threshold`` copies; any other repeated unit of period ``d`` once its
+  copies span ``d + 3 * chunk_size`` characters (with the defaults: at ``threshold`` copies from 17
+  characters on).
 * **Repetition with gaps**: ``threshold`` occurrences of the chunk, each at most ``max_period`` after the
   previous one, with a mean distance of at most ``max_mean_distance``. Text that is itself repeated
   around two occurrences does not count in their distance (a long sentence repeated with short gaps is
@@ -74,11 +78,14 @@ _LIST_MARKER = re.compile(r"(?:[-*+•]|\d{1,9}[.)])[ \t]+")
 _HEADING = re.compile(r"#{1,6}[ \t]")
 # Sentence ends, where checkpoints go: (pattern, offset of the checkpoint in it). The checkpoint is
 # after the full stop / before the newline, so "S. " and "S.\n" end the same chunk.
-_ANCHORS = ((". ", 1), ("\n", 0))
+_ANCHORS = ((". ", 1), ("! ", 1), ("? ", 1), ("\n", 0))  # keep _no_anchor in step
 _BOUNDARY = re.compile(r"[.!?。！？]+\s+|\n\s*")
 _ALNUM = re.compile(r"[^\W_]")
 # Fast path that agrees with _classify: a whole line that is blank (group 1) or starts like prose.
-_PLAIN_START = re.compile(r"[ \t\r\f\v]{0,255}(?:(\n)|[^\s\d\-=_*~+#.·•…\u2500-\u257f|>`]|`[^`\n]|\d{1,9}[^\d.)\n])")
+_PLAIN_START = re.compile(
+    r"[ \t\r\f\v]{0,255}"  # indentation, then a newline (blank) or a character that starts prose
+    r"(?:(\n)|[^\s\d\-=_*~+#.·•…\u2500-\u257f|>`]|`[^`\n]|\d{1,9}[^\d.)\n])"
+)
 
 
 @dataclass(frozen=True)
@@ -180,6 +187,12 @@ def _anchor_ends(buf: str, a: int, b: int) -> list[int]:
     return out
 
 
+def _no_anchor(buf: str, a: int) -> bool:
+    """No sentence-end checkpoint in ``buf[a:]`` (a newline at ``a`` itself is one already used)."""
+    tail = buf[a:]  # spelled out: this runs on every streamed delta
+    return "\n" not in tail[1:] and ". " not in tail and "! " not in tail and "? " not in tail
+
+
 def _common_prefix(s: str, i: int, j: int, limit: int) -> int:
     """Largest ``n <= limit`` with ``s[i:i+n] == s[j:j+n]`` (galloping + binary search on slices)."""
     if limit <= 0 or s[i : i + limit] == s[j : j + limit]:
@@ -271,6 +284,7 @@ class ChantTracker:
         "_offset",
         "_run_len",
         "_run_origin",
+        "_scanned",
         "_threshold",
     )
 
@@ -314,13 +328,13 @@ class ChantTracker:
         if self._kind == _PROSE and "\n" not in text:  # fast path: a streamed delta inside a line
             off = self._offset
             self._offset += len(text)
-            return self._latch(self._append(text, off))
+            return self._latch(self._append(text, off) or self._flush())
         pos, n = 0, len(text)
         while pos < n:
             hit, pos = self._step(text, pos)
             if hit is not None:
                 return self._latch(hit)
-        return None
+        return self._latch(self._flush())
 
     def _latch(self, hit: ChantHit | None) -> ChantHit | None:
         """Remember a hit; the latched state does not depend on how the text was split."""
@@ -390,7 +404,7 @@ class ChantTracker:
 
     def _clear_run(self) -> None:
         self._buf = ""
-        self._run_len = 0
+        self._run_len = self._scanned = 0
         self._run_origin = 0
         self._last_cp = self._chunk - self._every
         self._cand: list[int] | None = None
@@ -442,7 +456,9 @@ class ChantTracker:
                 self._head = head
                 return None
             seg, seg_off, self._head = head, self._line_start, ""
-            self._start_line(kind, head)
+            hit = self._start_line(kind, head)
+            if hit is not None:
+                return hit
         kind = self._kind
         hit = None
         if kind in _ELIGIBLE:
@@ -453,16 +469,20 @@ class ChantTracker:
             hit = self._end_line(kind)
         return hit
 
-    def _start_line(self, kind: int, head: str) -> None:
-        """A line's kind is known: apply fences and resets."""
+    def _start_line(self, kind: int, head: str) -> ChantHit | None:
+        """A line's kind is known: apply fences and resets (the prose before markdown is scanned)."""
         self._kind = kind
         self._indent = len(head) - len(head.lstrip(_WS))
         if kind == _FENCE:
             self._fence = "" if self._fence else head.lstrip(_WS)[0]
-        if kind not in _ELIGIBLE and kind != _CODE and self._run_len:
-            self._clear_run()
         if kind in (_FENCE, _CODE):
             self._break_lines()
+        if kind not in _ELIGIBLE and kind != _CODE and self._run_len:
+            hit = self._flush()
+            if hit is not None:
+                return hit
+            self._clear_run()
+        return None
 
     def _accumulate(self, seg: str, content_at: int) -> None:
         """Hash a markdown line as it streams (list markers excluded)."""
@@ -513,12 +533,18 @@ class ChantTracker:
     # ------------------------------------------------------------------ eligible text
 
     def _append(self, piece: str, piece_off: int) -> ChantHit | None:
-        """Add eligible text and run the checkpoints it completes."""
+        """Add eligible text; it is scanned by :meth:`_flush` (at the latest when ``feed`` returns)."""
         if self._run_len == 0:
             self._run_origin = piece_off
-        r0 = self._run_len
         self._buf += piece
         self._run_len += len(piece)
+        return self._flush() if self._run_len - self._scanned > self._history else None
+
+    def _flush(self) -> ChantHit | None:
+        """Run the checkpoints of the text appended since the last flush, then trim the buffer."""
+        if self._scanned == self._run_len:
+            return None
+        r0, self._scanned = self._scanned, self._run_len
         hit = self._scan(r0)
         if len(self._buf) > self._history:
             self._buf = self._buf[-self._history :]
@@ -535,7 +561,7 @@ class ChantTracker:
         buf, r1 = self._buf, self._run_len
         base = r1 - len(buf)
         a = r0 - 1 - base if r0 > base else 0
-        if r1 <= self._last_cp + self._every and buf.find(". ", a) < 0 and buf.find("\n", a + 1) < 0:
+        if r1 <= self._last_cp + self._every and _no_anchor(buf, a):
             return self._advance(r1)  # a small streamed delta with no checkpoint in it
         ends, grid = self._checkpoints(r0, base)
         if ends and not self._record_fresh(ends, base):
@@ -569,11 +595,11 @@ class ChantTracker:
         return ends, grid
 
     def _record_fresh(self, ends: list[int], base: int) -> bool:
-        """Record the chunks ending at ``ends`` if none was seen before (normal prose); else False.
+        """Record the chunks ending at ``ends`` if none ended an earlier sentence (normal prose).
 
-        Chunks ending at a sentence end recur only at sentence ends, so a dict of them replaces the
-        backwards search. Such checkpoints cannot report anything, and following an exact repetition
-        (:meth:`_advance`) can wait for the next checkpoint: the result is the same.
+        Then none of these checkpoints can report anything, and following an exact repetition
+        (:meth:`_advance`) can wait for the next one: the result is the same as visiting them.
+        Otherwise record nothing and return False.
         """
         if self._cand is not None:
             return False
@@ -581,7 +607,7 @@ class ChantTracker:
         chunks = list(map(self._buf.__getitem__, map(slice, starts, ends)))
         if not self._anchors.keys().isdisjoint(chunks) or len(set(chunks)) < len(chunks):
             return False
-        self._anchors.update(zip(chunks, map(add, ends, repeat(base))))
+        self._anchors.update(zip(chunks, map(add, ends, repeat(base)), strict=True))
         return True
 
     def _visit(self, points: list[int], base: int) -> ChantHit | None:
@@ -740,6 +766,7 @@ def _restore(cls: type[ChantTracker], data: dict[str, Any]) -> ChantTracker:
     t._lmatch, t._lfirst = _ints(lines[3]), _ints(lines[4])
     t._buf, t._run_len, t._run_origin, t._last_cp = _str(run[0]), _int(run[1]), _int(run[2]), _int(run[3])
     t._cand = None if run[4] is None else _ints(run[4])
+    t._scanned = t._run_len
     t._hit = None if hit is None else ChantHit(_str(hit["chunk"]), *_ints(hit[k] for k in _HIT_INTS))
     _validate(t)
     t._rebuild_anchors()

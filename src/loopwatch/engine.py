@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any, Final
 
 from .canonical import canonical_json, digest
@@ -62,7 +61,6 @@ class Engine:
             "warned": [],
             "stopped": None,
             "last_user": None,
-            "strikes": [],
         }
 
     def reset(self, session: State, *, limits: bool = False) -> None:
@@ -143,33 +141,10 @@ class Engine:
                 self._reset_for_user(session)
             session["last_user"] = signature
         best = self._run_detectors(session, step)
-        best = self._strike(session, best)
         best = _stronger(best, self._check_limits(session, index))
         if best.action == "stop":
             session["stopped"] = {k: v for k, v in best.to_json().items() if k in _STOP_FIELDS}
         return best
-
-    def _strike(self, session: State, verdict: Verdict) -> Verdict:
-        """Count warnings about new streaks; the ``strikes.count``-th within the window becomes a stop."""
-        strikes = self.policy.strikes
-        if strikes is None or verdict.action == "ok" or verdict.action == "stop":
-            return verdict
-        key = f"{verdict.pattern}:{verdict.loop_start}"
-        recent = [s for s in session["strikes"] if verdict.index - s[0] <= strikes.window]
-        if all(s[1] != key for s in recent):
-            recent.append([verdict.index, key])
-        session["strikes"] = recent[-strikes.count :]
-        if len(recent) < strikes.count:
-            return verdict
-        reason = f"{len(recent)} loop warnings in the last {strikes.window} events were not heeded ({verdict.reason})"
-        return replace(
-            verdict,
-            action="stop",
-            status=LOOP_DETECTED,
-            reason=reason,
-            message=render(self.policy.messages.template(verdict.pattern or "", 99, "stop"), {"reason": reason}),
-            level=verdict.level + 1,
-        )
 
     def _exempt(self, step: Step) -> bool:
         settings = self.policy.tool(step.tool) if step.tool else None

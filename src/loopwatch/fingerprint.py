@@ -277,8 +277,8 @@ _SEARCH_TOOLS: Final = re.compile(
 )
 _SEARCH_PROGRAMS: Final = frozenset(
     {"find", "grep", "egrep", "rg", "ag", "ack", "ls", "locate", "which", "whereis", "fd", "tree", "cat", "head",
-     "tail", "env", "printenv", "type", "command", "git:grep", "git:log", "git:status", "git:ls-files", "sed", "awk", "wc",
-     "echo", "pwd", "file", "stat", "du", "df"}
+     "tail", "env", "printenv", "type", "command", "git:grep", "git:log", "git:status", "git:ls-files", "sed", "awk",
+     "wc", "echo", "pwd", "file", "stat", "du", "df"}
 )  # fmt: skip
 
 

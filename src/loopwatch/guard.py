@@ -205,7 +205,7 @@ class Guard:
     def _now(self) -> float | None:
         return self.clock() if self.clock is not None else None
 
-    def _state(self, session: str, swarm: str | None) -> tuple[State, State | None]:
+    def _state(self, session: str, swarm: str | None, now: float | None) -> tuple[State, State | None]:
         with self._table_lock:
             state = self._sessions.get(session)
             if state is None:
@@ -213,9 +213,11 @@ class Guard:
                 while len(self._sessions) > self.max_sessions:
                     old, _ = self._sessions.popitem(last=False)
                     self._seen.pop(old, None)
+                    self._session_swarm.pop(old, None)
                     self.stats["evicted"] += 1
             else:
                 self._sessions.move_to_end(session)
+            self._seen[session] = now or 0.0  # under the table lock: evict_idle iterates over _seen
             if swarm is not None:
                 self._session_swarm[session] = swarm
             swarm = self._session_swarm.get(session)
@@ -223,9 +225,8 @@ class Guard:
         return state, shared
 
     def _observe(self, session: str, event: Event, swarm: str | None) -> tuple[Verdict, list[dict[str, Any]]]:
-        state, shared = self._state(session, swarm)
         now = self._now()
-        self._seen[session] = now or 0.0
+        state, shared = self._state(session, swarm, now)
         self.stats["events"] += 1
         was_stopped = state["stopped"] is not None
         stamp = event.ts if event.ts is not None else now

@@ -7,6 +7,9 @@ injectable clock. Limits keep counting through resets.
 
 from __future__ import annotations
 
+import inspect
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,11 +38,24 @@ class Limit:
     def check(self, usage: State) -> LimitHit | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def __iter__(self) -> Iterator[Limit]:
+        """A single limit also works where a :class:`Limits` is expected (``limits=max_cost(5.0)``)."""
+        return iter((self,))
+
     def _params(self) -> dict[str, Any]:
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{v!r}" if i == 0 else f"{k}={v!r}" for i, (k, v) in enumerate(self._params().items()))
+        defaults = {
+            name: p.default
+            for name, p in inspect.signature(type(self).__init__).parameters.items()
+            if p.kind is p.KEYWORD_ONLY
+        }
+        args = ", ".join(
+            f"{v!r}" if i == 0 else f"{k}={v!r}"
+            for i, (k, v) in enumerate(self._params().items())
+            if i == 0 or k not in defaults or defaults[k] != v  # keyword arguments left at their default are omitted
+        )
         return f"{_FACTORY_NAMES.get(type(self).__name__, type(self).__name__)}({args})"
 
     def __eq__(self, other: object) -> bool:
@@ -50,9 +66,20 @@ class Limit:
 
 
 def _positive(value: float, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return value
+
+
+def _positive_int(value: int, name: str) -> int:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not 0 < value < math.inf
+        or value != int(value)
+    ):
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
 
 
 class MaxIterations(Limit):
@@ -61,7 +88,7 @@ class MaxIterations(Limit):
     status = "MAX_ITERATIONS"
 
     def __init__(self, n: int) -> None:
-        self.n = int(_positive(n, "max_iterations"))
+        self.n = _positive_int(n, "max_iterations")
 
     def check(self, usage: State) -> LimitHit | None:
         it = usage["iterations"]
@@ -95,7 +122,9 @@ class MaxCost(Limit):
 
     def __init__(self, amount: float = 10.0, *, warn_at: float | None = 0.8) -> None:
         self.amount = _positive(amount, "max_cost")
-        if warn_at is not None and not 0 < warn_at < 1:
+        if warn_at is not None and (
+            isinstance(warn_at, bool) or not isinstance(warn_at, (int, float)) or not 0 < warn_at < 1
+        ):
             raise ValueError(f"warn_at must be between 0 and 1, got {warn_at!r}")
         self.warn_at = warn_at
 
@@ -115,7 +144,7 @@ class MaxTokens(Limit):
     status = "MAX_TOKENS"
 
     def __init__(self, n: int) -> None:
-        self.n = int(_positive(n, "max_tokens"))
+        self.n = _positive_int(n, "max_tokens")
 
     def check(self, usage: State) -> LimitHit | None:
         tokens = usage["tokens"]
@@ -130,7 +159,7 @@ class MaxConsecutiveFailures(Limit):
     status = "MAX_CONSECUTIVE_FAILURES"
 
     def __init__(self, n: int = 5) -> None:
-        self.n = int(_positive(n, "max_consecutive_failures"))
+        self.n = _positive_int(n, "max_consecutive_failures")
 
     def check(self, usage: State) -> LimitHit | None:
         failures = usage["failures"]
@@ -146,6 +175,8 @@ class Limits:
         self.limits = limits
 
     def __or__(self, other: Limit | Limits) -> Limits:
+        if not isinstance(other, (Limit, Limits)):
+            return NotImplemented
         extra = other.limits if isinstance(other, Limits) else (other,)
         return Limits(self.limits + extra)
 

@@ -118,19 +118,6 @@ def decide(ladder: Ladder, state: State, finding: Finding) -> Decision | None:
     return Decision(action, level, rung)
 
 
-@dataclass(frozen=True, slots=True)
-class Strikes:
-    """Escalate to a stop when loop warnings keep coming: the ``count``-th warning about a *new* streak
-    within ``window`` events ends the run (the agent has ignored the earlier ones)."""
-
-    count: int = 4
-    window: int = 40
-
-    def __post_init__(self) -> None:
-        if self.count < 2 or self.window < 1:
-            raise ValueError("strikes need count >= 2 and window >= 1")
-
-
 @dataclass(frozen=True)
 class ToolSettings:
     """Per-tool settings: exempt it, ignore or keep only some argument keys, or use other ladders."""
@@ -154,7 +141,6 @@ class Policy:
     ignore_keys: tuple[str, ...] = ("task_progress",)
     reset_on_user: bool = True
     nudge_role: Literal["system", "user"] = "system"
-    strikes: Strikes | None = None
 
     def tool(self, name: str) -> ToolSettings | None:
         return self.tools.get(name)

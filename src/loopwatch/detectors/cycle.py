@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..fingerprint import preview
-from .base import Detector, Finding, State, Step, push
+from .base import Detector, Finding, State, Step, mutates, push
+from .repeat import loose_fp
 
 
 class CycleDetector(Detector):
@@ -12,7 +13,9 @@ class CycleDetector(Detector):
     For each period p a counter holds how many consecutive calls equalled the call p positions earlier;
     ``reps = 1 + matched // p`` full units. Only the smallest period explaining the tail is reported, and
     units made of one call repeated are left to the repeat detector unless ``min_period`` is 1.
-    ``result_aware``: a result that differs from the result p calls earlier breaks period p (progress).
+    ``result_aware``: a result that differs from the result p calls earlier breaks period p (progress);
+    the results of changes (edits, writes) are not compared: they show what was written, not progress.
+    ``loose``: calls whose arguments differ only in digits (line numbers, offsets) count as the same call.
     A period is reported once two full units are seen; with ``min_period=1, max_period=3,
     result_aware=False`` this is exactly seed 001: a 1-call cycle as soon as a call equals the previous one,
     a 2-call cycle when the last two calls equal the two before, a 3-call cycle when the last three equal
@@ -22,12 +25,15 @@ class CycleDetector(Detector):
     name = "cycle"
     patterns = ("cycle",)
 
-    def __init__(self, *, max_period: int = 6, min_period: int = 2, result_aware: bool = True) -> None:
+    def __init__(
+        self, *, max_period: int = 6, min_period: int = 2, result_aware: bool = True, loose: bool = False
+    ) -> None:
         if not 1 <= min_period <= max_period:
             raise ValueError("cycle periods must satisfy 1 <= min_period <= max_period")
         self.max_period = max_period
         self.min_period = min_period
         self.result_aware = result_aware
+        self.loose = loose
 
     def new_state(self) -> State:
         size = 2 * self.max_period
@@ -49,13 +55,15 @@ class CycleDetector(Detector):
 
     def _call(self, state: State, step: Step) -> Finding | None:
         fps, match = state["fps"], state["match"]
+        fingerprint = loose_fp(step) if self.loose else step.call_fp
         for p in range(1, self.max_period + 1):
-            match[p] = match[p] + 1 if len(fps) >= p and fps[-p] == step.call_fp else 0
+            match[p] = match[p] + 1 if len(fps) >= p and fps[-p] == fingerprint else 0
         limit = state["n"]
-        push(fps, step.call_fp, limit)
+        push(fps, fingerprint, limit)
         push(state["idx"], step.index, limit)
         push(state["tools"], f"{step.tool}({preview(step.args or {}, 80)})", limit)
-        push(state["outs"], None, limit)
+        # a change's own output (the file it wrote) differs every time; only look-ups and runs tell progress
+        push(state["outs"], "" if mutates(step) else None, limit)
         period = self._period(match)
         if period is None:
             return None
@@ -73,9 +81,11 @@ class CycleDetector(Detector):
 
     def _result(self, state: State, step: Step) -> None:
         outs, match = state["outs"], state["match"]
+        if outs[-1] == "":
+            return
         outs[-1] = step.outcome_fp
         for p in range(1, self.max_period + 1):
-            if match[p] and len(outs) > p and outs[-1 - p] is not None and outs[-1 - p] != step.outcome_fp:
+            if match[p] and len(outs) > p and outs[-1 - p] and outs[-1 - p] != step.outcome_fp:
                 match[p] = 0
 
     def _finding(self, state: State, step: Step, period: int, reps: int) -> Finding:
@@ -96,6 +106,6 @@ class CycleDetector(Detector):
         )
 
 
-def cycle(*, max_period: int = 6, min_period: int = 2, result_aware: bool = True) -> CycleDetector:
+def cycle(*, max_period: int = 6, min_period: int = 2, result_aware: bool = True, loose: bool = False) -> CycleDetector:
     """The cycle detector (see :class:`CycleDetector`)."""
-    return CycleDetector(max_period=max_period, min_period=min_period, result_aware=result_aware)
+    return CycleDetector(max_period=max_period, min_period=min_period, result_aware=result_aware, loose=loose)

@@ -75,9 +75,9 @@ class NoProgressDetector(Detector):
     back empty or say nothing matched, or return a result already seen in the streak; other calls of the
     same tool count when they return a (non-trivial) result already seen in the streak, exactly or
     nearly (``near``: the share of its lines, digits and spacing aside, shared with an earlier result).
-    A result with new content ends the streak. Streaks with a repeated result are reported from ``seen_threshold`` calls,
-    streaks made only of empty look-ups from ``empty_threshold``, streaks with changes (edits) in between
-    from ``changed_threshold``, as pattern ``no_effect`` (the changes do not change the result). Reported on
+    A result with new content ends the streak. Streaks with a repeated result are reported from
+    ``seen_threshold`` calls, streaks made only of empty look-ups from ``empty_threshold``, streaks with
+    changes (edits) in between from ``changed_threshold``, as pattern ``no_effect`` (the changes do not change the result). Reported on
     the result, and on the next call of the same kind (blockable) with that call counted, which for a
     streak of repeated results already happens on the call that would reach ``seen_threshold`` when its
     arguments overlap the previous call's by at least ``similarity`` (word Jaccard).

@@ -1,0 +1,290 @@
+"""Detectors and presets through the guard: each seed's documented behaviour and the default detectors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from loopwatch import PRESETS, Event, Guard, Message, TextDelta, ToolCall, ToolResult, Verdict, preset
+from loopwatch.detectors import cycle, repeat
+from loopwatch.detectors.base import push
+from loopwatch.policy import Ladder, exempt
+from loopwatch.presets import (
+    SEED000_TERMINATE,
+    SEED000_WARN,
+    SEED004_EXPLORE,
+    SEED004_FORCE_DONE,
+    SEED004_REPLAN,
+)
+
+
+def run(guard: Guard, events: Sequence[Event], session: str = "s", **kwargs: Any) -> list[Verdict]:
+    return [guard.observe(session, e, **kwargs) for e in events]
+
+
+def flagged(verdicts: Sequence[Verdict]) -> list[tuple[int, str, str | None, int]]:
+    return [(i, v.action, v.pattern, v.count) for i, v in enumerate(verdicts) if not v.ok]
+
+
+# -- every preset ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_builds_a_working_guard(name: str) -> None:
+    guard = Guard(preset=name)
+    assert guard.policy.name == name
+    events: list[Event] = []
+    for _ in range(10):
+        events += [ToolCall("read_file", {"path": "a.py"}), ToolResult("same", tool="read_file")]
+        events += [Message("assistant", "I will read the file a.py again to check it")]
+    verdicts = run(guard, events)
+    assert any(not v.ok for v in verdicts), f"{name} saw no loop at all"
+    assert guard.stats["errors"] == 0
+    json.dumps(guard.snapshot("s"))
+
+
+def test_unknown_preset() -> None:
+    with pytest.raises(ValueError, match="default"):
+        preset("nope")
+
+
+# -- seed 000: Jaccard turns -----------------------------------------------------------------------------------
+
+
+def test_seed000_three_similar_turns_warn_five_terminate() -> None:
+    guard = Guard(preset="jaccard-turns")
+    text = "I will check the database for the user information now"
+    verdicts = run(guard, [Message("assistant", text) for _ in range(6)])
+    assert flagged(verdicts)[:3] == [
+        (3, "nudge", "similar_text", 3),
+        (4, "nudge", "similar_text", 4),
+        (5, "stop", "similar_text", 5),
+    ]
+    assert verdicts[3].message == SEED000_WARN.format(count=3)
+    assert verdicts[5].message == SEED000_TERMINATE.format(count=5)
+
+
+def test_seed000_a_different_turn_resets_the_count() -> None:
+    guard = Guard(preset="jaccard-turns")
+    same = "I will check the database for the user information now"
+    events: list[Event] = [Message("assistant", same) for _ in range(3)]
+    events.append(Message("assistant", "Completely unrelated words about deployment pipelines and caching"))
+    events += [Message("assistant", same) for _ in range(2)]
+    verdicts = run(guard, events)
+    assert all(v.ok for v in verdicts)
+
+
+# -- seed 001: call cycles -------------------------------------------------------------------------------------
+
+
+def test_seed001_one_call_cycle_warn_warn_stop() -> None:
+    guard = Guard(preset="call-cycles")
+    verdicts = run(guard, [ToolCall("read_file", {"path": "a"}) for _ in range(4)])
+    assert [(v.action, v.level) for v in verdicts] == [("ok", 0), ("nudge", 1), ("nudge", 2), ("stop", 3)]
+    assert verdicts[3].status == "LOOP_DETECTED"
+    assert "repeated" in (verdicts[1].message or "")
+    assert guard.policy.nudge_role == "user"
+
+
+def test_seed001_two_call_cycle() -> None:
+    guard = Guard(preset="call-cycles")
+    verdicts = run(guard, [ToolCall("t", {"p": p}) for p in "ababab"])
+    assert [v.action for v in verdicts] == ["ok", "ok", "ok", "nudge", "nudge", "stop"]
+    assert all(v.pattern == "cycle" and v.loop_start == 0 for v in verdicts[3:])
+
+
+def test_detector_reprs_and_validation() -> None:
+    detector = cycle(max_period=3, min_period=2)
+    assert repr(detector).startswith("CycleDetector(max_period=3, min_period=2")
+    assert detector == cycle(max_period=3, min_period=2)
+    assert detector != cycle(max_period=4, min_period=2)
+    with pytest.raises(ValueError):
+        cycle(max_period=1, min_period=2)
+    assert repr(repeat()).startswith("RepeatDetector(")
+
+
+# -- seed 002: Ralph -------------------------------------------------------------------------------------------
+
+
+def test_seed002_ninety_percent_similar_output_exits() -> None:
+    guard = Guard(preset="ralph")
+    first = guard.observe("s", Message("assistant", "The quick brown fox jumps over the lazy dog today"))
+    second = guard.observe("s", Message("assistant", "The quick brown fox jumps over the lazy dog today!"))
+    assert first.ok
+    assert second.action == "stop" and second.pattern == "similar_text"
+    assert (second.message or "").startswith("Loop detected: ") and "similarity to previous output" in (
+        second.message or ""
+    )
+
+
+def test_seed002_dissimilar_outputs_pass() -> None:
+    guard = Guard(preset="ralph")
+    texts = ["Reading the configuration file", "Running the unit tests now", "All tests pass, writing summary"]
+    assert all(v.ok for v in run(guard, [Message("assistant", t) for t in texts]))
+
+
+def test_seed002_limits() -> None:
+    assert repr(preset("ralph").limits) == (
+        "max_iterations(100) | max_runtime(14400) | max_cost(10.0, warn_at=None) | max_consecutive_failures(5)"
+    )
+
+
+# -- seed 003: doom loop ---------------------------------------------------------------------------------------
+
+
+def test_seed003_exact_fingerprint_ladder() -> None:
+    guard = Guard(preset="doom-loop")
+    verdicts = run(guard, [ToolCall("read_file", {"path": "a.ts"}) for _ in range(8)])
+    got = flagged(verdicts)
+    assert got[0] == (2, "nudge", "repeat", 3)
+    assert verdicts[2].message is not None and verdicts[2].message.startswith(
+        "[System] You've called read_file with the same arguments 3 times."
+    )
+    assert (verdicts[3].message or "").startswith("[System] WARNING: You've called read_file 4 times")
+    assert (verdicts[5].message or "").startswith("[System] CRITICAL: You've called read_file")
+    assert verdicts[6].action == "block"
+
+
+def test_seed003_structural_fingerprint_for_plain_reads() -> None:
+    guard = Guard(preset="doom-loop")
+    commands = ["cat foo.ts", "head foo.ts", "tail foo.ts", "head -n 5 foo.ts"]
+    verdicts = run(guard, [ToolCall("bash", {"command": c}) for c in commands])
+    assert [v.action for v in verdicts] == ["ok", "ok", "ok", "nudge"]
+    assert verdicts[3].count == 4 and verdicts[3].evidence.get("match") == "fuzzy"
+
+
+def test_seed003_complex_commands_are_not_normalised() -> None:
+    guard = Guard(preset="doom-loop")
+    commands = ["cat foo.ts | head", "head foo.ts > x", "tail foo.ts; ls", "cat foo.ts | wc -l"]
+    assert all(v.ok for v in run(guard, [ToolCall("bash", {"command": c}) for c in commands]))
+
+
+# -- seed 004: behavioural window -------------------------------------------------------------------------------
+
+
+def test_seed004_replan_explore_force_done() -> None:
+    guard = Guard(preset="behavioral")
+    events = [
+        ToolCall("read_file", {"path": f"/tmp/run{i}/src/Main.py", "id": i, "at": f"2024-05-0{i + 1}T10:00:00Z"})
+        for i in range(9)
+    ]
+    verdicts = run(guard, events)
+    assert [v.action for v in verdicts[:2]] == ["ok", "ok"]
+    assert verdicts[2].message == SEED004_REPLAN
+    assert verdicts[4].message == SEED004_EXPLORE
+    stop = verdicts[7]
+    assert stop.action == "stop" and stop.status == "FORCE_DONE" and stop.partial
+    assert stop.message == SEED004_FORCE_DONE
+    assert stop.count == 8 and stop.level == 3
+
+
+def test_seed004_another_tool_breaks_the_run() -> None:
+    guard = Guard(preset="behavioral")
+    events = [ToolCall("read_file", {"path": "a.py"}), ToolCall("read_file", {"path": "a.py"})]
+    events += [ToolCall("write_file", {"path": "a.py"})]
+    events += [ToolCall("read_file", {"path": "a.py"}), ToolCall("read_file", {"path": "a.py"})]
+    assert all(v.ok for v in run(guard, events))
+
+
+# -- default detectors -------------------------------------------------------------------------------------------
+
+
+def test_swarm_wide_repeat_across_workers() -> None:
+    guard = Guard()
+    words = ["alpha", "bravo", "kilo", "lima", "mike", "oscar", "papa", "romeo", "sierra", "tango", "uniform"]
+    verdicts = []
+    for i, word in enumerate(words):
+        session, worker = f"s{i % 5}", f"w{i % 5}"
+        verdicts.append(guard.observe(session, ToolCall("search", {"query": "jdk"}, worker=worker), swarm="team"))
+        guard.observe(session, ToolResult(f"result {word}", tool="search"), swarm="team")
+    assert [v.action for v in verdicts[:9]] == ["ok"] * 9
+    assert verdicts[9].action == "nudge" and verdicts[9].pattern == "swarm_repeat" and verdicts[9].count == 10
+    snap = guard.swarm_snapshot("team")
+    assert max(entry[0] for entry in snap["counts"].values()) == 11
+    fresh = Guard()
+    fresh.restore_swarm(json.loads(json.dumps(snap)))
+    assert fresh.swarm_snapshot("team") == snap
+    guard.clear_swarm("team")
+    assert guard.swarm_snapshot("team")["counts"] == {}
+
+
+def test_no_swarm_no_swarm_repeat() -> None:
+    guard = Guard()
+    verdicts = []
+    for i in range(12):
+        verdicts.append(guard.observe(f"s{i}", ToolCall("search", {"query": "jdk"}, worker=f"w{i}")))
+    assert all(v.ok for v in verdicts)
+
+
+def test_chanting_in_one_message_and_in_a_stream() -> None:
+    chunk = "The answer is that we must keep going forward now. "
+    whole = Guard().observe("s", Message("assistant", chunk * 12))
+    assert whole.action == "nudge" and whole.pattern == "chanting" and whole.count >= 10
+    guard = Guard()
+    verdicts = run(guard, [TextDelta(chunk) for _ in range(12)])
+    hits = [v for v in verdicts if v.pattern == "chanting"]
+    assert len(hits) == 1 and hits[0].loop_start == 0
+    normal = Guard().observe("s", Message("assistant", " ".join(f"word{i}" for i in range(400))))
+    assert normal.ok
+
+
+def test_monologue_after_tools() -> None:
+    guard = Guard()
+    texts = ["First I think about the design", "Then the plan is to refactor", "Maybe a cache would help"]
+    texts += ["Or rewrite the parser instead"]
+    events: list[Event] = [ToolCall("ls", {}), ToolResult("a", tool="ls")]
+    events += [Message("assistant", t) for t in texts]
+    verdicts = run(guard, events)
+    assert flagged(verdicts) == [(5, "nudge", "monologue", 4)]
+    assert verdicts[5].loop_start == 2
+
+
+def test_the_same_assistant_message_again_and_again() -> None:
+    guard = Guard()
+    verdicts = run(guard, [Message("assistant", "Done.") for _ in range(7)])
+    assert verdicts[2].action == "nudge" and verdicts[2].pattern == "repeat_message"
+    assert verdicts[5].action == "stop" and verdicts[5].status == "LOOP_DETECTED"
+
+
+def test_similar_assistant_turns() -> None:
+    guard = Guard()
+    base = "I will now run the tests again to see whether the fix worked"
+    verdicts = run(guard, [Message("assistant", f"{base} {w}") for w in ("a", "b", "c", "d")])
+    assert verdicts[3].action == "nudge" and verdicts[3].pattern == "similar_text"
+
+
+def test_exempt_tools_are_never_flagged() -> None:
+    guard = Guard(policy=preset("default").replace(tools=exempt(["wait"])))
+    events: list[Event] = []
+    for _ in range(10):
+        events += [ToolCall("wait", {"seconds": 5}), ToolResult("waiting", tool="wait")]
+    assert all(v.ok for v in run(guard, events))
+
+
+def test_custom_ladder_per_pattern() -> None:
+    policy = preset("default").replace(ladders={"repeat": Ladder.of(nudge=2, stop=4)})
+    guard = Guard(policy=policy)
+    events: list[Event] = []
+    for _ in range(4):
+        events += [ToolCall("read_file", {"path": "a"}), ToolResult("same", tool="read_file")]
+    verdicts = run(guard, events)
+    assert verdicts[2].action == "nudge" and verdicts[6].action == "stop"
+
+
+def test_ladders_validate() -> None:
+    with pytest.raises(ValueError):
+        Ladder.of(nudge=5, block=3)
+    with pytest.raises(ValueError):
+        Ladder.of(nudge=0)
+    assert repr(Ladder.of(nudge=3, block=5, stop=8)) == "Ladder(nudge@3, block@5, stop@8)"
+    assert Ladder.of(nudge=(3, 4), stop=6).level_for(5) == 2
+
+
+def test_push_keeps_the_newest() -> None:
+    items: list[int] = []
+    for i in range(10):
+        push(items, i, 3)
+    assert items == [7, 8, 9]

@@ -1,0 +1,704 @@
+"""The guard: escalation, polling, cycles, error retries, resets, sessions, snapshots, threads, audit."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopwatch import (
+    AsyncGuard,
+    Event,
+    Guard,
+    Message,
+    Reset,
+    StateError,
+    TextDelta,
+    ToolCall,
+    ToolResult,
+    Usage,
+    Verdict,
+    preset,
+)
+from loopwatch.limits import max_iterations
+from loopwatch.sinks import JsonlAuditSink, MemorySink
+
+SECRET = "sk-" + "live0123456789abcdefghijklmnopqrstuv"
+
+# -- helpers ---------------------------------------------------------------------------------------------
+
+
+def same_call(
+    n: int, tool: str = "read_file", args: dict[str, Any] | None = None, output: str = "x = 1\n"
+) -> list[Event]:
+    """``n`` times the same call with the same result."""
+    events: list[Event] = []
+    for _ in range(n):
+        events.append(ToolCall(tool, dict(args or {"path": "src/app.py"})))
+        events.append(ToolResult(output, tool=tool))
+    return events
+
+
+def calls_only(verdicts: Sequence[Verdict], events: Sequence[Event]) -> list[Verdict]:
+    return [v for v, e in zip(verdicts, events, strict=True) if isinstance(e, ToolCall)]
+
+
+def run(guard: Guard, events: Sequence[Event | dict[str, Any]], session: str = "s") -> list[Verdict]:
+    return [guard.observe(session, e) for e in events]
+
+
+def key(v: Verdict) -> tuple[Any, ...]:
+    return (v.action, v.pattern, v.count, v.level, v.loop_start, v.status, v.index)
+
+
+NATO = [
+    "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo",
+    "lima", "mike", "november", "oscar", "papa",
+]  # fmt: skip
+
+
+def mixed_run() -> list[Event]:
+    """A realistic mix: exploration, an error retried, a cycle, chat, streaming, usage and a long repeat."""
+    events: list[Event] = [
+        Message("system", "You are a coding agent."),
+        Message("user", "Fix the failing test in src/app.py"),
+        ToolCall("bash", {"command": "ls -la"}, id="c1", thought="look around"),
+        ToolResult("app.py\ntests\n", id="c1"),
+        Usage(cost=0.01, input_tokens=100, output_tokens=20),
+    ]
+    for n in (13008, 13015, 13023, 13031):
+        events += [
+            ToolCall("bash", {"command": "cd srcc"}),
+            ToolResult(f"bash: line {n}: cd: srcc: No such file or directory", tool="bash", exit_code=1),
+        ]
+    for _ in range(3):
+        events += [
+            ToolCall("read_file", {"path": "a.py"}),
+            ToolResult("AAA", tool="read_file"),
+            ToolCall("read_file", {"path": "b.py"}),
+            ToolResult("BBB", tool="read_file"),
+        ]
+    events += [TextDelta("I will now "), TextDelta("try again."), Message("assistant", "I will now try again.")]
+    events += [Message("user", "Please stop and think")]
+    events += same_call(9, "grep", {"pattern": "def main", "path": "."}, "app.py:3:def main():")
+    return events
+
+
+# -- escalation on a plain repeat -----------------------------------------------------------------------------
+
+
+def test_same_call_same_result_nudge_block_stop() -> None:
+    guard = Guard()
+    events = same_call(9)
+    verdicts = calls_only(run(guard, events), events)
+    actions = [v.action for v in verdicts]
+    assert actions[:2] == ["ok", "ok"]
+    assert verdicts[2].action == "nudge" and verdicts[2].pattern == "repeat" and verdicts[2].count == 3
+    assert verdicts[3].action == "ok"  # a nudge is said once per level
+    assert verdicts[4].action == "block" and verdicts[4].pattern == "repeat" and verdicts[4].count == 5
+    assert verdicts[5].action == "block" and verdicts[6].action == "block"
+    stop = verdicts[7]
+    assert stop.action == "stop" and stop.status == "LOOP_DETECTED" and stop.count == 8
+    assert stop.loop_start == 0
+    assert stop.message and stop.reason
+    assert verdicts[8].action == "stop"
+    assert verdicts[2].message and "read_file" in verdicts[2].message
+
+
+def test_polling_with_changing_results_is_never_stopped() -> None:
+    guard = Guard()
+    verdicts = []
+    for i in range(12):
+        verdicts.append(guard.observe("s", ToolCall("check_build", {"job": "b-1"})))
+        verdicts.append(guard.observe("s", ToolResult(f"compiling module {NATO[i]}", tool="check_build")))
+    assert not [v for v in verdicts if v.action in ("block", "stop")]
+    assert {v.pattern for v in verdicts if v.action == "nudge"} <= {"polling"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: fingerprint.outcome_bytes drops the letters a-f from every word, so 'compiling module a'..'f' "
+    "look like one unchanged result and the poll is blocked as a repeat",
+)
+def test_polling_outputs_differing_in_one_letter_are_progress() -> None:
+    guard = Guard()
+    verdicts = []
+    for i in range(12):
+        verdicts.append(guard.observe("s", ToolCall("check_build", {"job": "b-1"})))
+        verdicts.append(guard.observe("s", ToolResult(f"compiling module {chr(97 + i)}", tool="check_build")))
+    assert not [v for v in verdicts if v.action in ("block", "stop")]
+    assert {v.pattern for v in verdicts if v.action == "nudge"} <= {"polling"}
+
+
+def test_repeat_restarts_at_the_call_that_changed_the_result() -> None:
+    guard = Guard()
+    events = same_call(1, output="first version") + same_call(2, output="second version")
+    verdicts = run(guard, events)
+    assert all(v.ok for v in verdicts)
+    nudge = guard.observe("s", ToolCall("read_file", {"path": "src/app.py"}))
+    assert nudge.action == "nudge" and nudge.pattern == "repeat" and nudge.count == 3
+    assert nudge.loop_start == 2  # the first call that returned "second version"
+
+
+def test_ab_cycle_is_nudged_with_loop_start_at_the_first_a() -> None:
+    guard = Guard()
+    prefix: list[Event] = [
+        Message("user", "go"),
+        ToolCall("list_dir", {"path": "."}),
+        ToolResult("a b", tool="list_dir"),
+    ]
+    first_a = len(prefix)
+    events = list(prefix)
+    for _ in range(3):
+        events += [
+            ToolCall("read_file", {"path": "a.py"}),
+            ToolResult("contents of a", tool="read_file"),
+            ToolCall("read_file", {"path": "b.py"}),
+            ToolResult("contents of b", tool="read_file"),
+        ]
+    verdicts = run(guard, events)
+    cycles = [v for v in verdicts if v.pattern == "cycle"]
+    assert cycles, [key(v) for v in verdicts]
+    assert cycles[0].action == "nudge"
+    assert cycles[0].loop_start == first_a
+    assert cycles[0].count == 3
+    assert cycles[0].index == len(events) - 2  # on the third B call
+    assert all(v.ok for v in verdicts[: len(events) - 2])
+
+
+def test_a_cycle_with_changing_results_is_progress() -> None:
+    guard = Guard()
+    events: list[Event] = []
+    for i in range(4):
+        events += [
+            ToolCall("run_tests", {}),
+            ToolResult(f"{NATO[i]} failing", tool="run_tests"),
+            ToolCall("edit", {"path": "a.py", "text": NATO[i]}),
+            ToolResult("ok", tool="edit"),
+        ]
+    assert not [v for v in run(guard, events) if v.pattern == "cycle"]
+
+
+def _cd_srcc(n: int) -> list[Event]:
+    events: list[Event] = []
+    for i in range(n):
+        line = 13008 + 7 * i + (i % 2) * 3
+        events.append(ToolCall("bash", {"command": "cd srcc"}))
+        events.append(ToolResult(f"bash: line {line}: cd: srcc: No such file or directory", tool="bash", exit_code=1))
+    return events
+
+
+def test_the_same_failing_command_is_caught_by_the_third_attempt() -> None:
+    guard = Guard()
+    events = _cd_srcc(8)
+    verdicts = run(guard, events)
+    assert all(v.ok for v in verdicts[:4])
+    assert not verdicts[4].ok or not verdicts[5].ok
+    assert verdicts[-2].action == "stop"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: engine.py: on the 3rd `cd srcc` both repeat and error_retry find a level-1 nudge; repeat wins "
+    "the tie and error_retry's ladder still marks its nudge as emitted, so error_retry is never reported",
+)
+def test_the_same_failing_command_is_reported_as_error_retry() -> None:
+    guard = Guard()
+    verdicts = run(guard, _cd_srcc(8))
+    assert "error_retry" in {v.pattern for v in verdicts if not v.ok}
+
+
+def test_error_retry_with_varying_commands_and_line_numbers() -> None:
+    guard = Guard()
+    events: list[Event] = []
+    for i, command in enumerate(["cd srcc", "cd ./srcc", "cd srcc/", "cd  srcc/."]):
+        events.append(ToolCall("bash", {"command": command}))
+        events.append(
+            ToolResult(f"bash: line {13008 + 15 * i}: cd: srcc: No such file or directory", tool="bash", exit_code=1)
+        )
+    verdicts = run(guard, events)
+    retry = [v for v in verdicts if v.pattern == "error_retry"]
+    assert retry and retry[0].action == "nudge" and retry[0].count == 3
+    assert retry[0].loop_start == 0
+    assert all(v.ok for v in verdicts[: verdicts.index(retry[0])])
+
+
+# -- resets ------------------------------------------------------------------------------------------------
+
+
+def test_a_new_user_message_resets_streaks() -> None:
+    guard = Guard()
+    events = [*same_call(2), Message("user", "please try again"), *same_call(2)]
+    assert all(v.ok for v in run(guard, events))
+    control = Guard()
+    assert not all(v.ok for v in run(control, same_call(4)))
+
+
+def test_the_same_user_reply_again_does_not_reset() -> None:
+    guard = Guard()
+    events = [*same_call(2), Message("user", "continue"), *same_call(2), Message("user", "continue"), *same_call(1)]
+    verdicts = run(guard, events)
+    assert all(v.ok for v in verdicts[:-2])
+    assert verdicts[-2].action == "nudge" and verdicts[-2].pattern == "repeat"
+
+
+def test_user_messages_do_not_reset_when_the_policy_says_so() -> None:
+    guard = Guard(policy=preset("default").replace(reset_on_user=False))
+    events = [*same_call(2), Message("user", "please try again"), *same_call(1)]
+    verdicts = run(guard, events)
+    assert verdicts[-2].action == "nudge" and verdicts[-2].pattern == "repeat"
+
+
+def test_user_messages_reset_streaks_but_limits_keep_counting() -> None:
+    guard = Guard(policy=preset("default").replace(limits=max_iterations(7)))
+    events = [*same_call(2), Message("user", "one"), *same_call(2), Message("user", "two"), *same_call(2)]
+    verdicts = run(guard, events)
+    assert all(v.ok for v in verdicts)  # 6 calls, never 3 in a row after a new prompt
+    last = guard.observe("s", ToolCall("other_tool", {}))
+    assert last.action == "stop" and last.status == "MAX_ITERATIONS"
+
+
+def test_reset_event_and_guard_reset() -> None:
+    guard = Guard()
+    assert all(v.ok for v in run(guard, [*same_call(2), Reset(), *same_call(2)]))
+    guard.reset("s")
+    assert all(v.ok for v in run(guard, same_call(2)))
+    assert guard.observe("s", ToolCall("read_file", {"path": "src/app.py"})).action == "nudge"
+    guard.reset("never-seen")  # no error
+    assert "never-seen" not in guard.sessions()
+
+
+def test_guard_reset_clears_a_stop() -> None:
+    guard = Guard()
+    verdicts = run(guard, same_call(8))
+    assert verdicts[-2].action == "stop"
+    guard.reset("s")
+    assert guard.observe("s", ToolCall("read_file", {"path": "src/app.py"})).ok
+
+
+def test_after_a_stop_every_event_gets_the_same_stop_and_no_new_audit() -> None:
+    sink = MemorySink()
+    guard = Guard(sinks=[sink])
+    verdicts = run(guard, same_call(8))
+    stop = verdicts[-2]
+    assert stop.action == "stop"
+    assert sink.events().count("loop.stop") == 1 and sink.events().count("session.terminated") == 1
+    later_events: list[Event] = [
+        ToolResult("x", tool="read_file"),
+        ToolCall("something_else", {"a": 1}),
+        Message("user", "hello?"),
+        Usage(cost=1.0),
+        TextDelta("..."),
+    ]
+    for i, event in enumerate(later_events):
+        later = guard.observe("s", event)
+        assert later.action == "stop"
+        assert (later.pattern, later.count, later.status, later.loop_start, later.message) == (
+            stop.pattern,
+            stop.count,
+            stop.status,
+            stop.loop_start,
+            stop.message,
+        )
+        assert later.index == stop.index + 2 + i
+    assert sink.events().count("loop.stop") == 1
+    assert sink.events().count("session.terminated") == 1
+
+
+# -- sessions -------------------------------------------------------------------------------------------
+
+
+def test_sessions_are_isolated() -> None:
+    guard = Guard()
+    one, two = same_call(4), same_call(4)
+    got: dict[str, list[Verdict]] = {"one": [], "two": []}
+    for a, b in zip(one, two, strict=True):
+        got["one"].append(guard.observe("one", a))
+        got["two"].append(guard.observe("two", b))
+    alone = run(Guard(), one)
+    assert [key(v) for v in got["one"]] == [key(v) for v in alone]
+    assert [key(v) for v in got["two"]] == [key(v) for v in alone]
+    assert guard.observe("three", ToolCall("read_file", {"path": "src/app.py"})).ok
+    assert sorted(guard.sessions()) == ["one", "three", "two"]
+
+
+def test_forget_drops_a_session() -> None:
+    guard = Guard()
+    run(guard, same_call(2))
+    guard.forget("s")
+    assert guard.sessions() == []
+    assert all(v.ok for v in run(guard, same_call(2)))
+
+
+# -- snapshot / restore ---------------------------------------------------------------------------------------
+
+
+def test_snapshot_is_json() -> None:
+    guard = Guard()
+    run(guard, mixed_run()[:30])
+    snap = guard.snapshot("s")
+    assert json.loads(json.dumps(snap)) == json.loads(json.dumps(snap, sort_keys=True))
+    assert snap["session"] == "s"
+    assert guard.snapshot("unknown")["state"]["index"] == 0
+
+
+def test_snapshot_restore_mid_run_continues_identically() -> None:
+    events = mixed_run()
+    full = [v.to_json() for v in run(Guard(), events)]
+    assert any(v["action"] != "ok" for v in full)
+    for cut in range(0, len(events) + 1, 3):
+        first = Guard()
+        head = [v.to_json() for v in run(first, events[:cut])]
+        data = json.loads(json.dumps(first.snapshot("s")))
+        second = Guard()
+        second.restore(data)
+        tail = [v.to_json() for v in run(second, events[cut:])]
+        assert head + tail == full, f"diverged after restoring at event {cut}"
+
+
+def test_restore_under_another_name() -> None:
+    first = Guard()
+    run(first, same_call(2))
+    second = Guard()
+    second.restore(json.loads(json.dumps(first.snapshot("s"))), session="renamed")
+    assert second.sessions() == ["renamed"]
+    assert second.observe("renamed", ToolCall("read_file", {"path": "src/app.py"})).action == "nudge"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: engine._result_step clears calls['last'] only when the id-matched record `is` the same list "
+    "object; after snapshot -> json -> restore the two are equal copies, so a later result without id is "
+    "attached to the already answered call and the verdicts diverge from an uninterrupted guard",
+)
+def test_snapshot_restore_with_call_ids_and_an_extra_result() -> None:
+    events: list[Event] = []
+    for i in range(9):
+        events += [
+            ToolCall("read_file", {"path": "a.py"}, id=f"c{i}"),
+            ToolResult("same", id=f"c{i}"),
+            ToolResult("a stray result", tool="read_file"),
+        ]
+    full = [key(v) for v in run(Guard(), events)]
+    first = Guard()
+    head = [key(v) for v in run(first, events[:1])]
+    second = Guard()
+    second.restore(json.loads(json.dumps(first.snapshot("s"))))
+    assert head + [key(v) for v in run(second, events[1:])] == full
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        None,
+        "state",
+        42,
+        [],
+        {},
+        {"session": "s"},
+        {"session": "s", "state": None},
+        {"session": "s", "state": "corrupt"},
+        {"session": "s", "state": []},
+        {"session": "s", "state": {}},
+        {"session": "s", "state": {"v": 999}},
+        {"session": 5, "state": {"v": 1}},
+    ],
+    ids=repr,
+)
+def test_restore_of_garbage_raises_state_error(garbage: Any) -> None:
+    guard = Guard()
+    with pytest.raises(StateError):
+        guard.restore(garbage)
+    assert guard.sessions() == []
+
+
+def test_restore_of_a_damaged_snapshot_raises_state_error() -> None:
+    guard = Guard()
+    run(guard, mixed_run()[:20])
+    good = json.loads(json.dumps(guard.snapshot("s")))
+    damaged: list[dict[str, Any]] = []
+    for field in ("index", "detectors", "ladders", "usage", "calls"):
+        broken = json.loads(json.dumps(good))
+        del broken["state"][field]
+        damaged.append(broken)
+    fewer = json.loads(json.dumps(good))
+    fewer["state"]["detectors"] = fewer["state"]["detectors"][:-1]
+    damaged.append(fewer)
+    wrong_keys = json.loads(json.dumps(good))
+    wrong_keys["state"]["detectors"][0] = {"nonsense": True}
+    damaged.append(wrong_keys)
+    negative = json.loads(json.dumps(good))
+    negative["state"]["index"] = -3
+    damaged.append(negative)
+    for data in damaged:
+        with pytest.raises(StateError):
+            Guard().restore(data)
+
+
+def test_restore_of_a_snapshot_from_another_preset_raises_state_error() -> None:
+    other = Guard(preset="doom-loop")
+    run(other, same_call(2))
+    with pytest.raises(StateError):
+        Guard().restore(json.loads(json.dumps(other.snapshot("s"))))
+
+
+# -- threads ------------------------------------------------------------------------------------------------
+
+
+def thread_events(k: int) -> list[Event]:
+    """500 events with loops in them (repeats, cycles, errors), different per k."""
+    events: list[Event] = []
+    i = 0
+    while len(events) < 500:
+        phase = (i + k) % 4
+        if phase == 0:
+            events += same_call(4, args={"path": f"f{k}_{i}.py"})
+        elif phase == 1:
+            events += _cd_srcc(3)
+        elif phase == 2:
+            for _ in range(3):
+                events += [
+                    ToolCall("a", {"k": k}),
+                    ToolResult("A", tool="a"),
+                    ToolCall("b", {"k": k}),
+                    ToolResult("B", tool="b"),
+                ]
+        else:
+            events += [Message("user", f"prompt {NATO[i % len(NATO)]} {k}"), Usage(cost=0.001)]
+        i += 1
+    return events[:500]
+
+
+def test_threads_separate_sessions_and_one_shared_session() -> None:
+    guard = Guard()
+    per_session: dict[str, list[Verdict]] = {}
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(16)
+
+    def own(k: int) -> None:
+        try:
+            events = thread_events(k)
+            barrier.wait()
+            per_session[f"own-{k}"] = [guard.observe(f"own-{k}", e) for e in events]
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    def shared(k: int) -> None:
+        try:
+            events = thread_events(100 + k)
+            barrier.wait()
+            for e in events:
+                guard.observe("shared", e)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=own, args=(k,)) for k in range(8)]
+    threads += [threading.Thread(target=shared, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert guard.stats["events"] == 16 * 500
+    assert guard.stats["errors"] == 0 and guard.stats["skipped"] == 0
+    for k in range(8):
+        alone = run(Guard(), thread_events(k), session=f"own-{k}")
+        assert [v.to_json() for v in per_session[f"own-{k}"]] == [v.to_json() for v in alone]
+    assert guard.snapshot("shared")["state"]["index"] == 8 * 500
+
+
+# -- audit ---------------------------------------------------------------------------------------------------
+
+
+def test_memory_sink_gets_nudge_block_stop_records() -> None:
+    sink = MemorySink()
+    guard = Guard(sinks=[sink])
+    run(guard, same_call(3))
+    assert sink.events() == ["loop.nudge"]
+    record = sink.records[0]
+    assert record["session"] == "s"
+    assert record["action"] == "nudge" and record["pattern"] == "repeat" and record["count"] == 3
+    assert record["index"] == 4
+    run(guard, same_call(5))
+    assert sink.events() == ["loop.nudge", "loop.block", "loop.block", "loop.block", "loop.stop", "session.terminated"]
+    stop, terminated = sink.records[-2], sink.records[-1]
+    assert stop["status"] == "LOOP_DETECTED" == terminated["status"]
+    assert terminated["index"] == stop["index"]
+
+
+def test_jsonl_sink_redacts_secrets_in_args(tmp_path: Path) -> None:
+    path = tmp_path / "audit" / "loops.jsonl"
+    sink = JsonlAuditSink(path, fsync=False)
+    guard = Guard(sinks=[sink])
+    args = {"url": "https://api.example.com/v1", "api_key": SECRET}
+    run(guard, same_call(8, "http_get", args, "HTTP 500"))
+    sink.close()
+    lines = path.read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [r["event"] for r in records][-2:] == ["loop.stop", "session.terminated"]
+    assert records[0]["event"] == "loop.nudge"
+    assert SECRET not in path.read_text()
+    assert all(r["evidence"]["args"]["api_key"] == "[REDACTED]" for r in records)
+    assert records[0]["evidence"]["args"]["url"] == "https://api.example.com/v1"
+
+
+def test_records_are_written_before_observe_returns() -> None:
+    guard: Guard
+    seen: list[tuple[str, int, int]] = []
+
+    class StatsSink:
+        def emit(self, record: dict[str, Any]) -> None:
+            seen.append((record["event"], record["index"], guard.stats["events"]))
+
+    guard = Guard(sinks=[StatsSink()])
+    events = same_call(3)
+    for i, event in enumerate(events):
+        verdict = guard.observe("s", event)
+        if not verdict.ok:
+            assert seen and seen[-1][:2] == (f"loop.{verdict.action}", i)  # already there on return
+    assert seen == [("loop.nudge", 4, 5)]
+
+
+def test_a_failing_sink_is_counted_and_does_not_raise() -> None:
+    class Broken:
+        def emit(self, record: dict[str, Any]) -> None:
+            raise RuntimeError("disk on fire")
+
+    backup = MemorySink()
+    guard = Guard(sinks=[Broken(), backup])
+    verdicts = run(guard, same_call(5))
+    assert [v.action for v in calls_only(verdicts, same_call(5))] == ["ok", "ok", "nudge", "ok", "block"]
+    assert guard.stats["audit_errors"] == 2
+    assert backup.events() == ["loop.nudge", "loop.block"]  # the other sinks still get them
+
+
+def test_a_failing_sink_raises_with_on_audit_error_raise() -> None:
+    class Broken:
+        def emit(self, record: dict[str, Any]) -> None:
+            raise RuntimeError("disk on fire")
+
+    guard = Guard(sinks=[Broken()], on_audit_error="raise")
+    events = same_call(3)
+    for event in events[:4]:
+        guard.observe("s", event)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        guard.observe("s", events[4])
+    assert guard.stats["audit_errors"] == 1
+
+
+def test_listeners_get_records_and_a_failing_listener_is_harmless() -> None:
+    got: list[dict[str, Any]] = []
+
+    def failing(record: dict[str, Any]) -> None:
+        raise ValueError("listener bug")
+
+    guard = Guard(listeners=[failing, got.append])
+    verdicts = run(guard, same_call(3))
+    assert verdicts[4].action == "nudge"
+    assert [r["event"] for r in got] == ["loop.nudge"]
+    assert got[0]["pattern"] == "repeat"
+    assert guard.stats["errors"] == 1
+
+
+def test_limit_warnings_are_audited_as_such() -> None:
+    sink = MemorySink()
+    guard = Guard(policy=preset("default").replace(limits=max_iterations(3)), sinks=[sink])
+    run(guard, [ToolCall("t", {"i": i}) for i in range(3)])
+    assert sink.events() == ["loop.stop", "session.terminated"]
+    assert sink.records[0]["status"] == "MAX_ITERATIONS"
+
+
+# -- eviction ----------------------------------------------------------------------------------------------
+
+
+def test_evict_idle_with_a_fake_clock() -> None:
+    now = [1000.0]
+    guard = Guard(clock=lambda: now[0])
+    run(guard, same_call(2), session="old")
+    now[0] = 1050.0
+    run(guard, same_call(2), session="recent")
+    now[0] = 1100.0
+    assert guard.evict_idle(60) == 1
+    assert guard.sessions() == ["recent"]
+    assert guard.stats["evicted"] == 1
+    # the evicted session starts over; the other one still remembers its streak
+    assert guard.observe("old", ToolCall("read_file", {"path": "src/app.py"})).ok
+    assert guard.observe("recent", ToolCall("read_file", {"path": "src/app.py"})).action == "nudge"
+    assert guard.evict_idle(1000) == 0
+
+
+def test_evict_idle_without_a_clock_does_nothing() -> None:
+    guard = Guard(clock=None)
+    run(guard, same_call(1))
+    assert guard.evict_idle(0) == 0
+    assert guard.sessions() == ["s"]
+
+
+def test_max_sessions_evicts_the_least_recently_used() -> None:
+    guard = Guard(max_sessions=2)
+    run(guard, same_call(2), session="a")
+    run(guard, same_call(2), session="b")
+    guard.observe("a", Message("assistant", "still here"))  # a is now the most recent
+    run(guard, same_call(1), session="c")
+    assert sorted(guard.sessions()) == ["a", "c"]
+    assert guard.stats["evicted"] == 1
+    assert guard.observe("a", ToolCall("read_file", {"path": "src/app.py"})).action == "nudge"
+    assert guard.observe("b", ToolCall("read_file", {"path": "src/app.py"})).ok  # b forgot its streak
+
+
+# -- async ----------------------------------------------------------------------------------------------------
+
+
+def test_async_guard_gives_the_same_verdicts() -> None:
+    events = mixed_run()
+    expected = [v.to_json() for v in run(Guard(), events)]
+
+    async def main() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        guard = AsyncGuard()
+        got = [(await guard.observe("s", e)).to_json() for e in events]
+        snap = await guard.snapshot("s")
+        await guard.reset("s")
+        await guard.restore(snap)
+        assert await guard.evict_idle(10**9) == 0
+        return got, snap
+
+    got, snap = asyncio.run(main())
+    assert got == expected
+    assert snap["state"]["index"] == len(events)
+
+
+def test_async_guard_exposes_policy_and_stats() -> None:
+    guard = AsyncGuard(preset="doom-loop")
+    assert guard.policy.name == "doom-loop"
+
+    async def feed() -> None:
+        await guard.observe("s", {"type": "bogus"})
+
+    asyncio.run(feed())
+    assert guard.stats["skipped"] == 1
+
+
+def test_guard_options_are_checked() -> None:
+    with pytest.raises(ValueError):
+        Guard(on_error="ignore")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        Guard(on_audit_error="maybe")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        Guard(preset="no-such-preset")
+    with pytest.raises(ValueError):
+        Guard(preset="default", policy=preset("default"))
+
+
+def test_an_evicted_session_forgets_its_swarm() -> None:
+    guard = Guard(max_sessions=1)
+    guard.observe("a", ToolCall("search", {"q": "x"}), swarm="team")
+    guard.observe("b", ToolCall("search", {"q": "x"}))  # evicts a
+    assert guard.sessions() == ["b"]
+    guard.observe("a", ToolCall("search", {"q": "x"}))  # a new session, in no swarm
+    counts = guard.swarm_snapshot("team")["counts"]
+    assert [entry[0] for entry in counts.values()] == [1]
