@@ -7,7 +7,6 @@ never reads a clock, a file or the network: the guard passes ``now`` and the swa
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -15,7 +14,7 @@ from .canonical import canonical_json, digest
 from .detectors.base import Finding, State, Step
 from .errors import StateError
 from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
-from .fingerprint import command_of, error_signature, outcome_fingerprint, preview, project, tool_key
+from .fingerprint import command_of, error_signature, outcome_fingerprints, project, tool_key
 from .limits import LimitHit, Limits
 from .messages import render
 from .policy import Decision, Policy, decide
@@ -23,12 +22,12 @@ from .verdict import LOOP_DETECTED, SEVERITY, Action, Verdict
 
 STATE_VERSION: Final = 1
 _MAX_IDS: Final = 16
-_FAILURE_TEXT: Final = re.compile(
-    r"Traceback \(most recent call last\)|command not found|No such file or directory|Permission denied|"
-    r"syntax error|unexpected EOF|Exception in thread|Your proposed edit has introduced new syntax error|"
-    r"<returncode>[1-9]\d*</returncode>|exitcode: [1-9]\d* \(execution failed\)|^(?:Error|ERROR|error|fatal)[:\s]",
-    re.M,
-)
+_FAILURE_MARKERS: Final = (
+    "Traceback (most recent call last)", "command not found", "No such file or directory", "Permission denied",
+    "syntax error", "unexpected EOF", "Exception in thread", "Your proposed edit has introduced new syntax error",
+    "(execution failed)",
+)  # fmt: skip
+_FAILURE_STARTS: Final = ("Error:", "Error ", "ERROR:", "ERROR ", "error:", "error ", "fatal:")
 
 
 def infer_failure(output: str, is_error: bool | None, exit_code: int | None) -> bool:
@@ -37,7 +36,12 @@ def infer_failure(output: str, is_error: bool | None, exit_code: int | None) -> 
         return is_error
     if exit_code is not None:
         return exit_code != 0
-    return bool(_FAILURE_TEXT.search(output[:400]) or (len(output) > 400 and _FAILURE_TEXT.search(output[-400:])))
+    ends = output if len(output) <= 800 else output[:400] + "\n" + output[-400:]
+    if any(marker in ends for marker in _FAILURE_MARKERS):
+        return True
+    if "<returncode>" in ends and "<returncode>0</returncode>" not in ends:
+        return True
+    return ends.startswith(_FAILURE_STARTS) or any(f"\n{start}" in ends for start in _FAILURE_STARTS)
 
 
 class Engine:
@@ -268,7 +272,7 @@ class Engine:
         step.call_fp = digest(tool + "\x00" + canonical)
         step.call_index = index
         command = command_of(args)
-        record = [index, tool, key, step.call_fp, preview(command, 200) if command else None]
+        record = [index, tool, key, step.call_fp, command[:200] if command else None]
         calls = session["calls"]
         calls["last"] = record
         if event.id is not None:
@@ -299,9 +303,7 @@ class Engine:
             calls["last"] = None if record is calls["last"] else calls["last"]
         else:
             step.tool = step.tool_key = event.tool
-        step.outcome_fp = outcome_fingerprint(output, event.is_error, event.exit_code)
-        if failed:
-            step.error_sig = error_signature(output)
+        step.outcome_fp, step.error_sig = outcome_fingerprints(output, event.is_error, event.exit_code, error=failed)
         return step
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from collections.abc import Collection, Mapping
 from typing import Any, Final
 
@@ -44,7 +43,6 @@ _PREFIX_WORDS: Final = frozenset({"sudo", "time", "nohup", "env", "exec", "timeo
 _FILE_READ: Final = re.compile(r"^\s*(cat|head|tail)((?:\s+-{1,2}[\w=-]+(?:\s+\d+)?)*)\s+(\S+)\s*$")
 _ASSIGNMENT: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _SPLIT_CHAIN: Final = re.compile(r"&&|\|\||;|\n")
-_DELETE_DIGITS: Final = str.maketrans("", "", "0123456789")
 
 
 def is_shell_tool(tool: str) -> bool:
@@ -69,7 +67,7 @@ def program_of(command: str) -> str:
     ``cd repo && python -m pytest -x`` -> ``python:-m pytest``... simplified to ``python:pytest``;
     ``FOO=1 sudo git status`` -> ``git:status``; ``cat a | grep b`` -> ``cat``.
     """
-    segments = [s for s in _SPLIT_CHAIN.split(command[:2_000]) if s.strip()]
+    segments = [s for s in _SPLIT_CHAIN.split(command[:300]) if s.strip()]
     # Skip leading `cd X` / `export X=...` / `source ...` segments: they set up, they are not the work.
     for segment in segments:
         words = _words(segment.split("|")[0])
@@ -84,10 +82,8 @@ def program_of(command: str) -> str:
 
 
 def _words(text: str) -> list[str]:
-    try:
-        return shlex.split(text, posix=True)
-    except ValueError:  # unbalanced quotes: fall back to whitespace
-        return text.split()
+    """The first words of a shell segment, quotes dropped (enough to name the program, and fast)."""
+    return [word.strip("'\"") for word in text[:300].split()[:8]]
 
 
 def _name_with_subcommand(words: list[str]) -> str:
@@ -148,7 +144,8 @@ def call_fingerprint(
 
 def loose_fingerprint(tool: str, canonical_args: str) -> str:
     """Fingerprint that ignores every digit in the arguments (the same edit at other line numbers)."""
-    return digest(tool + "\x00" + canonical_args.translate(_DELETE_DIGITS))
+    raw = f"{tool}\x00{canonical_args}".encode("utf-8", "surrogatepass")
+    return digest_bytes(raw.translate(None, b"0123456789"))
 
 
 def bash_file_read(command: str) -> str | None:
@@ -222,36 +219,49 @@ def normalize_args_seed004(args: Mapping[str, Any]) -> str:
 
 # Digits and hex letters carry timestamps, UUIDs, hex ids, addresses, PIDs, durations, counters and shell
 # line numbers (`bash: line 13008:`); dropping them at C speed leaves the words that say what happened.
-_VOLATILE_BYTES: Final = b"0123456789abcdefABCDEF"
-_TEMP_PATH: Final = re.compile(r"/(?:tmp|var/folders|var/tmp|private/var)/\S*|\btmp[\w-]{6,}")
+_VOLATILE_BYTES: Final = b"0123456789abcdefABCDEF \t\r\n\x0b\x0c"
+_TEMP_PATHS: Final = tuple(
+    (prefix, re.compile(re.escape(prefix) + r"[^\s'\":,)\]]*"))
+    for prefix in ("/tmp/", "/var/folders/", "/private/var/")
+)
 _OUTCOME_LIMIT: Final = 65_536
 
 
 def outcome_bytes(output: str) -> bytes:
-    """The output as compared for progress: temp paths masked, digits and hex letters dropped."""
+    """The output as compared for progress: temp paths masked; digits, hex letters and blanks dropped."""
     if len(output) > _OUTCOME_LIMIT:
         output = fold_string(output, _OUTCOME_LIMIT)
-    if "tmp" in output:
-        output = _TEMP_PATH.sub("<tmp>", output)
+    for prefix, pattern in _TEMP_PATHS:
+        if prefix in output:  # literal-prefix patterns: the regex engine skips to the prefix at C speed
+            output = pattern.sub("<tmp>", output)
+    # generated names such as tmp_code_1f43c3d4.py lose their hex part with the digits and a-f below
     return output.encode("utf-8", "surrogatepass").translate(None, _VOLATILE_BYTES)
 
 
 def outcome_fingerprint(output: str, is_error: bool | None = None, exit_code: int | None = None) -> str:
     """Fingerprint of a tool result: masked output + ``is_error`` + ``exit_code``."""
-    flag = b"e" if is_error else (b"o" if is_error is False else b"?")
-    code = str(exit_code).encode() if exit_code is not None else b""
-    return digest_bytes(flag + code + b"\x00" + outcome_bytes(output))
+    return outcome_fingerprints(output, is_error, exit_code)[0]
+
+
+def outcome_fingerprints(
+    output: str, is_error: bool | None = None, exit_code: int | None = None, *, error: bool = False
+) -> tuple[str, str | None]:
+    """(:func:`outcome_fingerprint`, :func:`error_signature` when ``error``) from one masking pass."""
+    text = digest_bytes(outcome_bytes(output))
+    flag = "e" if is_error else ("o" if is_error is False else "?")
+    outcome = digest(f"{flag}{exit_code if exit_code is not None else ''}\x00{text}")
+    return outcome, (text if error else None)
 
 
 def error_signature(output: str) -> str:
     """Fingerprint of an error message, whatever its line numbers, ids, timestamps or spacing."""
-    return digest_bytes(b" ".join(outcome_bytes(output).split()))
+    return digest_bytes(outcome_bytes(output))
 
 
 def preview(value: Any, limit: int = 160) -> str:
     """A short one-line rendering of a value for messages and audit records."""
     text = value if isinstance(value, str) else canonical_json(value)
-    text = " ".join(text.split())
+    text = " ".join(text[: 4 * limit].split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -286,7 +296,9 @@ def is_mutation(tool: str, args: Mapping[str, Any]) -> bool:
     """Does this call (probably) change something: edit a file, install, write, submit?"""
     command = command_of(args)
     if command is not None and (is_shell_tool(tool) or not _MUTATING_TOOLS.search(tool)):
-        return bool(_MUTATING_COMMAND.search(command[:4000]))
+        # the verb and a heredoc's target are at the start, a trailing redirect at the end
+        text = command if len(command) <= 700 else command[:500] + "\n" + command[-200:]
+        return bool(_MUTATING_COMMAND.search(text))
     return bool(_MUTATING_TOOLS.search(tool))
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from ..events import Event
-from ..fingerprint import is_mutation, is_search
+from ..fingerprint import is_mutation, is_search, preview
 
 StepKind = Literal["call", "result", "message", "delta", "usage", "reset"]
 State = dict[str, Any]
@@ -99,6 +99,11 @@ class Detector(ABC):
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, repr(self)))
+
+
+def call_label(step: Step, limit: int = 120) -> str:
+    """``tool(args...)`` for messages and evidence, from the canonical arguments (no re-encoding)."""
+    return f"{step.tool}({preview(step.canonical or '', limit)})"
 
 
 def mutates(step: Step) -> bool:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ..fingerprint import preview
-from .base import Detector, Finding, State, Step, mutates, push
+from .base import Detector, Finding, State, Step, call_label, mutates, push
 from .repeat import loose_fp
 
 
@@ -61,7 +60,7 @@ class CycleDetector(Detector):
         limit = state["n"]
         push(fps, fingerprint, limit)
         push(state["idx"], step.index, limit)
-        push(state["tools"], f"{step.tool}({preview(step.args or {}, 80)})", limit)
+        push(state["tools"], call_label(step, 80), limit)
         # a change's own output (the file it wrote) differs every time; only look-ups and runs tell progress
         push(state["outs"], "" if mutates(step) else None, limit)
         period = self._period(match)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..canonical import digest
 from ..fingerprint import exact_serialized, normalize_args_seed004, preview, primary_fingerprint
 from ..similarity import jaccard_ws
-from .base import Detector, Finding, State, Step, push
+from .base import Detector, Finding, State, Step, call_label, push
 
 
 class BehavioralDetector(Detector):
@@ -49,7 +49,7 @@ class BehavioralDetector(Detector):
             indices=tuple(entry[2] for entry in state["window"][-state["run"] :]),
             facts={
                 "tool": step.tool,
-                "call": f"{step.tool}({preview(step.args or {}, 120)})",
+                "call": call_label(step, 120),
                 "score": score,
             },
             blockable=True,

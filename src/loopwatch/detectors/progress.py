@@ -11,7 +11,7 @@ import re
 import zlib
 from typing import Final
 
-from ..fingerprint import outcome_bytes, preview
+from ..fingerprint import preview
 from .base import Detector, Finding, State, Step, mutates, push, searches
 
 _NO_RESULT: Final = re.compile(
@@ -29,8 +29,8 @@ _TOKEN: Final = re.compile(r"[^\W_]+")
 def _words(text: str, limit: int = 64) -> list[int]:
     """Hashes of the first distinct words of a call's arguments (a small, JSON-able sketch)."""
     words: dict[int, None] = {}
-    for word in _TOKEN.findall(text[:2000].lower()):
-        words[zlib.crc32(word.encode())] = None
+    for word in _TOKEN.findall(text[:600].lower()):
+        words[zlib.crc32(word.encode("utf-8", "surrogatepass"))] = None
         if len(words) >= limit:
             break
     return list(words)
@@ -48,7 +48,8 @@ _SKETCH: Final = 24
 
 def line_sketch(output: str) -> list[int]:
     """A bottom-k sketch of an output's distinct lines (whitespace, digits and hex ids ignored)."""
-    hashes = {zlib.crc32(b" ".join(line.split())) for line in outcome_bytes(output[:16_000]).splitlines()}
+    text = output[:1_500].encode("utf-8", "surrogatepass").translate(None, b"0123456789abcdefABCDEF")
+    hashes = {zlib.crc32(b" ".join(line.split())) for line in text.splitlines()}
     hashes.discard(zlib.crc32(b""))
     return sorted(hashes)[:_SKETCH]
 
@@ -64,23 +65,25 @@ def sketch_similarity(a: list[int], b: list[int]) -> float:
 
 def fruitless_output(output: str) -> bool:
     """An empty result or one that says nothing was found."""
-    head = output.strip()[:200]
+    head = output[:300].strip()[:200]
     return not head or bool(_NO_RESULT.match(head))
 
 
 class NoProgressDetector(Detector):
     """Consecutive calls of the same kind that bring nothing new.
 
-    Look-ups (find, grep, ls, read, search... any of them: they are one kind) count when they fail, come
-    back empty or say nothing matched, or return a result already seen in the streak; other calls of the
-    same tool count when they return a (non-trivial) result already seen in the streak, exactly or
-    nearly (``near``: the share of its lines, digits and spacing aside, shared with an earlier result).
-    A result with new content ends the streak. Streaks with a repeated result are reported from
-    ``seen_threshold`` calls, streaks made only of empty look-ups from ``empty_threshold``, streaks with
-    changes (edits) in between from ``changed_threshold``, as pattern ``no_effect`` (the changes do not change the result). Reported on
-    the result, and on the next call of the same kind (blockable) with that call counted, which for a
-    streak of repeated results already happens on the call that would reach ``seen_threshold`` when its
-    arguments overlap the previous call's by at least ``similarity`` (word Jaccard).
+    Look-ups (find, grep, ls, read, search...: they are one kind) count when they fail, come back empty,
+    say nothing matched, or return a result already seen in the streak; other calls of one tool count
+    when they return a (non-trivial) result already seen in the streak, exactly or nearly (``near``: the
+    share of lines, digits and spacing aside, shared with an earlier result). A result with new content
+    ends the streak (for look-ups with ``leaky``, one finding halves a long fruitless streak instead).
+
+    Streaks are reported from ``seen_threshold`` calls when a result repeated, from ``empty_threshold``
+    when look-ups only came back empty, and from ``changed_threshold`` as pattern ``no_effect`` when
+    changes (edits) were made in between and the result still did not move. Reported on the result and
+    on the next call of the kind (blockable, that call counted); for repeated results already on the
+    call that would reach ``seen_threshold`` when its arguments overlap the previous call's by at least
+    ``similarity`` (word Jaccard).
     """
 
     name = "no_progress"
@@ -96,12 +99,12 @@ class NoProgressDetector(Detector):
         near: float = 0.8,
         leaky: bool = True,
     ) -> None:
-        self.leaky = leaky
         self.seen_threshold = seen_threshold
-        self.near = near
-        self.similarity = similarity
         self.empty_threshold = empty_threshold
         self.changed_threshold = changed_threshold
+        self.similarity = similarity
+        self.near = near
+        self.leaky = leaky
 
     def new_state(self) -> State:
         return {
@@ -111,55 +114,40 @@ class NoProgressDetector(Detector):
 
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind == "call":
-            search = searches(step)
-            key = "search" if search else step.tool_key
-            if key != state["key"]:
-                state.update(
-                    key=key,
-                    n=0,
-                    start=None,
-                    idx=[],
-                    seen=[],
-                    calls=[],
-                    repeated=False,
-                    changed=False,
-                    sketches=[],
-                )
-            if search is False and mutates(step) and state["n"]:
-                state["changed"] = True
-            state.update(pending=step.index, search=search)
-            push(state["calls"], step.index, _SEEN)
-            words = _words(step.canonical or "") if state["n"] else []
-            similar = bool(words) and _overlap(words, state["words"]) >= self.similarity
-            state["words"] = words
-            if self._report(state, state["n"]) or (
-                similar and state["repeated"] and not state["changed"] and state["n"] + 1 >= self.seen_threshold
-            ):
-                # another call of a kind that has brought nothing new for a while
-                return self._finding(state, step, state["n"] + 1, step.index, blockable=True)
-            return None
-        if step.kind != "result" or step.call_index is None or step.call_index != state["pending"]:
-            return None
+            return self._call(state, step)
+        if step.kind == "result" and step.call_index is not None and step.call_index == state["pending"]:
+            return self._result(state, step)
+        return None
+
+    def _call(self, state: State, step: Step) -> Finding | None:
+        search = searches(step)
+        key = "search" if search else step.tool_key
+        if key != state["key"]:
+            state.update(key=key, n=0, start=None, idx=[], seen=[], calls=[], repeated=False, changed=False)
+            state["sketches"] = []
+        if not search and state["n"] and mutates(step):
+            state["changed"] = True
+        state.update(pending=step.index, search=search)
+        push(state["calls"], step.index, _SEEN)
+        words = _words(step.canonical or "") if state["n"] else []
+        similar = bool(words) and _overlap(words, state["words"]) >= self.similarity
+        state["words"] = words
+        early = similar and state["repeated"] and not state["changed"] and state["n"] + 1 >= self.seen_threshold
+        if self._report(state, state["n"]) or early:
+            # another call of a kind that has brought nothing new for a while
+            return self._finding(state, step, state["n"] + 1, step.index, blockable=True)
+        return None
+
+    def _result(self, state: State, step: Step) -> Finding | None:
         state["pending"] = None
         output = step.output or ""
         empty = state["search"] and (step.failed or fruitless_output(output))
         trivial = len(output.strip()) < _MIN_OUTPUT and not step.failed
-        sketch = line_sketch(output) if not (trivial or empty) else []
-        near = any(sketch_similarity(sketch, other) >= self.near for other in state["sketches"])
-        seen = (step.outcome_fp in state["seen"] or near) and not trivial and not empty
-        if sketch:
-            push(state["sketches"], sketch, 4)
-        if seen and state["n"] == 0:
-            # the call that first produced this result belongs to the loop too
-            seen_list = state["seen"]
-            first = seen_list.index(step.outcome_fp) if step.outcome_fp in seen_list else len(seen_list) - 1
-            calls = state["calls"]
-            state.update(n=1, start=calls[first] if first < len(calls) else step.call_index, idx=[])
+        seen = not (trivial or empty) and self._seen(state, step, output)
         push(state["seen"], step.outcome_fp, _SEEN)
         if not (seen or empty):
             if state["search"] and self.leaky and state["n"] >= 2:
-                # one look-up finding something does not end a long fruitless search: it halves it
-                state["n"] //= 2
+                state["n"] //= 2  # one look-up finding something does not end a long fruitless search
                 return None
             state.update(n=0, start=None, idx=[], repeated=False, changed=False)
             return None
@@ -170,6 +158,21 @@ class NoProgressDetector(Detector):
         state["last"] = preview(output, 120) or "empty"
         state["repeated"] = state["repeated"] or seen
         return self._finding(state, step, state["n"], step.index) if self._report(state, state["n"]) else None
+
+    def _seen(self, state: State, step: Step, output: str) -> bool:
+        """Was this result (or nearly this result) already returned in the streak?"""
+        sketch = line_sketch(output)
+        exact = step.outcome_fp in state["seen"]
+        near = not exact and any(sketch_similarity(sketch, other) >= self.near for other in state["sketches"])
+        if sketch:
+            push(state["sketches"], sketch, 4)
+        if (exact or near) and state["n"] == 0:
+            # the call that first produced this result belongs to the loop too
+            seen = state["seen"]
+            first = seen.index(step.outcome_fp) if exact else len(seen) - 1
+            calls = state["calls"]
+            state.update(n=1, start=calls[first] if 0 <= first < len(calls) else step.call_index, idx=[])
+        return exact or near
 
     def _report(self, state: State, n: int) -> bool:
         if state["changed"]:

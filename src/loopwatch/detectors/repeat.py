@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..fingerprint import loose_fingerprint, preview
-from .base import Detector, Finding, State, Step, push
+from ..fingerprint import loose_fingerprint
+from .base import Detector, Finding, State, Step, call_label, push
 
 _INDICES = 8
 
@@ -85,7 +85,7 @@ class RepeatDetector(Detector):
             state.update(out=step.outcome_fp, n=1, start=step.call_index)
 
     def _finding(self, state: State, step: Step, pattern: str, count: int, start: int | None) -> Finding:
-        call = f"{step.tool}({preview(step.args or {}, 120)})"
+        call = call_label(step, 120)
         if pattern == "repeat":
             reason = f"{step.tool} called {count} times in a row with the same arguments and no new result"
         else:

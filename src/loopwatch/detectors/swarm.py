@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..fingerprint import preview
-from .base import Detector, Finding, State, Step
+from .base import Detector, Finding, State, Step, call_label
 
 SwarmState = dict[str, Any]
 _MAX_FINGERPRINTS = 4_096
@@ -65,7 +64,7 @@ class SwarmDetector(Detector):
             facts={
                 "tool": step.tool,
                 "workers": workers,
-                "call": f"{step.tool}({preview(step.args or {}, 120)})",
+                "call": call_label(step, 120),
             },
             blockable=True,
         )
