@@ -218,7 +218,9 @@ def default() -> Policy:
         no_progress(),
         failure_streak(),
         test_fix_cycle(),
-        similar_text(metric="jaccard", threshold=0.85, window=5, mode="consecutive", history=5, max_chars=2000),
+        similar_text(
+            metric="jaccard", threshold=0.85, window=5, mode="consecutive", history=5, max_chars=2000, sketch=32
+        ),
         chanting(),
         monologue(per_worker=True),
         swarm(threshold=10, min_workers=2),

@@ -7,8 +7,10 @@ They never read a clock, a file or the network, and never import their driver.
 
 from __future__ import annotations
 
+import base64
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from array import array
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -120,6 +122,18 @@ def searches(step: Step) -> bool:
     if cached is None:
         cached = step.extra["search"] = is_search(step.tool or "", step.tool_key, step.args or {})
     return bool(cached)
+
+
+def pack_hashes(hashes: Iterable[int]) -> str:
+    """32-bit hashes packed into one base64 string: a few hundred bytes instead of a list of int objects."""
+    return base64.b64encode(array("I", hashes).tobytes()).decode("ascii")
+
+
+def unpack_hashes(packed: str) -> set[int]:
+    """The set of hashes packed by :func:`pack_hashes`."""
+    values = array("I")
+    values.frombytes(base64.b64decode(packed))
+    return set(values)
 
 
 def push(items: list[Any], item: Any, limit: int) -> None:

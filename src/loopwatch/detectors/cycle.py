@@ -35,15 +35,8 @@ class CycleDetector(Detector):
         self.loose = loose
 
     def new_state(self) -> State:
-        size = 2 * self.max_period
-        return {
-            "fps": [],
-            "idx": [],
-            "tools": [],
-            "outs": [],
-            "match": [0] * (self.max_period + 1),
-            "n": size,
-        }
+        periods = self.max_period + 1
+        return {"fps": [], "idx": [], "tools": [], "outs": [], "match": [0] * periods, "starts": [0] * periods}
 
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind == "call":
@@ -53,14 +46,19 @@ class CycleDetector(Detector):
         return None
 
     def _call(self, state: State, step: Step) -> Finding | None:
-        fps, match = state["fps"], state["match"]
+        fps, match, starts = state["fps"], state["match"], state["starts"]
         fingerprint = loose_fp(step) if self.loose else step.call_fp
         for p in range(1, self.max_period + 1):
-            match[p] = match[p] + 1 if len(fps) >= p and fps[-p] == fingerprint else 0
-        limit = state["n"]
+            if len(fps) >= p and fps[-p] == fingerprint:
+                if match[p] == 0:
+                    starts[p] = state["idx"][-p]  # the repeated region starts at the call this one repeats
+                match[p] += 1
+            else:
+                match[p] = 0
+        limit = self.max_period + 1
         push(fps, fingerprint, limit)
         push(state["idx"], step.index, limit)
-        push(state["tools"], call_label(step, 80), limit)
+        push(state["tools"], call_label(step, 60), limit)
         # a change's own output (the file it wrote) differs every time; only look-ups and runs tell progress
         push(state["outs"], "" if mutates(step) else None, limit)
         period = self._period(match)
@@ -90,6 +88,7 @@ class CycleDetector(Detector):
     def _finding(self, state: State, step: Step, period: int, reps: int) -> Finding:
         span = min(len(state["idx"]), state["match"][period] + period)
         indices = tuple(state["idx"][-span:])
+        start = state["starts"][period]
         unit = state["tools"][-period:]
         listing = "\n".join(f"  {i}. {call}" for i, call in enumerate(unit, 1))
         key = "cycle:" + ",".join(sorted(state["fps"][-period:]))
@@ -97,7 +96,7 @@ class CycleDetector(Detector):
             pattern="cycle",
             count=reps,
             key=key,
-            loop_start=indices[0] if indices else None,
+            loop_start=start,
             reason=f"the same {period}-call sequence repeated {reps} times",
             indices=indices,
             facts={"period": period, "calls": listing, "tool": step.tool, "call": unit[-1]},

@@ -7,7 +7,7 @@ import zlib
 from typing import Final
 
 from ..fingerprint import command_of, error_signature, preview
-from .base import Detector, Finding, State, Step, mutates, push
+from .base import Detector, Finding, State, Step, mutates, pack_hashes, push, unpack_hashes
 from .repeat import loose_fp
 
 _FILE_OPS: Final = re.compile(r"^\s*(cat|echo|sed|printf|tee|head|tail|awk)\b")
@@ -29,7 +29,7 @@ def error_excerpt(output: str, limit: int = 200) -> str:
 _ID_CHARS: Final = b"0123456789abcdefABCDEF"
 
 
-def error_words(output: str, limit: int = 64) -> list[int]:
+def error_words(output: str, limit: int = 32) -> str:
     """A small sketch of an error: the smallest hashes of its distinct words (digits, hex ids ignored).
 
     Only the first and last 800 characters are read (where errors say what went wrong); the words are
@@ -37,13 +37,13 @@ def error_words(output: str, limit: int = 64) -> list[int]:
     """
     text = output if len(output) <= 1_600 else output[:800] + "\n" + output[-800:]
     words = set(text.encode("utf-8", "surrogatepass").translate(None, _ID_CHARS).lower().split())
-    return sorted({zlib.crc32(word) for word in words if len(word) > 1})[:limit]
+    return pack_hashes(sorted({zlib.crc32(word) for word in words if len(word) > 1})[:limit])
 
 
-def _jaccard(a: list[int], b: list[int]) -> float:
-    if not a and not b:
+def _jaccard(a: str, b: str) -> float:
+    sa, sb = unpack_hashes(a), unpack_hashes(b)
+    if not sa and not sb:
         return 1.0
-    sa, sb = set(a), set(b)
     return len(sa & sb) / len(sa | sb)
 
 

@@ -12,7 +12,7 @@ import zlib
 from typing import Final
 
 from ..fingerprint import preview
-from .base import Detector, Finding, State, Step, mutates, push, searches
+from .base import Detector, Finding, State, Step, mutates, pack_hashes, push, searches, unpack_hashes
 
 _NO_RESULT: Final = re.compile(
     r"^\s*(?:No matches found|No such file|Found 0|0 results|No results|Nothing found|not found|"
@@ -46,21 +46,21 @@ def _overlap(a: list[int], b: list[int]) -> float:
 _SKETCH: Final = 24
 
 
-def line_sketch(output: str) -> list[int]:
+def line_sketch(output: str) -> str:
     """A bottom-k sketch of an output's distinct lines (whitespace, digits and hex ids ignored)."""
     text = output[:1_500].encode("utf-8", "surrogatepass").translate(None, b"0123456789abcdefABCDEF")
     hashes = {zlib.crc32(b" ".join(line.split())) for line in text.splitlines()}
     hashes.discard(zlib.crc32(b""))
-    return sorted(hashes)[:_SKETCH]
+    return pack_hashes(sorted(hashes)[:_SKETCH])
 
 
-def sketch_similarity(a: list[int], b: list[int]) -> float:
-    """Estimated Jaccard similarity of two outputs' line sets from their bottom-k sketches."""
-    if not a or not b:
+def sketch_similarity(a: str, b: str) -> float:
+    """Estimated Jaccard similarity of two outputs' line sets from their packed bottom-k sketches."""
+    sa, sb = unpack_hashes(a), unpack_hashes(b)
+    if not sa or not sb:
         return 0.0
-    union = sorted(set(a) | set(b))[:_SKETCH]
-    both = set(a) & set(b)
-    return sum(1 for h in union if h in both) / len(union)
+    union = sorted(sa | sb)[:_SKETCH]
+    return sum(1 for h in union if h in sa and h in sb) / len(union)
 
 
 def fruitless_output(output: str) -> bool:

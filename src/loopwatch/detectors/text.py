@@ -9,7 +9,7 @@ from typing import Any, Literal
 from ..chanting import ChantTracker
 from ..fingerprint import preview
 from ..similarity import fuzz_ratio, jaccard_sets
-from .base import Detector, Finding, State, Step, push
+from .base import Detector, Finding, State, Step, pack_hashes, push, unpack_hashes
 
 Metric = Literal["jaccard", "fuzz"]
 Mode = Literal["consecutive", "any"]
@@ -31,7 +31,9 @@ class SimilarTextDetector(Detector):
     (rapidfuzz when installed, else an exact pure-Python twin). ``mode="consecutive"``: the count is the
     number of consecutive turns at or above ``threshold`` (a dissimilar turn resets it; seed 000);
     ``mode="any"``: every turn at or above it is reported with count 1 (seed 002). The first turn always
-    passes. ``history`` caps what is kept per session; ``max_chars`` clips stored texts (None: whole).
+    passes. ``history`` caps what is kept per session; ``max_chars`` clips stored texts (None: whole);
+    ``sketch=k`` keeps only the k smallest word hashes of each turn (a bottom-k sketch whose Jaccard
+    estimate is close to the exact one) instead of its words: a few hundred bytes per session.
     """
 
     name = "similar_text"
@@ -48,6 +50,7 @@ class SimilarTextDetector(Detector):
         include_thoughts: bool = True,
         max_chars: int | None = None,
         min_chars: int = 0,
+        sketch: int | None = None,
     ) -> None:
         if metric not in ("jaccard", "fuzz"):
             raise ValueError(f"metric must be 'jaccard' or 'fuzz', got {metric!r}")
@@ -60,6 +63,7 @@ class SimilarTextDetector(Detector):
         self.history = max(history, window)
         self.include_thoughts = include_thoughts
         self.max_chars = max_chars
+        self.sketch = sketch
         self.min_chars = min_chars
 
     def new_state(self) -> State:
@@ -70,10 +74,15 @@ class SimilarTextDetector(Detector):
             text = text[: self.max_chars]
         if self.metric == "fuzz":
             return text
-        return frozenset(text.lower().split())
+        words = frozenset(text.lower().split())
+        if self.sketch is None:
+            return words
+        return pack_hashes(sorted({zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in words})[: self.sketch])
 
     def _similarity(self) -> Callable[[Any, Any], float]:
-        return fuzz_ratio if self.metric == "fuzz" else jaccard_sets
+        if self.metric == "fuzz":
+            return fuzz_ratio
+        return jaccard_sets if self.sketch is None else _sketch_jaccard
 
     def observe(self, state: State, step: Step) -> Finding | None:
         text = turn_text(step, self.include_thoughts)
@@ -111,9 +120,18 @@ class SimilarTextDetector(Detector):
 
     def load_state(self, data: dict[str, Any]) -> State:
         state = super().load_state(data)
-        if self.metric == "jaccard":
+        if self.metric == "jaccard" and self.sketch is None:
             state["history"] = [frozenset(h) for h in state["history"]]
         return state
+
+
+def _sketch_jaccard(a: str, b: str) -> float:
+    """Jaccard similarity estimated from two packed bottom-k sketches of word hashes."""
+    sa, sb = unpack_hashes(a), unpack_hashes(b)
+    if not sa or not sb:
+        return 0.0
+    union = sorted(sa | sb)[: max(len(sa), len(sb))]
+    return sum(1 for h in union if h in sa and h in sb) / len(union)
 
 
 class ChantingDetector(Detector):
