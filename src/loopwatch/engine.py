@@ -300,7 +300,8 @@ class Engine:
                 record[3],
             )
             step.args = {"command": record[4]} if record[4] else {}
-            calls["last"] = None if record is calls["last"] else calls["last"]
+            last = calls["last"]
+            calls["last"] = None if last is not None and last[0] == record[0] else last
         else:
             step.tool = step.tool_key = event.tool
         step.outcome_fp, step.error_sig = outcome_fingerprints(output, event.is_error, event.exit_code, error=failed)
@@ -321,8 +322,15 @@ _STOP_FIELDS: Final = (
 )
 
 
+# When two rules fire at the same action and level, the more specific one speaks: an error retry says
+# more (the error) than the bare repeat it also is.
+_SPECIFICITY: Final = {
+    "error_retry": 6, "test_fix": 5, "no_effect": 4, "cycle": 3, "repeat": 2, "polling": 2, "no_progress": 1,
+}  # fmt: skip
+
+
 def _stronger(a: Verdict, b: Verdict) -> Verdict:
-    """The verdict that should win: higher action, then higher level, then higher count."""
-    if (SEVERITY[b.action], b.level, b.count) > (SEVERITY[a.action], a.level, a.count):
-        return b
-    return a
+    """The verdict that should win: higher action, then level, then the more specific pattern, then count."""
+    rank_a = (SEVERITY[a.action], a.level, _SPECIFICITY.get(a.pattern or "", 0), a.count)
+    rank_b = (SEVERITY[b.action], b.level, _SPECIFICITY.get(b.pattern or "", 0), b.count)
+    return b if rank_b > rank_a else a

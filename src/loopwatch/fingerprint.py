@@ -207,7 +207,10 @@ def _normalize_value(value: Any, depth: int = 0) -> Any:
 
 def normalize_args_seed004(args: Mapping[str, Any]) -> str:
     """Seed 004: lowercase, paths to basenames, UUIDs/timestamps/numeric ids removed, keys sorted, 200 chars."""
-    normalized = _normalize_value(dict(args))
+    try:
+        normalized = _normalize_value(dict(args))
+    except Exception:  # arguments no normalisation can walk (a broken __repr__, endless nesting)
+        return _normalize_text(canonical_json(args))[:200]
     try:
         text = json.dumps(normalized, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError):

@@ -38,15 +38,9 @@ class RepeatDetector(Detector):
 
     def new_state(self) -> State:
         return {
-            "fp": None,
-            "loose": None,
-            "n": 0,
-            "total": 0,
-            "start": None,
-            "out": None,
-            "idx": [],
-            "last": -1,
-        }
+            "fp": None, "loose": None, "n": 0, "total": 0, "start": None, "first": None, "out": None, "idx": [],
+            "last": -1, "changes": 0,
+        }  # fmt: skip
 
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind == "call":
@@ -67,22 +61,22 @@ class RepeatDetector(Detector):
             state["n"] += 1
             state["total"] += 1
         else:
-            state.update(fp=step.call_fp, n=1, total=1, start=step.index, out=None, idx=[])
+            state.update(fp=step.call_fp, n=1, total=1, start=step.index, first=step.index, out=None, idx=[], changes=0)
             state["loose"] = loose_fp(step) if self.loose else None
         state["last"] = step.index
         push(state["idx"], step.index, _INDICES)
-        if state["n"] >= 2:
-            return self._finding(state, step, "repeat", state["n"], state["start"])
-        if state["total"] >= 2:
-            first = state["idx"][0]
-            return self._finding(state, step, "polling", state["total"], first)
+        n, changes = state["n"], state["changes"]
+        if n >= 3 or (n >= 2 and changes == 0):
+            return self._finding(state, step, "repeat", n, state["start"])
+        if state["total"] >= 2 and changes:
+            return self._finding(state, step, "polling", state["total"], state["first"])
         return None
 
     def _result(self, state: State, step: Step) -> None:
         if state["out"] is None:
             state["out"] = step.outcome_fp
         elif step.outcome_fp != state["out"]:
-            state.update(out=step.outcome_fp, n=1, start=step.call_index)
+            state.update(out=step.outcome_fp, n=1, start=step.call_index, changes=state["changes"] + 1)
 
     def _finding(self, state: State, step: Step, pattern: str, count: int, start: int | None) -> Finding:
         call = call_label(step, 120)
