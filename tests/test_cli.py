@@ -529,7 +529,6 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.startswith("loopwatch ")
 
 
-@pytest.mark.xfail(strict=True, reason="cli._summary cuts the list to --top in input order before ranking the runs")
 def test_top_shows_the_worst_runs(capsys: pytest.CaptureFixture[str]) -> None:
     result = run_in_process(capsys, "scan", str(EXAMPLES), "--top", "1")
     assert result.code == 0, result.err

@@ -8,6 +8,7 @@ Exit status: 0 when the scan ran (loops or not), 2 on unusable input (the messag
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections import Counter
@@ -41,8 +42,9 @@ def _policy(args: argparse.Namespace) -> Policy:
         from .config import load_config
 
         config = load_config(args.config)
-        policy = config.policy()
-        return preset(args.preset).replace() if args.preset and args.preset != config.preset else policy
+        if args.preset:
+            config = dataclasses.replace(config, preset=args.preset)
+        return config.policy()
     return preset(args.preset or "default")
 
 
@@ -92,9 +94,9 @@ def _summary(reports: list[RunReport], policy: Policy, out: TextIO, top: int) ->
     ]
     rows += [(f"  {pattern}", n) for pattern, n in patterns.most_common()]
     try:
-        _rich_summary(rows, looping[:top], out)
+        _rich_summary(rows, _worst(looping)[:top], out)
     except ImportError:
-        _plain_summary(rows, looping[:top], out)
+        _plain_summary(rows, _worst(looping)[:top], out)
 
 
 def _episode_lines(report: RunReport) -> list[str]:
@@ -115,7 +117,7 @@ def _plain_summary(rows: list[tuple[str, Any]], looping: list[RunReport], out: T
         out.write(f"{key:<{width}}  {value}\n")
     if looping:
         out.write("\nruns with loops:\n")
-        for report in _worst(looping):
+        for report in looping:
             out.write(f"  {report.id} ({report.events} events)\n")
             out.write("\n".join(_episode_lines(report)) + "\n")
 
@@ -134,7 +136,7 @@ def _rich_summary(rows: list[tuple[str, Any]], looping: list[RunReport], out: Te
     console.print(table)
     if looping:
         console.print("\n[bold]runs with loops[/bold]")
-        for report in _worst(looping):
+        for report in looping:
             console.print(f"  [cyan]{escape(report.id)}[/cyan] ({report.events} events)")
             for line in _episode_lines(report):
                 colour = "red" if " stop " in line else ("yellow" if " nudge " in line else "magenta")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Final, Literal
 
 from .errors import EventError, InputError
-from .events import Event, Message, ToolCall, ToolResult, parse_event, session_of
+from .events import EVENT_TYPES, Event, Message, ToolCall, ToolResult, parse_event, session_of
 
 Format = Literal["events", "trajectory"]
 FORMATS: Final = ("events", "trajectory")
@@ -36,20 +36,32 @@ class Run:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def expand_paths(paths: Iterable[str]) -> list[str]:
-    """Files named by ``paths``: files as given, directories walked (sorted), globs expanded, ``-`` = stdin."""
+def expand_paths(paths: Iterable[str], on_error: ErrorHandler | None = None) -> list[str]:
+    """Files named by ``paths``: files as given, directories walked (sorted), globs expanded, ``-`` = stdin.
+
+    A glob or a directory that names no trace file is reported to ``on_error``.
+    """
     out: list[str] = []
     for path in paths:
-        if path == "-":
-            out.append(path)
-        elif os.path.isdir(path):
-            for root, dirs, files in os.walk(path):
-                dirs.sort()
-                out.extend(os.path.join(root, f) for f in sorted(files) if _is_trace_name(f))
-        elif any(c in path for c in "*?["):
-            out.extend(sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p)))
-        else:
-            out.append(path)
+        found = _expand(path)
+        if not found and on_error is not None:
+            on_error(InputError("no trace file matches", path=path))
+        out.extend(found)
+    return out
+
+
+def _expand(path: str) -> list[str]:
+    out: list[str] = []
+    if path == "-":
+        out.append(path)
+    elif os.path.isdir(path):
+        for root, dirs, files in os.walk(path):
+            dirs.sort()
+            out.extend(os.path.join(root, f) for f in sorted(files) if _is_trace_name(f))
+    elif any(c in path for c in "*?["):
+        out.extend(sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p)))
+    else:
+        out.append(path)
     return out
 
 
@@ -58,14 +70,32 @@ def _is_trace_name(name: str) -> bool:
 
 
 def open_text(path: str) -> IO[str]:
-    """Open a trace file as text (``.gz`` transparently, ``-`` = stdin); invalid UTF-8 is replaced."""
+    """Open a trace file as text (gzip detected by content, ``-`` = stdin); invalid UTF-8 is replaced.
+
+    Closing the returned handle never closes the process's standard input.
+    """
     if path == "-":
-        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
-    with open(path, "rb") as probe:
-        magic = probe.read(2)
-    if magic == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace")
-    return open(path, encoding="utf-8", errors="replace")
+        raw: IO[bytes] = io.BufferedReader(_Unclosable(sys.stdin.buffer))
+    else:
+        raw = open(path, "rb")  # noqa: SIM115 (the caller closes the returned wrapper)
+    if raw.peek(2)[:2] == b"\x1f\x8b":  # type: ignore[attr-defined]
+        raw = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+
+
+class _Unclosable(io.RawIOBase):
+    """A read-only view of a binary stream whose ``close`` leaves the stream open (for stdin)."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._stream.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
 
 
 def _records(path: str, on_error: ErrorHandler) -> Iterator[tuple[int, Any]]:
@@ -93,6 +123,8 @@ def _records(path: str, on_error: ErrorHandler) -> Iterator[tuple[int, Any]]:
 def sniff_format(record: Any) -> Format | None:
     """``events`` or ``trajectory`` from a file's first record (``None`` when neither)."""
     if isinstance(record, Mapping):
+        if isinstance(record.get("type"), str) and record["type"] in EVENT_TYPES:
+            return "events"
         if "steps" in record:
             return "trajectory"
         if "type" in record:
@@ -109,7 +141,7 @@ def read_runs(
         raise error
 
     handler = on_error or _raise
-    for path in expand_paths(paths):
+    for path in expand_paths(paths, handler):
         yield from read_file(path, format=format, on_error=handler)
 
 
