@@ -1207,7 +1207,7 @@ def test_seed004_levels_are_cumulative() -> None:
     ladder = preset("behavioral").ladders["repeat"]
     for count, level, action in ((5, 2, "nudge"), (8, 3, "stop"), (3, 1, "nudge")):
         finding = Finding(pattern="repeat", count=count, key=f"fresh-{count}", loop_start=0, reason="")
-        decision = decide(ladder, {}, finding)
+        decision = decide(ladder, {}, finding, count)
         assert decision is not None
         assert (decision.level, decision.action) == (level, action)
 

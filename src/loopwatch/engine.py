@@ -172,7 +172,7 @@ class Engine:
         if ladder is None:
             return Verdict(index=step.index)
         ladder_state = session["ladders"].setdefault(finding.pattern, {})
-        decision = decide(ladder, ladder_state, finding)
+        decision = decide(ladder, ladder_state, finding, step.index)
         if decision is None:
             return Verdict(index=step.index)
         return self._verdict(step, finding, decision, detector)

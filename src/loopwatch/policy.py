@@ -47,6 +47,9 @@ class Ladder:
     rungs: tuple[Rung, ...]
     renotify: bool = False
     metric: Metric = "count"
+    restrike: int | None = None
+    """Second strike: a *new* streak of this pattern reaching a rung within ``restrike`` events of the
+    previous streak's last verdict ends the run (the earlier nudge did not help; Gemini CLI's strike 2)."""
 
     def __post_init__(self) -> None:
         ats = [r.at for r in self.rungs]
@@ -55,6 +58,8 @@ class Ladder:
         severities = [SEVERITY[r.action] for r in self.rungs]
         if severities != sorted(severities):
             raise ValueError("ladder actions must not de-escalate (nudge <= block <= stop)")
+        if self.restrike is not None and self.restrike < 1:
+            raise ValueError(f"restrike must be >= 1 event, got {self.restrike!r}")
 
     @classmethod
     def of(
@@ -65,6 +70,7 @@ class Ladder:
         stop: int | None = None,
         renotify: bool = False,
         metric: Metric = "count",
+        restrike: int | None = None,
     ) -> Ladder:
         """A ladder from thresholds: ``nudge`` may list several nudge levels (``nudge=(3, 4, 6)``)."""
         nudges = [] if nudge is None else ([nudge] if isinstance(nudge, int) else list(nudge))
@@ -73,7 +79,7 @@ class Ladder:
             rungs.append(Rung(block, "block"))
         if stop is not None:
             rungs.append(Rung(stop, "stop"))
-        return cls(tuple(rungs), renotify=renotify, metric=metric)
+        return cls(tuple(rungs), renotify=renotify, metric=metric, restrike=restrike)
 
     def level_for(self, value: int) -> int:
         """1-based index of the highest rung reached by ``value`` (0: none)."""
@@ -86,6 +92,7 @@ class Ladder:
     def __repr__(self) -> str:
         rungs = ", ".join(f"{r.action}@{r.at}" for r in self.rungs)
         extra = (", renotify" if self.renotify else "") + (", per detection" if self.metric == "detections" else "")
+        extra += f", restrike within {self.restrike}" if self.restrike else ""
         return f"Ladder({rungs}{extra})"
 
 
@@ -98,11 +105,17 @@ class Decision:
     rung: Rung
 
 
-def decide(ladder: Ladder, state: State, finding: Finding) -> Decision | None:
-    """Apply ``ladder`` to ``finding``, updating the pattern's ladder ``state`` (streak, emitted level)."""
+_RESTRIKE = Rung(
+    1, "stop", reason="{reason}; the same kind of loop again right after a warning: the warning did not help"
+)
+
+
+def decide(ladder: Ladder, state: State, finding: Finding, index: int) -> Decision | None:
+    """Apply ``ladder`` to ``finding`` at event ``index``, updating the pattern's ladder ``state``."""
     if state.get("key") != finding.key:
+        last = state.get("last")
         state.clear()
-        state.update(key=finding.key, emitted=0, detections=0)
+        state.update(key=finding.key, emitted=0, detections=0, last=last, previous=last)
     state["detections"] += 1
     value = finding.count if ladder.metric == "count" else state["detections"]
     level = ladder.level_for(value)
@@ -115,6 +128,10 @@ def decide(ladder: Ladder, state: State, finding: Finding) -> Decision | None:
     if action == "nudge" and level <= state["emitted"] and not ladder.renotify:
         return None
     state["emitted"] = max(state["emitted"], level)
+    state["last"] = index
+    previous = state.get("previous")
+    if ladder.restrike and action != "stop" and previous is not None and index - previous <= ladder.restrike:
+        return Decision("stop", len(ladder.rungs) + 1, _RESTRIKE)
     return Decision(action, level, rung)
 
 

@@ -119,8 +119,8 @@ class ErrorRetryDetector(Detector):
                 else:
                     streak["classes"].append(words)
         if streak is None:
-            excerpt = error_excerpt(step.output or "")
-            streak = {"n": 0, "start": where, "idx": [], "classes": [words], "outcomes": [], "error": excerpt}
+            streak = {"n": 0, "start": where, "idx": [], "classes": [words], "outcomes": []}
+        streak["error"] = error_excerpt(step.output or "")  # the latest failure is the one to quote
         streak["mut"] = False
         if step.outcome_fp not in streak["outcomes"]:
             push(streak["outcomes"], step.outcome_fp, 4)
