@@ -397,8 +397,6 @@ def test_odd_arguments_fingerprint_without_raising_and_deterministically(what: s
     assert tool_key("bash", args) == tool_key("bash", args)
 
 
-
-
 @pytest.mark.parametrize(
     ("what", "args"),
     [

@@ -1,0 +1,91 @@
+"""Ladders, second strikes, tie-breaking between rules, and polling advice (the policy layer)."""
+
+from __future__ import annotations
+
+import pytest
+
+from loopwatch import Guard, Ladder, Message, Rung, ToolCall, ToolResult
+from loopwatch.detectors.base import Finding
+from loopwatch.policy import decide
+
+
+def _finding(key: str, count: int) -> Finding:
+    return Finding(pattern="cycle", count=count, key=key, loop_start=0, reason="r", blockable=True)
+
+
+def test_ladder_validation_names_the_problem() -> None:
+    with pytest.raises(ValueError, match="strictly increase"):
+        Ladder.of(nudge=(3, 3))
+    with pytest.raises(ValueError, match="de-escalate"):
+        Ladder((Rung(2, "block"), Rung(3, "nudge")))
+    with pytest.raises(ValueError, match="restrike"):
+        Ladder.of(nudge=3, restrike=0)
+    with pytest.raises(ValueError, match="nudge, block or stop"):
+        Rung(1, "ok")  # type: ignore[arg-type]
+
+
+def test_one_nudge_per_level_per_streak() -> None:
+    ladder, state = Ladder.of(nudge=3, block=5), {}
+    actions = [decide(ladder, state, _finding("a", n), n) for n in range(1, 7)]
+    assert [d.action if d else None for d in actions] == [None, None, "nudge", None, "block", "block"]
+
+
+def test_a_new_streak_soon_after_a_warning_is_a_second_strike() -> None:
+    ladder, state = Ladder.of(nudge=3, restrike=10), {}
+    first = decide(ladder, state, _finding("a", 3), 10)
+    assert first is not None and first.action == "nudge"
+    second = decide(ladder, state, _finding("b", 3), 18)
+    assert second is not None and second.action == "stop"
+    assert second.level == 2
+
+
+def test_a_new_streak_long_after_the_warning_starts_over() -> None:
+    ladder, state = Ladder.of(nudge=3, restrike=10), {}
+    decide(ladder, state, _finding("a", 3), 10)
+    later = decide(ladder, state, _finding("b", 3), 40)
+    assert later is not None and later.action == "nudge"
+
+
+def test_without_restrike_a_new_streak_is_only_nudged() -> None:
+    ladder, state = Ladder.of(nudge=3), {}
+    decide(ladder, state, _finding("a", 3), 10)
+    again = decide(ladder, state, _finding("b", 3), 12)
+    assert again is not None and again.action == "nudge"
+
+
+def test_default_stops_a_second_text_loop_right_after_the_first_warning() -> None:
+    guard = Guard(clock=None)
+    looping = "I will check the configuration file and then update the settings accordingly now."
+    other = "I will check the configuration file and then update the settings accordingly later today."
+    verdicts = [guard.observe("s", Message("assistant", looping)) for _ in range(4)]
+    assert verdicts[-1].action == "nudge" and verdicts[-1].pattern == "similar_text"
+    assert not any(v.action == "stop" for v in verdicts)
+    guard.observe("s", Message("assistant", "Something entirely different about deployment windows and DNS."))
+    verdicts = [guard.observe("s", Message("assistant", other)) for _ in range(4)]
+    assert verdicts[-1].action == "stop"
+    assert "warning did not help" in (verdicts[-1].reason or "")
+
+
+def test_the_more_specific_rule_wins_a_tie() -> None:
+    guard = Guard(clock=None)
+    verdicts = []
+    for line in (4312, 4327, 4342):
+        verdicts.append(guard.observe("s", ToolCall("bash", {"command": "cd srcc"})))
+        verdicts.append(guard.observe("s", ToolResult(f"bash: line {line}: cd: srcc: No such file or directory")))
+    fired = [v for v in verdicts if not v.ok]
+    assert fired and fired[0].pattern == "error_retry"
+    assert "No such file or directory" in (fired[0].message or "")
+
+
+def test_polling_with_changing_results_gets_one_blocking_wait_advice() -> None:
+    guard = Guard(clock=None)
+    stages = "queued compiling linking testing packaging uploading signing indexing mirroring sorting".split()
+    stages += "hashing scanning pushing tagging publishing notifying".split()
+    verdicts = []
+    for stage in stages:
+        verdicts.append(guard.observe("s", ToolCall("bash", {"command": "gh run view 42"})))
+        verdicts.append(guard.observe("s", ToolResult(f"status: in progress, now {stage}")))
+    assert not any(v.action in ("block", "stop") for v in verdicts)
+    nudges = [v for v in verdicts if v.action == "nudge"]
+    assert [v.pattern for v in nudges] == ["polling"]
+    assert "blocking wait" in (nudges[0].message or "")
