@@ -79,8 +79,19 @@ def test_the_more_specific_rule_wins_a_tie() -> None:
 
 def test_polling_with_changing_results_gets_one_blocking_wait_advice() -> None:
     guard = Guard(clock=None)
-    stages = "queued compiling linking testing packaging uploading signing indexing mirroring sorting".split()
-    stages += "hashing scanning pushing tagging publishing notifying".split()
+    stages = [
+        "queued",
+        "compiling",
+        "linking",
+        "testing",
+        "packaging",
+        "uploading",
+        "signing",
+        "indexing",
+        "mirroring",
+        "sorting",
+    ]
+    stages += ["hashing", "scanning", "pushing", "tagging", "publishing", "notifying"]
     verdicts = []
     for stage in stages:
         verdicts.append(guard.observe("s", ToolCall("bash", {"command": "gh run view 42"})))
