@@ -29,7 +29,7 @@ from loopwatch.metrics import (
     run_outcome_from_trajectory,
 )
 
-CORPUS = Path("/work/shared/corpus")
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 DEV_LABELS = CORPUS / "labels" / "dev.jsonl"
 
 

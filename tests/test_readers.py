@@ -15,7 +15,7 @@ from loopwatch.events import Message, ToolCall, ToolResult, Usage
 from loopwatch.readers import Run, expand_paths, read_file, read_runs, sniff_format, step_event, trajectory_run
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-CORPUS_SAMPLE = Path("/work/shared/corpus/swe_agent_java.jsonl.gz")
+CORPUS_SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "swe_agent_java.jsonl.gz"
 
 
 def errors_list() -> tuple[list[InputError], Any]:
