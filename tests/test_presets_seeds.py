@@ -1,6 +1,6 @@
 """The five seed presets walked through their seed documents' own examples and rules.
 
-Seeds (``../shared/seeds/`` beside the repository): 000 Jaccard turn similarity (``jaccard-turns``), 001 call-signature cycles
+Seeds (``../shared/seeds/``): 000 Jaccard turn similarity (``jaccard-turns``), 001 call-signature cycles
 (``call-cycles``), 002 Ralph's fuzzy outputs and SafetyGuard limits (``ralph``), 003 doom-loop fingerprints
 (``doom-loop``), 004 behavioural 20-action window (``behavioral``).
 
