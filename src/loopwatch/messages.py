@@ -1,6 +1,7 @@
 """Message templates: what the model is told, per pattern and escalation level.
 
 Templates use ``str.format`` fields from the finding: ``{tool}``, ``{call}``, ``{count}``, ``{error}``,
+``{failures}`` (error retries: the failures so far),
 ``{calls}``, ``{period}``, ``{chunk}``, ``{workers}``, ``{reason}``. Unknown fields are left as written.
 Users override them per pattern (every level) or per pattern and level.
 """
@@ -34,12 +35,12 @@ _CYCLE_BLOCK = (
     "results:\n{calls}\nIt was not run. Break the cycle with a different step."
 )
 _ERROR_1 = (
-    "{tool} has failed {count} times in a row with the same error:\n  {error}\nRetrying will fail the "
+    "{tool} has failed {failures} times in a row with the same error:\n  {error}\nRetrying will fail the "
     "same way. Read the error message and fix its cause (the command, the path, the arguments, a missing "
     "dependency), or use a different tool."
 )
 _ERROR_BLOCK = (
-    "Refused: {tool} has failed {count} times in a row with the same error:\n  {error}\nThe call was not "
+    "Refused: {tool} has failed {failures} times in a row with the same error:\n  {error}\nThe call was not "
     "run. Read the error and change what caused it before calling {tool} again."
 )
 _FAILURES = (

@@ -136,12 +136,13 @@ class ErrorRetryDetector(Detector):
         failures = streak["n"]
         n = failures + 1 if attempt else failures
         verb = f"is being retried after failing {failures} times" if attempt else f"failed {n} times in a row"
+        same = "the same error" if len(streak["classes"]) == 1 else "the same two alternating errors"
         return Finding(
             pattern="error_retry",
             count=n,
             key=f"error_retry:{key}:{streak['start']}",
             loop_start=streak["start"],
-            reason=f"{key} {verb} with the same error: {streak['error']}",
+            reason=f"{key} {verb} with {same}, last: {streak['error']}",
             indices=tuple(streak["idx"]),
             facts={
                 "tool": step.tool or key,
@@ -327,7 +328,12 @@ class FeedbackRepeatDetector(Detector):
             loop_start=state["start"],
             reason=f"attempt {n} after the same reply {state['n']} times: {state['text']}",
             indices=tuple(state["idx"]),
-            facts={"tool": step.tool or "reply", "error": state["text"], "call": step.tool or "reply"},
+            facts={
+                "tool": step.tool or "reply",
+                "error": state["text"],
+                "call": step.tool or "reply",
+                "failures": state["n"],
+            },
             blockable=step.kind == "call",
         )
 
