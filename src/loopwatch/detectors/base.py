@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, ClassVar, Literal
 
 from ..events import Event
@@ -129,11 +130,12 @@ def pack_hashes(hashes: Iterable[int]) -> str:
     return base64.b64encode(array("I", hashes).tobytes()).decode("ascii")
 
 
-def unpack_hashes(packed: str) -> set[int]:
-    """The set of hashes packed by :func:`pack_hashes`."""
+@lru_cache(maxsize=16_384)
+def unpack_hashes(packed: str) -> frozenset[int]:
+    """The set of hashes packed by :func:`pack_hashes` (recent ones cached: history is compared often)."""
     values = array("I")
     values.frombytes(base64.b64decode(packed))
-    return set(values)
+    return frozenset(values)
 
 
 def push(items: list[Any], item: Any, limit: int) -> None:

@@ -36,8 +36,8 @@ def error_words(output: str, limit: int = 32) -> str:
     split and deduplicated at C speed, so the cost stays a few microseconds whatever the output.
     """
     text = output if len(output) <= 1_600 else output[:800] + "\n" + output[-800:]
-    words = set(text.encode("utf-8", "surrogatepass").translate(None, _ID_CHARS).lower().split())
-    return pack_hashes(sorted({zlib.crc32(word) for word in words if len(word) > 1})[:limit])
+    words = text.encode("utf-8", "surrogatepass").translate(None, _ID_CHARS).lower().split()
+    return pack_hashes(sorted(set(map(zlib.crc32, words)))[:limit])
 
 
 def _jaccard(a: str, b: str) -> float:

@@ -48,8 +48,8 @@ _SKETCH: Final = 24
 
 def line_sketch(output: str) -> str:
     """A bottom-k sketch of an output's distinct lines (whitespace, digits and hex ids ignored)."""
-    text = output[:1_500].encode("utf-8", "surrogatepass").translate(None, b"0123456789abcdefABCDEF")
-    hashes = {zlib.crc32(b" ".join(line.split())) for line in text.splitlines()}
+    text = output[:1_500].encode("utf-8", "surrogatepass").translate(None, b"0123456789abcdefABCDEF \t\r")
+    hashes = set(map(zlib.crc32, text.splitlines()))
     hashes.discard(zlib.crc32(b""))
     return pack_hashes(sorted(hashes)[:_SKETCH])
 
@@ -59,8 +59,7 @@ def sketch_similarity(a: str, b: str) -> float:
     sa, sb = unpack_hashes(a), unpack_hashes(b)
     if not sa or not sb:
         return 0.0
-    union = sorted(sa | sb)[:_SKETCH]
-    return sum(1 for h in union if h in sa and h in sb) / len(union)
+    return len(sa & sb) / len(sa | sb)
 
 
 def fruitless_output(output: str) -> bool:

@@ -74,10 +74,11 @@ class SimilarTextDetector(Detector):
             text = text[: self.max_chars]
         if self.metric == "fuzz":
             return text
-        words = frozenset(text.lower().split())
         if self.sketch is None:
-            return words
-        return pack_hashes(sorted({zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in words})[: self.sketch])
+            return frozenset(text.lower().split())
+        # hashed at C speed (map over bytes words); the k smallest hashes are a bottom-k sketch
+        hashes = set(map(zlib.crc32, text.lower().encode("utf-8", "surrogatepass").split()))
+        return pack_hashes(sorted(hashes)[: self.sketch])
 
     def _similarity(self) -> Callable[[Any, Any], float]:
         if self.metric == "fuzz":
@@ -221,8 +222,8 @@ class MonologueDetector(Detector):
             return None
         if self.per_worker and step.worker != state["worker"]:
             state.update(n=0, start=None, same=0, last=None, idx=[], worker=step.worker)
-        text = step.text or ""
-        normalized = zlib.crc32(" ".join(text[:2_000].lower().split()).encode("utf-8", "surrogatepass")) ^ len(text)
+        text = (step.text or "")[:4_000]
+        normalized = zlib.crc32(text.lower().encode("utf-8", "surrogatepass").translate(None, b" \t\r\n"))
         state["same"] = state["same"] + 1 if normalized == state["last"] else 1
         state["last"] = normalized
         state["n"] += 1
