@@ -100,3 +100,18 @@ def test_polling_with_changing_results_gets_one_blocking_wait_advice() -> None:
     nudges = [v for v in verdicts if v.action == "nudge"]
     assert [v.pattern for v in nudges] == ["polling"]
     assert "blocking wait" in (nudges[0].message or "")
+
+
+def test_talking_with_a_user_is_not_a_monologue() -> None:
+    guard = Guard(preset="doom-loop", clock=None)
+    guard.observe("s", ToolCall("get_order", {"id": "1"}))
+    guard.observe("s", ToolResult('{"status": "shipped"}'))
+    verdicts = []
+    for turn in range(6):
+        verdicts.append(guard.observe("s", Message("assistant", f"Here is update number {turn} on your order.")))
+        verdicts.append(guard.observe("s", Message("user", f"Thanks, and what about item {turn}?")))
+    assert all(v.ok for v in verdicts)
+    alone = [guard.observe("t", ToolCall("ls", {}))] + [
+        guard.observe("t", Message("assistant", f"Summary {i}: all good so far.")) for i in range(3)
+    ]
+    assert alone[-1].action == "nudge" and alone[-1].pattern == "monologue"

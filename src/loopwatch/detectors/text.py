@@ -218,6 +218,11 @@ class MonologueDetector(Detector):
         if step.kind == "call":
             state.update(tools=True, n=0, start=None, same=0, last=None, idx=[])
             return None
+        if step.kind == "message" and step.role == "user":
+            # someone answered: replying to a user is a conversation, not a monologue (saying the very same
+            # thing again after the answer still counts as a repeated message)
+            state.update(n=0, start=None)
+            return None
         if step.kind != "message" or step.role != "assistant":
             return None
         if self.per_worker and step.worker != state["worker"]:
