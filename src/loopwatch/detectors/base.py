@@ -130,7 +130,7 @@ def pack_hashes(hashes: Iterable[int]) -> str:
     return base64.b64encode(array("I", hashes).tobytes()).decode("ascii")
 
 
-@lru_cache(maxsize=16_384)
+@lru_cache(maxsize=1_024)
 def unpack_hashes(packed: str) -> frozenset[int]:
     """The set of hashes packed by :func:`pack_hashes` (recent ones cached: history is compared often)."""
     values = array("I")
