@@ -51,6 +51,11 @@ class Engine:
         self.policy = policy
         self._detectors = policy.detectors
         self._reprs = [repr(d) for d in policy.detectors]
+        # per step kind, the detectors that look at it (index into the session's detector states)
+        self._by_kind = {
+            kind: [i for i, d in enumerate(policy.detectors) if kind in d.kinds]
+            for kind in ("call", "result", "message", "delta", "usage")
+        }
 
     # -- session state ---------------------------------------------------------------------------------
 
@@ -159,8 +164,9 @@ class Engine:
         if step.tool is not None and self._exempt(step):
             return best
         states = session["detectors"]
-        for i, detector in enumerate(self._detectors):
-            finding = detector.observe(states[i], step)
+        detectors = self._detectors
+        for i in self._by_kind[step.kind]:
+            finding = detectors[i].observe(states[i], step)
             if finding is None:
                 continue
             verdict = self._judge(session, step, finding, self._reprs[i])

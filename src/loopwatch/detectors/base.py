@@ -69,6 +69,8 @@ class Detector(ABC):
 
     name: ClassVar[str] = "detector"
     patterns: ClassVar[tuple[str, ...]] = ()
+    kinds: ClassVar[frozenset[str]] = frozenset({"call", "result", "message", "delta", "usage"})
+    """The step kinds the detector looks at; the engine does not call it for the others."""
     reset_on_user: bool = True
 
     @abstractmethod

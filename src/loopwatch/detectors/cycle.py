@@ -22,6 +22,7 @@ class CycleDetector(Detector):
     """
 
     name = "cycle"
+    kinds = frozenset({"call", "result"})
     patterns = ("cycle",)
 
     def __init__(

@@ -61,6 +61,7 @@ class ErrorRetryDetector(Detector):
     """
 
     name = "error_retry"
+    kinds = frozenset({"call", "result"})
     patterns = ("error_retry",)
     reset_on_user = False  # the same call failing the same way after a user reply is still a retry
 
@@ -162,6 +163,7 @@ class FailureStreakDetector(Detector):
     """
 
     name = "failure_streak"
+    kinds = frozenset({"result"})
     patterns = ("failure_streak",)
 
     def __init__(self, *, shell_only: bool = False) -> None:
@@ -233,6 +235,7 @@ class TestFixDetector(Detector):
 
     __test__ = False  # not a pytest test class
     name = "test_fix"
+    kinds = frozenset({"call", "result"})
     patterns = ("test_fix",)
 
     def new_state(self) -> State:
@@ -294,6 +297,7 @@ class FeedbackRepeatDetector(Detector):
     """
 
     name = "feedback_repeat"
+    kinds = frozenset({"call", "result", "message"})
     patterns = ("error_retry",)
     reset_on_user = False
 

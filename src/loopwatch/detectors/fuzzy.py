@@ -16,6 +16,7 @@ class BehavioralDetector(Detector):
     """
 
     name = "behavioral"
+    kinds = frozenset({"call"})
     patterns = ("repeat",)
 
     def __init__(self, *, threshold: float = 0.75, window: int = 20) -> None:
@@ -65,6 +66,7 @@ class DoomLoopDetector(Detector):
     """
 
     name = "doom_loop"
+    kinds = frozenset({"call"})
     patterns = ("repeat",)
 
     def __init__(self, *, threshold: int = 3, fuzzy_threshold: int = 4, window: int = 10) -> None:

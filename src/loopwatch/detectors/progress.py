@@ -86,6 +86,7 @@ class NoProgressDetector(Detector):
     """
 
     name = "no_progress"
+    kinds = frozenset({"call", "result"})
     patterns = ("no_progress", "no_effect")
 
     def __init__(

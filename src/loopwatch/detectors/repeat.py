@@ -29,6 +29,7 @@ class RepeatDetector(Detector):
     """
 
     name = "repeat"
+    kinds = frozenset({"call", "result"})
     patterns = ("repeat", "polling")
 
     def __init__(self, *, result_aware: bool = True, loose: bool = True, loose_min_chars: int = 48) -> None:

@@ -38,6 +38,7 @@ class SwarmDetector(Detector):
     """
 
     name = "swarm"
+    kinds = frozenset({"call"})
     patterns = ("swarm_repeat",)
     reset_on_user = False
 

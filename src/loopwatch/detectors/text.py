@@ -37,6 +37,7 @@ class SimilarTextDetector(Detector):
     """
 
     name = "similar_text"
+    kinds = frozenset({"call", "message"})
     patterns = ("similar_text",)
 
     def __init__(
@@ -206,6 +207,7 @@ class MonologueDetector(Detector):
     """
 
     name = "monologue"
+    kinds = frozenset({"call", "message"})
     patterns = ("monologue", "repeat_message")
 
     def __init__(self, *, per_worker: bool = True) -> None:
