@@ -509,3 +509,13 @@ def test_tool_ladder_overrides_the_pattern_ladder() -> None:
     actions = _actions(policy, call, 6)
     assert actions[:5] == ["ok"] * 5
     assert actions[5] == "nudge"
+
+
+def test_precise_outcomes_from_toml(tmp_path: Path) -> None:
+    path = tmp_path / "loopwatch.toml"
+    path.write_text("precise_outcomes = true\n", encoding="utf-8")
+    assert load_config(path).policy().precise_outcomes is True
+    path.write_text('precise_outcomes = "yes"\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.field == "precise_outcomes"

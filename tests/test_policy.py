@@ -115,3 +115,21 @@ def test_talking_with_a_user_is_not_a_monologue() -> None:
         guard.observe("t", Message("assistant", f"Summary {i}: all good so far.")) for i in range(3)
     ]
     assert alone[-1].action == "nudge" and alone[-1].pattern == "monologue"
+
+
+def test_precise_outcomes_keep_counters_and_hex_letter_words_apart() -> None:
+    from loopwatch import preset
+
+    outputs = [f"compiling module {letter}: {10 * i}% done" for i, letter in enumerate("abcdef")]
+
+    def polls(guard: Guard) -> list[str]:
+        actions = []
+        for output in outputs:
+            actions.append(guard.observe("s", ToolCall("bash", {"command": "tail -n 1 build.log"})).action)
+            actions.append(guard.observe("s", ToolResult(output)).action)
+        return actions
+
+    fast = polls(Guard(clock=None))
+    precise = polls(Guard(policy=preset("default").replace(precise_outcomes=True), clock=None))
+    assert "block" in fast  # digits and a-f dropped: six identical results, a stale repeat
+    assert set(precise) == {"ok"}  # every result differs: polling, nowhere near its nudge

@@ -310,7 +310,11 @@ class Engine:
             calls["last"] = None if last is not None and last[0] == record[0] else last
         else:
             step.tool = step.tool_key = event.tool
-        step.outcome_fp, step.error_sig = outcome_fingerprints(output, event.is_error, event.exit_code, error=failed)
+        if self.policy.precise_outcomes:
+            step.extra["precise"] = True
+        step.outcome_fp, step.error_sig = outcome_fingerprints(
+            output, event.is_error, event.exit_code, error=failed, precise=self.policy.precise_outcomes
+        )
         return step
 
 

@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 from .canonical import canonical_json, digest, digest_bytes, fold_string
+from .masking import mask_volatile
 
 # -- calls --------------------------------------------------------------------------------------------
 
@@ -247,10 +248,19 @@ def outcome_fingerprint(output: str, is_error: bool | None = None, exit_code: in
 
 
 def outcome_fingerprints(
-    output: str, is_error: bool | None = None, exit_code: int | None = None, *, error: bool = False
+    output: str,
+    is_error: bool | None = None,
+    exit_code: int | None = None,
+    *,
+    error: bool = False,
+    precise: bool = False,
 ) -> tuple[str, str | None]:
-    """(:func:`outcome_fingerprint`, :func:`error_signature` when ``error``) from one masking pass."""
-    text = digest_bytes(outcome_bytes(output))
+    """(:func:`outcome_fingerprint`, :func:`error_signature` when ``error``) from one masking pass.
+
+    ``precise=True`` masks volatile parts with :func:`loopwatch.masking.mask_volatile` instead (regular
+    expressions: words made of hex letters and moving counters stay distinct; several times slower).
+    """
+    text = digest(mask_volatile(output)) if precise else digest_bytes(outcome_bytes(output))
     flag = "e" if is_error else ("o" if is_error is False else "?")
     outcome = digest(f"{flag}{exit_code if exit_code is not None else ''}\x00{text}")
     return outcome, (text if error else None)

@@ -12,6 +12,7 @@ import zlib
 from typing import Final
 
 from ..fingerprint import preview
+from ..masking import mask_volatile
 from .base import Detector, Finding, State, Step, mutates, pack_hashes, push, searches, unpack_hashes
 
 _NO_RESULT: Final = re.compile(
@@ -46,9 +47,10 @@ def _overlap(a: list[int], b: list[int]) -> float:
 _SKETCH: Final = 24
 
 
-def line_sketch(output: str) -> str:
+def line_sketch(output: str, precise: bool = False) -> str:
     """A bottom-k sketch of an output's distinct lines (whitespace, digits and hex ids ignored)."""
-    text = output[:1_500].encode("utf-8", "surrogatepass").translate(None, b"0123456789abcdefABCDEF \t\r")
+    raw = (mask_volatile(output[:1_500]) if precise else output[:1_500]).encode("utf-8", "surrogatepass")
+    text = raw.translate(None, b" \t\r" if precise else b"0123456789abcdefABCDEF \t\r")
     hashes = set(map(zlib.crc32, text.splitlines()))
     hashes.discard(zlib.crc32(b""))
     return pack_hashes(sorted(hashes)[:_SKETCH])
@@ -161,7 +163,7 @@ class NoProgressDetector(Detector):
 
     def _seen(self, state: State, step: Step, output: str) -> bool:
         """Was this result (or nearly this result) already returned in the streak?"""
-        sketch = line_sketch(output)
+        sketch = line_sketch(output, bool(step.extra.get("precise")))
         exact = step.outcome_fp in state["seen"]
         near = not exact and any(sketch_similarity(sketch, other) >= self.near for other in state["sketches"])
         if sketch:
