@@ -47,6 +47,13 @@ def _overlap(a: list[int], b: list[int]) -> float:
 _SKETCH: Final = 24
 
 
+def word_sketch(output: str) -> str:
+    """A bottom-k sketch of an output's distinct words (digits and hex letters dropped)."""
+    text = output[:3_000].encode("utf-8", "surrogatepass").translate(None, b"0123456789abcdefABCDEF").lower()
+    hashes = set(map(zlib.crc32, text.split()))
+    return pack_hashes(sorted(hashes)[:_SKETCH])
+
+
 def line_sketch(output: str, precise: bool = False) -> str:
     """A bottom-k sketch of an output's distinct lines (whitespace, digits and hex ids ignored)."""
     raw = (mask_volatile(output[:1_500]) if precise else output[:1_500]).encode("utf-8", "surrogatepass")
@@ -76,7 +83,8 @@ class NoProgressDetector(Detector):
     Look-ups (find, grep, ls, read, search...: they are one kind) count when they fail, come back empty,
     say nothing matched, or return a result already seen in the streak; other calls of one tool count
     when they return a (non-trivial) result already seen in the streak, exactly or nearly (``near``: the
-    share of lines, digits and spacing aside, shared with an earlier result). A result with new content
+    estimated share of words, for look-ups of lines, shared with an earlier result; digits and spacing
+    aside, so a re-rendered page or a re-run with new timestamps is still "the same"). A result with new content
     ends the streak (for look-ups with ``leaky``, one finding halves a long fruitless streak instead).
 
     Streaks are reported from ``seen_threshold`` calls when a result repeated, from ``empty_threshold``
@@ -98,7 +106,7 @@ class NoProgressDetector(Detector):
         empty_threshold: int = 5,
         changed_threshold: int = 6,
         similarity: float = 0.5,
-        near: float = 0.8,
+        near: float = 0.9,
         leaky: bool = True,
     ) -> None:
         self.seen_threshold = seen_threshold
@@ -163,7 +171,10 @@ class NoProgressDetector(Detector):
 
     def _seen(self, state: State, step: Step, output: str) -> bool:
         """Was this result (or nearly this result) already returned in the streak?"""
-        sketch = line_sketch(output, bool(step.extra.get("precise")))
+        if state["search"] or step.extra.get("precise"):
+            sketch = line_sketch(output, bool(step.extra.get("precise")))
+        else:
+            sketch = word_sketch(output)
         exact = step.outcome_fp in state["seen"]
         near = not exact and any(sketch_similarity(sketch, other) >= self.near for other in state["sketches"])
         if sketch:
