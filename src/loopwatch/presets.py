@@ -219,7 +219,7 @@ def default() -> Policy:
         failure_streak(),
         test_fix_cycle(),
         similar_text(
-            metric="jaccard", threshold=0.85, window=5, mode="consecutive", history=5, max_chars=2000, sketch=32
+            metric="jaccard", threshold=0.85, window=5, mode="consecutive", history=5, max_chars=2000, sketch=48
         ),
         chanting(),
         monologue(per_worker=True),
