@@ -272,12 +272,13 @@ class Engine:
         ignore = settings.ignore_keys if settings and settings.ignore_keys else self.policy.ignore_keys
         keep = settings.keep_keys if settings else None
         canonical = canonical_json(project(args, ignore_keys=ignore, keep_keys=keep))
-        key = tool_key(tool, args)
+        command = command_of(args)
+        key = tool_key(tool, args, command=command)
         step = Step(index, "call", event, event.worker, tool=tool, tool_key=key, args=args, text=event.thought)
+        step.command = command
         step.canonical = canonical
         step.call_fp = digest(tool + "\x00" + canonical)
         step.call_index = index
-        command = command_of(args)
         record = [index, tool, key, step.call_fp, command[:200] if command else None]
         calls = session["calls"]
         calls["last"] = record
@@ -306,6 +307,7 @@ class Engine:
                 record[3],
             )
             step.args = {"command": record[4]} if record[4] else {}
+            step.command = record[4]
             last = calls["last"]
             calls["last"] = None if last is not None and last[0] == record[0] else last
         else:

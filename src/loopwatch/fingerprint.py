@@ -102,13 +102,13 @@ def _name_with_subcommand(words: list[str]) -> str:
     return program
 
 
-def tool_key(tool: str, args: Mapping[str, Any]) -> str:
+def tool_key(tool: str, args: Mapping[str, Any], *, command: str | None = None) -> str:
     """Which "tool" a call really uses: the tool name, or ``tool:program`` for shell-like tools.
 
     Agents whose "tool" is the first word of a shell command (SWE-agent's ``cd``, ``python``...) are
     treated the same way when the command runs something else (``cd repo && mvn test`` -> ``cd:mvn:test``).
     """
-    command = command_of(args)
+    command = command if command is not None else command_of(args)
     if not command:
         return tool
     if not is_shell_tool(tool):
@@ -305,9 +305,9 @@ _SEARCH_PROGRAMS: Final = frozenset(
 )  # fmt: skip
 
 
-def is_mutation(tool: str, args: Mapping[str, Any]) -> bool:
+def is_mutation(tool: str, args: Mapping[str, Any], *, command: str | None = None) -> bool:
     """Does this call (probably) change something: edit a file, install, write, submit?"""
-    command = command_of(args)
+    command = command if command is not None else command_of(args)
     if command is not None and (is_shell_tool(tool) or not _MUTATING_TOOLS.search(tool)):
         # the verb and a heredoc's target are at the start, a trailing redirect at the end
         text = command if len(command) <= 700 else command[:500] + "\n" + command[-200:]
@@ -315,11 +315,12 @@ def is_mutation(tool: str, args: Mapping[str, Any]) -> bool:
     return bool(_MUTATING_TOOLS.search(tool))
 
 
-def is_search(tool: str, key: str | None, args: Mapping[str, Any]) -> bool:
+def is_search(tool: str, key: str | None, args: Mapping[str, Any], *, command: str | None = None) -> bool:
     """Is this call a read-only look-up (find, grep, ls, read a file, a web search...)?"""
+    command = command if command is not None else command_of(args)
     if key and ":" in key and is_shell_tool(tool):
         program = key.split(":", 1)[1]
-        return program in _SEARCH_PROGRAMS and not is_mutation(tool, args)
+        return program in _SEARCH_PROGRAMS and not is_mutation(tool, args, command=command)
     if _SEARCH_TOOLS.match(tool):
-        return not is_mutation(tool, args) if command_of(args) else True
+        return not is_mutation(tool, args, command=command) if command else True
     return False

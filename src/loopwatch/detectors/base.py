@@ -34,6 +34,7 @@ class Step:
     tool: str | None = None
     tool_key: str | None = None
     args: Mapping[str, Any] | None = None
+    command: str | None = None
     canonical: str | None = None
     call_fp: str | None = None
     call_index: int | None = None
@@ -115,7 +116,7 @@ def mutates(step: Step) -> bool:
     """Does the step's tool call change something (cached on the step)?"""
     cached = step.extra.get("mutation")
     if cached is None:
-        cached = step.extra["mutation"] = is_mutation(step.tool or "", step.args or {})
+        cached = step.extra["mutation"] = is_mutation(step.tool or "", step.args or {}, command=step.command)
     return bool(cached)
 
 
@@ -123,7 +124,7 @@ def searches(step: Step) -> bool:
     """Is the step's tool call a read-only look-up (cached on the step)?"""
     cached = step.extra.get("search")
     if cached is None:
-        cached = step.extra["search"] = is_search(step.tool or "", step.tool_key, step.args or {})
+        cached = step.extra["search"] = is_search(step.tool or "", step.tool_key, step.args or {}, command=step.command)
     return bool(cached)
 
 

@@ -6,7 +6,7 @@ import re
 import zlib
 from typing import Final
 
-from ..fingerprint import command_of, error_signature, preview
+from ..fingerprint import error_signature, preview
 from .base import Detector, Finding, State, Step, mutates, pack_hashes, push, unpack_hashes
 from .repeat import loose_fp
 
@@ -183,7 +183,7 @@ class FailureStreakDetector(Detector):
             state["start"] = step.call_index
         state["n"] += 1
         push(state["idx"], step.call_index if step.call_index is not None else step.index, 8)
-        command = command_of(step.args or {}) or ""
+        command = step.command or ""
         state["file_ops"] = bool(state["file_ops"] and _FILE_OPS.match(command))
         state["last"] = error_excerpt(step.output or "")
         n = state["n"]
@@ -243,7 +243,7 @@ class TestFixDetector(Detector):
 
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind == "call":
-            command = command_of(step.args or {}) or step.tool or ""
+            command = step.command or step.tool or ""
             state["pending"] = step.index if is_test_command(f"{step.tool} {command}") else None
             return None
         if step.kind != "result" or state["pending"] is None or step.call_index != state["pending"]:
