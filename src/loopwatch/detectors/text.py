@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import zlib
 from collections.abc import Callable
 from typing import Any, Literal
@@ -9,7 +10,7 @@ from typing import Any, Literal
 from ..chanting import ChantTracker
 from ..fingerprint import preview
 from ..similarity import fuzz_ratio, jaccard_sets
-from .base import Detector, Finding, State, Step, pack_hashes, push, unpack_hashes
+from .base import Detector, Finding, State, Step, push
 
 Metric = Literal["jaccard", "fuzz"]
 Mode = Literal["consecutive", "any"]
@@ -77,9 +78,13 @@ class SimilarTextDetector(Detector):
             return text
         if self.sketch is None:
             return frozenset(text.lower().split())
-        # hashed at C speed (map over bytes words); the k smallest hashes are a bottom-k sketch
+        # hashed at C speed (map over bytes words); the k smallest hashes are a bottom-k sketch, kept as
+        # the bits of one integer so that comparing two turns is two integer operations
         hashes = set(map(zlib.crc32, text.lower().encode("utf-8", "surrogatepass").split()))
-        return pack_hashes(sorted(hashes)[: self.sketch])
+        bits = 0
+        for value in sorted(hashes)[: self.sketch]:
+            bits |= 1 << (value & _SKETCH_MASK)
+        return bits
 
     def _similarity(self) -> Callable[[Any, Any], float]:
         if self.metric == "fuzz":
@@ -117,22 +122,36 @@ class SimilarTextDetector(Detector):
         )
 
     def dump_state(self, state: State) -> dict[str, Any]:
-        history = [sorted(h) if isinstance(h, frozenset) else h for h in state["history"]]
+        history = [
+            sorted(h) if isinstance(h, frozenset) else (_bits_to_text(h) if isinstance(h, int) else h)
+            for h in state["history"]
+        ]
         return {**state, "history": history}
 
     def load_state(self, data: dict[str, Any]) -> State:
         state = super().load_state(data)
         if self.metric == "jaccard" and self.sketch is None:
             state["history"] = [frozenset(h) for h in state["history"]]
+        elif self.metric == "jaccard":
+            state["history"] = [_bits_from_text(h) for h in state["history"]]
         return state
 
 
-def _sketch_jaccard(a: str, b: str) -> float:
-    """Jaccard similarity of two packed bottom-k sketches of word hashes (set operations at C speed)."""
-    sa, sb = unpack_hashes(a), unpack_hashes(b)
-    if not sa or not sb:
-        return 0.0
-    return len(sa & sb) / len(sa | sb)
+_SKETCH_MASK = 1023
+
+
+def _bits_to_text(bits: int) -> str:
+    return base64.b64encode(bits.to_bytes((_SKETCH_MASK + 1) // 8, "big")).decode("ascii")
+
+
+def _bits_from_text(text: str) -> int:
+    return int.from_bytes(base64.b64decode(text), "big")
+
+
+def _sketch_jaccard(a: int, b: int) -> float:
+    """Jaccard similarity of two bottom-k word sketches held as 1,024-bit sets (integer operations)."""
+    union = (a | b).bit_count()
+    return (a & b).bit_count() / union if union else 0.0
 
 
 class ChantingDetector(Detector):
