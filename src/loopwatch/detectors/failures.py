@@ -7,7 +7,7 @@ import zlib
 from typing import Final
 
 from ..fingerprint import error_signature, preview
-from .base import Detector, Finding, State, Step, mutates, pack_hashes, push, unpack_hashes
+from .base import Detector, Finding, State, Step, mutates, push, sketch_of, sketch_similarity
 from .repeat import loose_fp
 
 _FILE_OPS: Final = re.compile(r"^\s*(cat|echo|sed|printf|tee|head|tail|awk)\b")
@@ -37,14 +37,11 @@ def error_words(output: str, limit: int = 32) -> str:
     """
     text = output if len(output) <= 1_600 else output[:800] + "\n" + output[-800:]
     words = text.encode("utf-8", "surrogatepass").translate(None, _ID_CHARS).lower().split()
-    return pack_hashes(sorted(set(map(zlib.crc32, words)))[:limit])
+    return sketch_of(map(zlib.crc32, words), limit)
 
 
 def _jaccard(a: str, b: str) -> float:
-    sa, sb = unpack_hashes(a), unpack_hashes(b)
-    if not sa and not sb:
-        return 1.0
-    return len(sa & sb) / len(sa | sb)
+    return 1.0 if a == b else sketch_similarity(a, b)
 
 
 class ErrorRetryDetector(Detector):

@@ -13,7 +13,7 @@ from typing import Final
 
 from ..fingerprint import preview
 from ..masking import mask_volatile
-from .base import Detector, Finding, State, Step, mutates, pack_hashes, push, searches, unpack_hashes
+from .base import Detector, Finding, State, Step, mutates, push, searches, sketch_of, sketch_similarity
 
 _NO_RESULT: Final = re.compile(
     r"^\s*(?:No matches found|No such file|Found 0|0 results|No results|Nothing found|not found|"
@@ -51,7 +51,7 @@ def word_sketch(output: str) -> str:
     """A bottom-k sketch of an output's distinct words (digits and hex letters dropped)."""
     text = output[:3_000].encode("utf-8", "surrogatepass").translate(None, b"0123456789abcdefABCDEF").lower()
     hashes = set(map(zlib.crc32, text.split()))
-    return pack_hashes(sorted(hashes)[:_SKETCH])
+    return sketch_of(hashes, _SKETCH)
 
 
 def line_sketch(output: str, precise: bool = False) -> str:
@@ -60,15 +60,7 @@ def line_sketch(output: str, precise: bool = False) -> str:
     text = raw.translate(None, b" \t\r" if precise else b"0123456789abcdefABCDEF \t\r")
     hashes = set(map(zlib.crc32, text.splitlines()))
     hashes.discard(zlib.crc32(b""))
-    return pack_hashes(sorted(hashes)[:_SKETCH])
-
-
-def sketch_similarity(a: str, b: str) -> float:
-    """Estimated Jaccard similarity of two outputs' line sets from their packed bottom-k sketches."""
-    sa, sb = unpack_hashes(a), unpack_hashes(b)
-    if not sa or not sb:
-        return 0.0
-    return len(sa & sb) / len(sa | sb)
+    return sketch_of(hashes, _SKETCH)
 
 
 def fruitless_output(output: str) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import zlib
 from collections.abc import Callable
 from typing import Any, Literal
@@ -10,7 +9,7 @@ from typing import Any, Literal
 from ..chanting import ChantTracker
 from ..fingerprint import preview
 from ..similarity import fuzz_ratio, jaccard_sets
-from .base import Detector, Finding, State, Step, push
+from .base import Detector, Finding, State, Step, push, sketch_of, sketch_similarity
 
 Metric = Literal["jaccard", "fuzz"]
 Mode = Literal["consecutive", "any"]
@@ -78,18 +77,13 @@ class SimilarTextDetector(Detector):
             return text
         if self.sketch is None:
             return frozenset(text.lower().split())
-        # hashed at C speed (map over bytes words); the k smallest hashes are a bottom-k sketch, kept as
-        # the bits of one integer so that comparing two turns is two integer operations
-        hashes = set(map(zlib.crc32, text.lower().encode("utf-8", "surrogatepass").split()))
-        bits = 0
-        for value in sorted(hashes)[: self.sketch]:
-            bits |= 1 << (value & _SKETCH_MASK)
-        return bits
+        # words hashed at C speed (map over bytes); the k smallest hashes are a bottom-k sketch
+        return sketch_of(map(zlib.crc32, text.lower().encode("utf-8", "surrogatepass").split()), self.sketch)
 
     def _similarity(self) -> Callable[[Any, Any], float]:
         if self.metric == "fuzz":
             return fuzz_ratio
-        return jaccard_sets if self.sketch is None else _sketch_jaccard
+        return jaccard_sets if self.sketch is None else sketch_similarity
 
     def observe(self, state: State, step: Step) -> Finding | None:
         text = turn_text(step, self.include_thoughts)
@@ -122,36 +116,14 @@ class SimilarTextDetector(Detector):
         )
 
     def dump_state(self, state: State) -> dict[str, Any]:
-        history = [
-            sorted(h) if isinstance(h, frozenset) else (_bits_to_text(h) if isinstance(h, int) else h)
-            for h in state["history"]
-        ]
+        history = [sorted(h) if isinstance(h, frozenset) else h for h in state["history"]]
         return {**state, "history": history}
 
     def load_state(self, data: dict[str, Any]) -> State:
         state = super().load_state(data)
         if self.metric == "jaccard" and self.sketch is None:
             state["history"] = [frozenset(h) for h in state["history"]]
-        elif self.metric == "jaccard":
-            state["history"] = [_bits_from_text(h) for h in state["history"]]
         return state
-
-
-_SKETCH_MASK = 1023
-
-
-def _bits_to_text(bits: int) -> str:
-    return base64.b64encode(bits.to_bytes((_SKETCH_MASK + 1) // 8, "big")).decode("ascii")
-
-
-def _bits_from_text(text: str) -> int:
-    return int.from_bytes(base64.b64decode(text), "big")
-
-
-def _sketch_jaccard(a: int, b: int) -> float:
-    """Jaccard similarity of two bottom-k word sketches held as 1,024-bit sets (integer operations)."""
-    union = (a | b).bit_count()
-    return (a & b).bit_count() / union if union else 0.0
 
 
 class ChantingDetector(Detector):
