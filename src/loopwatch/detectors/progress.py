@@ -49,7 +49,7 @@ _SKETCH: Final = 24
 
 def word_sketch(output: str) -> str:
     """A bottom-k sketch of an output's distinct words (digits and hex letters dropped)."""
-    text = output[:3_000].encode("utf-8", "surrogatepass").translate(None, b"0123456789abcdefABCDEF").lower()
+    text = output[:2_000].encode("utf-8", "surrogatepass").translate(None, b"0123456789abcdefABCDEF").lower()
     hashes = set(map(zlib.crc32, text.split()))
     return sketch_of(hashes, _SKETCH)
 
