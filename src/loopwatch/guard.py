@@ -32,13 +32,6 @@ _STRIPES = 64
 _EVENT_CLASSES = (ToolCall, ToolResult, Message, TextDelta, Usage, Reset)
 
 
-class Sink:
-    """What the guard writes audit records to (see :mod:`loopwatch.sinks`)."""
-
-    def emit(self, record: dict[str, Any]) -> None:  # pragma: no cover - protocol
-        raise NotImplementedError
-
-
 def _policy_of(preset: str | Policy | None, policy: Policy | None) -> Policy:
     if policy is not None and preset is not None:
         raise ConfigError("give either preset or policy, not both", field="policy")

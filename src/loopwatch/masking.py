@@ -1,11 +1,9 @@
-"""Masking of volatile text: what changes between two runs of the same thing without meaning anything.
+"""Masking of volatile text with regular expressions (a policy's ``precise_outcomes``).
 
-Two masks:
-- :func:`mask_volatile` (outcomes): timestamps, dates, UUIDs, hex ids and addresses, PIDs, durations,
-  temporary paths, shell line numbers (``bash: line 13008:``), generated temp-file names. Counters and
-  other numbers are kept: a poll whose progress counter moves is making progress.
-- :func:`mask_numbers` (errors and loose call shapes): additionally every number, so the same error at
-  another line, or the same block pasted at other line ranges, looks the same.
+:func:`mask_volatile` replaces timestamps, dates, UUIDs, hex ids and addresses, PIDs, durations, temporary
+paths, shell line numbers (``bash: line 13008:``) and generated temp-file names with placeholders. Counters
+and other numbers are kept: a poll whose progress counter moves is making progress. (The default outcome
+fingerprint drops digits and hex letters at C speed instead: see :func:`loopwatch.fingerprint.outcome_bytes`.)
 """
 
 from __future__ import annotations
@@ -29,8 +27,6 @@ _VOLATILE: Final = re.compile(
     re.VERBOSE,
 )
 
-_NUMBER: Final = re.compile(r"\d+(?:\.\d+)?")
-_SPACE: Final = re.compile(r"[ \t]+")
 
 # The regex costs about 25 ns per character on a slow core: only the head and tail of an output (where
 # timestamps, durations, ids and shell prefixes live) go through it; the middle has its digits dropped.
@@ -54,8 +50,3 @@ def mask_volatile(text: str) -> str:
     head = _VOLATILE.sub(_placeholder, text[:_HEAD])
     tail = _VOLATILE.sub(_placeholder, text[-_TAIL:])
     return f"{head}\n…{text[_HEAD:-_TAIL].translate(_DIGITS)}…\n{tail}"
-
-
-def mask_numbers(text: str) -> str:
-    """:func:`mask_volatile`, then every remaining number replaced by ``#``; runs of blanks collapsed."""
-    return _SPACE.sub(" ", _NUMBER.sub("#", mask_volatile(text)))
