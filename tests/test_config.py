@@ -489,9 +489,9 @@ def test_repeat_ladder_changes_when_the_engine_nudges() -> None:
 
 
 def test_exempt_tool_is_never_flagged() -> None:
-    call = ToolCall("read_output", {})
+    call = ToolCall("fetch_page", {})
     assert set(_actions(Config().policy(), call, 5)) != {"ok"}  # the default flags it ...
-    policy = config_from_mapping({"tools": {"read_output": {"exempt": True}}}).policy()
+    policy = config_from_mapping({"tools": {"fetch_page": {"exempt": True}}}).policy()
     assert _actions(policy, call, 5) == ["ok"] * 5  # ... exempt, it is left alone
     assert _actions(policy, ToolCall("bash", {"command": "ls"}), 5)[2] == "nudge"  # other tools are not
 
@@ -504,8 +504,8 @@ def test_disabled_detector_stops_detecting() -> None:
 
 
 def test_tool_ladder_overrides_the_pattern_ladder() -> None:
-    call = ToolCall("poll", {})
-    policy = config_from_mapping({"tools": {"poll": {"ladders": {"repeat": {"nudge": 6}}}}}).policy()
+    call = ToolCall("fetch_page", {})
+    policy = config_from_mapping({"tools": {"fetch_page": {"ladders": {"repeat": {"nudge": 6}}}}}).policy()
     actions = _actions(policy, call, 6)
     assert actions[:5] == ["ok"] * 5
     assert actions[5] == "nudge"

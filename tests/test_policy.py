@@ -133,3 +133,26 @@ def test_precise_outcomes_keep_counters_and_hex_letter_words_apart() -> None:
     precise = polls(Guard(policy=preset("default").replace(precise_outcomes=True), clock=None))
     assert "block" in fast  # digits and a-f dropped: six identical results, a stale repeat
     assert set(precise) == {"ok"}  # every result differs: polling, nowhere near its nudge
+
+
+def test_waiting_on_a_job_with_the_same_status_is_polling_not_a_loop() -> None:
+    """OpenHands#5355: an agent that must keep checking a long job is not stuck while the job runs."""
+    guard = Guard(clock=None)
+    verdicts = []
+    for _ in range(14):
+        verdicts.append(guard.observe("s", ToolCall("bash", {"command": "sleep 60 && gh run view 4242"})))
+        verdicts.append(guard.observe("s", ToolResult("X build  in_progress  (elapsed 3m)")))
+    assert not any(v.action in ("block", "stop") for v in verdicts)
+    assert all(v.pattern == "polling" for v in verdicts if not v.ok)
+    more = [guard.observe("s", ToolCall("bash", {"command": "sleep 60 && gh run view 4242"})) for _ in range(2)]
+    assert any(v.pattern == "polling" and v.action == "nudge" for v in more)
+    assert "blocking wait" in next(v.message for v in more if not v.ok)
+
+
+def test_the_same_plain_call_with_the_same_result_is_a_loop() -> None:
+    guard = Guard(clock=None)
+    actions = []
+    for _ in range(6):
+        actions.append(guard.observe("s", ToolCall("bash", {"command": "gh api repos/o/r/issues/7"})).action)
+        guard.observe("s", ToolResult('{"state": "open"}'))
+    assert "block" in actions

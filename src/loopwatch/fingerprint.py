@@ -315,6 +315,21 @@ def is_mutation(tool: str, args: Mapping[str, Any], *, command: str | None = Non
     return bool(_MUTATING_TOOLS.search(tool))
 
 
+_POLL_COMMAND: Final = re.compile(
+    r"(?:^|[\s;&|(])(?:sleep\s+\d|wait\b|watch\b|tail\s+-[fF]|timeout\s+\d+\s+tail|"
+    r"gh\s+(?:run|pr\s+checks)\s+(?:view|watch|list)|gh\s+pr\s+checks|kubectl\s+(?:get|rollout\s+status|wait)|"
+    r"docker\s+(?:ps|logs)|squeue|qstat|ps\s+(?:aux|-)|curl\b[^\n]*/(?:status|health|progress|jobs?/))"
+)
+_POLL_TOOLS: Final = re.compile(r"poll|status|progress|wait|output|check_run|job_state", re.I)
+
+
+def is_poll(tool: str, command: str | None) -> bool:
+    """Is this call a wait or a status check (polling a job, tailing a log)? Repeating it is expected."""
+    if command is not None and (is_shell_tool(tool) or command.split(None, 1)[:1] == [tool]):
+        return bool(_POLL_COMMAND.search(command[:400]))
+    return bool(_POLL_TOOLS.search(tool))
+
+
 def is_search(tool: str, key: str | None, args: Mapping[str, Any], *, command: str | None = None) -> bool:
     """Is this call a read-only look-up (find, grep, ls, read a file, a web search...)?"""
     command = command if command is not None else command_of(args)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Literal
 
 from ..events import Event
-from ..fingerprint import is_mutation, is_search, preview
+from ..fingerprint import is_mutation, is_poll, is_search, preview
 
 StepKind = Literal["call", "result", "message", "delta", "usage", "reset"]
 State = dict[str, Any]
@@ -115,6 +115,14 @@ def mutates(step: Step) -> bool:
     cached = step.extra.get("mutation")
     if cached is None:
         cached = step.extra["mutation"] = is_mutation(step.tool or "", step.args or {}, command=step.command)
+    return bool(cached)
+
+
+def polls(step: Step) -> bool:
+    """Is the step's tool call a wait or a status check (cached on the step)?"""
+    cached = step.extra.get("poll")
+    if cached is None:
+        cached = step.extra["poll"] = is_poll(step.tool or "", step.command)
     return bool(cached)
 
 

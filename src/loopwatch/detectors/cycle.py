@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Detector, Finding, State, Step, call_label, mutates, push
+from .base import Detector, Finding, State, Step, call_label, mutates, polls, push
 from .repeat import loose_fp
 
 
@@ -37,7 +37,9 @@ class CycleDetector(Detector):
 
     def new_state(self) -> State:
         periods = self.max_period + 1
-        return {"fps": [], "idx": [], "tools": [], "outs": [], "match": [0] * periods, "starts": [0] * periods}
+        return {
+            "fps": [], "idx": [], "tools": [], "outs": [], "polls": [], "match": [0] * periods, "starts": [0] * periods,
+        }  # fmt: skip
 
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind == "call":
@@ -62,9 +64,10 @@ class CycleDetector(Detector):
         push(state["tools"], call_label(step, 60), limit)
         # a change's own output (the file it wrote) differs every time; only look-ups and runs tell progress
         push(state["outs"], "" if mutates(step) else None, limit)
+        push(state["polls"], polls(step), limit)
         period = self._period(match)
-        if period is None:
-            return None
+        if period is None or any(state["polls"][-period:]):
+            return None  # a unit with a wait or status check in it is polling, not a loop
         reps = 1 + match[period] // period
         return self._finding(state, step, period, reps)
 

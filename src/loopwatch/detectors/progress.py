@@ -13,7 +13,7 @@ from typing import Final
 
 from ..fingerprint import preview
 from ..masking import mask_volatile
-from .base import Detector, Finding, State, Step, mutates, push, searches, sketch_of, sketch_similarity
+from .base import Detector, Finding, State, Step, mutates, polls, push, searches, sketch_of, sketch_similarity
 
 _NO_RESULT: Final = re.compile(
     r"^\s*(?:No matches found|No such file|Found 0|0 results|No results|Nothing found|not found|"
@@ -116,6 +116,9 @@ class NoProgressDetector(Detector):
 
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind == "call":
+            if polls(step):  # waits and status checks are expected to repeat: not this rule's business
+                state.update(self.new_state())
+                return None
             return self._call(state, step)
         if step.kind == "result" and step.call_index is not None and step.call_index == state["pending"]:
             return self._result(state, step)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..fingerprint import loose_fingerprint
-from .base import Detector, Finding, State, Step, call_label, push
+from .base import Detector, Finding, State, Step, call_label, polls, push
 
 _INDICES = 8
 
@@ -67,6 +67,11 @@ class RepeatDetector(Detector):
         state["last"] = step.index
         push(state["idx"], step.index, _INDICES)
         n, changes = state["n"], state["changes"]
+        if polls(step):
+            # a wait or a status check: the same answer again means the job is still running
+            return (
+                self._finding(state, step, "polling", state["total"], state["first"]) if state["total"] >= 2 else None
+            )
         if n >= 3 or (n >= 2 and changes == 0):
             return self._finding(state, step, "repeat", n, state["start"])
         if state["total"] >= 2 and changes:
