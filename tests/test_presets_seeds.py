@@ -138,7 +138,10 @@ def test_unknown_preset_in_guard_raises() -> None:
     ("name", "expected"),
     [
         ("jaccard-turns", ["SimilarTextDetector(metric='jaccard', threshold=0.85, window=5"]),
-        ("call-cycles", ["CycleDetector(max_period=3, min_period=1, result_aware=False, loose=False)"]),
+        (
+            "call-cycles",
+            ["CycleDetector(max_period=3, min_period=1, result_aware=False, loose=False, polls_exempt=False)"],
+        ),
         ("ralph", ["SimilarTextDetector(metric='fuzz', threshold=0.9, window=5", "max_iterations(100)"]),
         (
             "doom-loop",

@@ -85,7 +85,7 @@ def call_cycles() -> Policy:
         renotify=True,
         metric="detections",
     )
-    detector = cycle(max_period=3, min_period=1, result_aware=False)
+    detector = cycle(max_period=3, min_period=1, result_aware=False, polls_exempt=False)
     return Policy("call-cycles", (detector,), {"cycle": ladder}, reset_on_user=False, nudge_role="user")
 
 

@@ -15,6 +15,7 @@ class CycleDetector(Detector):
     ``result_aware``: a result that differs from the result p calls earlier breaks period p (progress);
     the results of changes (edits, writes) are not compared: they show what was written, not progress.
     ``loose``: calls whose arguments differ only in digits (line numbers, offsets) count as the same call.
+    ``polls_exempt``: a unit containing a wait or a status check is polling, not a cycle.
     A period is reported once two full units are seen; with ``min_period=1, max_period=3,
     result_aware=False`` this is exactly seed 001: a 1-call cycle as soon as a call equals the previous one,
     a 2-call cycle when the last two calls equal the two before, a 3-call cycle when the last three equal
@@ -26,7 +27,13 @@ class CycleDetector(Detector):
     patterns = ("cycle",)
 
     def __init__(
-        self, *, max_period: int = 6, min_period: int = 2, result_aware: bool = True, loose: bool = False
+        self,
+        *,
+        max_period: int = 6,
+        min_period: int = 2,
+        result_aware: bool = True,
+        loose: bool = False,
+        polls_exempt: bool = True,
     ) -> None:
         if not 1 <= min_period <= max_period:
             raise ValueError("cycle periods must satisfy 1 <= min_period <= max_period")
@@ -34,6 +41,7 @@ class CycleDetector(Detector):
         self.min_period = min_period
         self.result_aware = result_aware
         self.loose = loose
+        self.polls_exempt = polls_exempt
 
     def new_state(self) -> State:
         periods = self.max_period + 1
@@ -64,7 +72,7 @@ class CycleDetector(Detector):
         push(state["tools"], call_label(step, 60), limit)
         # a change's own output (the file it wrote) differs every time; only look-ups and runs tell progress
         push(state["outs"], "" if mutates(step) else None, limit)
-        push(state["polls"], polls(step), limit)
+        push(state["polls"], self.polls_exempt and polls(step), limit)
         period = self._period(match)
         if period is None or any(state["polls"][-period:]):
             return None  # a unit with a wait or status check in it is polling, not a loop
@@ -108,6 +116,19 @@ class CycleDetector(Detector):
         )
 
 
-def cycle(*, max_period: int = 6, min_period: int = 2, result_aware: bool = True, loose: bool = False) -> CycleDetector:
+def cycle(
+    *,
+    max_period: int = 6,
+    min_period: int = 2,
+    result_aware: bool = True,
+    loose: bool = False,
+    polls_exempt: bool = True,
+) -> CycleDetector:
     """The cycle detector (see :class:`CycleDetector`)."""
-    return CycleDetector(max_period=max_period, min_period=min_period, result_aware=result_aware, loose=loose)
+    return CycleDetector(
+        max_period=max_period,
+        min_period=min_period,
+        result_aware=result_aware,
+        loose=loose,
+        polls_exempt=polls_exempt,
+    )
