@@ -7,10 +7,12 @@ They never read a clock, a file or the network, and never import their driver.
 
 from __future__ import annotations
 
-import base64
+import binascii
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import reduce
+from operator import or_
 from typing import Any, ClassVar, Final, Literal
 
 from ..events import Event
@@ -135,6 +137,8 @@ def searches(step: Step) -> bool:
 
 
 SKETCH_BITS: Final = 1024
+_ONE: Final = 1
+_MASK: Final = SKETCH_BITS - 1
 
 
 def sketch_of(hashes: Iterable[int], k: int) -> str:
@@ -142,16 +146,15 @@ def sketch_of(hashes: Iterable[int], k: int) -> str:
 
     JSON-able, 172 characters whatever k, and compared with two integer operations.
     """
-    bits = 0
-    for value in sorted(set(hashes))[:k]:
-        bits |= 1 << (value & (SKETCH_BITS - 1))
-    return base64.b64encode(bits.to_bytes(SKETCH_BITS // 8, "big")).decode("ascii")
+    smallest = sorted(set(hashes))[:k]
+    bits = reduce(or_, map(_ONE.__lshift__, map(_MASK.__and__, smallest)), 0)  # all at C speed
+    return binascii.b2a_base64(bits.to_bytes(SKETCH_BITS // 8, "big"), newline=False).decode("ascii")
 
 
 def sketch_similarity(a: str, b: str) -> float:
     """Estimated Jaccard similarity of the sets two sketches were made from (0.0 when either is empty)."""
-    x = int.from_bytes(base64.b64decode(a), "big") if a else 0
-    y = int.from_bytes(base64.b64decode(b), "big") if b else 0
+    x = int.from_bytes(binascii.a2b_base64(a), "big") if a else 0
+    y = int.from_bytes(binascii.a2b_base64(b), "big") if b else 0
     union = (x | y).bit_count()
     return (x & y).bit_count() / union if union else 0.0
 
