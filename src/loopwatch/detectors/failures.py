@@ -62,7 +62,7 @@ class ErrorRetryDetector(Detector):
     patterns = ("error_retry",)
     reset_on_user = False  # the same call failing the same way after a user reply is still a retry
 
-    def __init__(self, *, threshold: int = 3, similarity: float = 0.5, gap: int = 12, tools: int = 4) -> None:
+    def __init__(self, *, threshold: int = 3, similarity: float = 0.5, gap: int = 16, tools: int = 4) -> None:
         self.threshold = threshold
         self.similarity = similarity
         self.gap = gap
@@ -270,7 +270,7 @@ class TestFixDetector(Detector):
         )
 
 
-def error_retry(*, threshold: int = 3, similarity: float = 0.5, gap: int = 12, tools: int = 4) -> ErrorRetryDetector:
+def error_retry(*, threshold: int = 3, similarity: float = 0.5, gap: int = 16, tools: int = 4) -> ErrorRetryDetector:
     """The error-retry detector (see :class:`ErrorRetryDetector`)."""
     return ErrorRetryDetector(threshold=threshold, similarity=similarity, gap=gap, tools=tools)
 
