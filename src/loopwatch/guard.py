@@ -287,8 +287,9 @@ def _record(
 class AsyncGuard:
     """The async twin of :class:`Guard`: the same verdicts, awaitable methods.
 
-    Detection is CPU work of microseconds, done inline; sinks that do I/O (webhooks) queue it in their
-    own threads, so awaiting ``observe`` never blocks the event loop on the network.
+    Detection is CPU work done inline. Webhook sinks queue their I/O in their own threads, so awaiting
+    ``observe`` never waits on the network; a JSONL audit sink writes (and fsyncs) inline, by design: the
+    record exists before the verdict is returned.
     """
 
     def __init__(self, preset: str | Policy | None = None, **kwargs: Any) -> None:
