@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .canonical import canonical_json, digest
+from .canonical import canonical_json
 from .detectors.base import Finding, State, Step
 from .errors import StateError
 from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
-from .fingerprint import command_of, error_signature, outcome_fingerprints, project, tool_key
+from .fingerprint import canonical_fingerprint, command_of, error_signature, outcome_fingerprints, project, tool_key
 from .limits import LimitHit, Limits
 from .messages import render
 from .policy import Decision, Policy, decide
@@ -277,7 +277,7 @@ class Engine:
         step = Step(index, "call", event, event.worker, tool=tool, tool_key=key, args=args, text=event.thought)
         step.command = command
         step.canonical = canonical
-        step.call_fp = digest(tool + "\x00" + canonical)
+        step.call_fp = canonical_fingerprint(tool, canonical)
         step.call_index = index
         record = [index, tool, key, step.call_fp, command[:200] if command else None]
         calls = session["calls"]
@@ -306,7 +306,6 @@ class Engine:
                 record[2],
                 record[3],
             )
-            step.args = {"command": record[4]} if record[4] else {}
             step.command = record[4]
             last = calls["last"]
             calls["last"] = None if last is not None and last[0] == record[0] else last

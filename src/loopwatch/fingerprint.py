@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Mapping
+import zlib
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any, Final
 
 from .canonical import canonical_json, digest, digest_bytes, fold_string
@@ -140,7 +141,12 @@ def call_fingerprint(
     keep_keys: Collection[str] | None = None,
 ) -> str:
     """Exact fingerprint: tool name + canonical (projected) arguments. Call ids are never included."""
-    return digest(tool + "\x00" + canonical_json(project(args, ignore_keys=ignore_keys, keep_keys=keep_keys)))
+    return canonical_fingerprint(tool, canonical_json(project(args, ignore_keys=ignore_keys, keep_keys=keep_keys)))
+
+
+def canonical_fingerprint(tool: str, canonical_args: str) -> str:
+    """The exact call fingerprint from already canonical arguments (what :func:`call_fingerprint` hashes)."""
+    return digest(tool + "\x00" + canonical_args)
 
 
 def loose_fingerprint(tool: str, canonical_args: str) -> str:
@@ -223,7 +229,9 @@ def normalize_args_seed004(args: Mapping[str, Any]) -> str:
 
 # Digits and hex letters carry timestamps, UUIDs, hex ids, addresses, PIDs, durations, counters and shell
 # line numbers (`bash: line 13008:`); dropping them at C speed leaves the words that say what happened.
-_VOLATILE_BYTES: Final = b"0123456789abcdefABCDEF \t\r\n\x0b\x0c"
+ID_CHARS: Final = b"0123456789abcdefABCDEF"
+"""Digits and hex letters: what timestamps, UUIDs, hex ids, PIDs, counters and line numbers are made of."""
+_VOLATILE_BYTES: Final = ID_CHARS + b" \t\r\n\x0b\x0c"
 _TEMP_PATHS: Final = tuple(
     (prefix, re.compile(re.escape(prefix) + r"[^\s'\":,)\]]*"))
     for prefix in ("/tmp/", "/var/folders/", "/private/var/")
@@ -240,6 +248,11 @@ def outcome_bytes(output: str) -> bytes:
             output = pattern.sub("<tmp>", output)
     # generated names such as tmp_code_1f43c3d4.py lose their hex part with the digits and a-f below
     return output.encode("utf-8", "surrogatepass").translate(None, _VOLATILE_BYTES)
+
+
+def word_hashes(text: str) -> Iterator[int]:
+    """CRC-32 hashes of the lowercased words of ``text``, digits and hex letters dropped (at C speed)."""
+    return map(zlib.crc32, text.encode("utf-8", "surrogatepass").translate(None, ID_CHARS).lower().split())
 
 
 def outcome_fingerprint(output: str, is_error: bool | None = None, exit_code: int | None = None) -> str:

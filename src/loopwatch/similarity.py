@@ -14,7 +14,7 @@ Everything here is pure: no I/O, no clock, no global state besides the optional 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Set
+from collections.abc import Callable, Hashable, Set
 
 __all__ = [
     "HAVE_RAPIDFUZZ",
@@ -46,7 +46,7 @@ HAVE_RAPIDFUZZ: bool = _rf_ratio is not None
 _JS_WS = re.compile("[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+")
 
 
-def jaccard_sets(a: Set[str], b: Set[str]) -> float:
+def jaccard_sets(a: Set[Hashable], b: Set[Hashable]) -> float:
     """``|a ∩ b| / |a ∪ b|`` on precomputed token sets; 0.0 when either set is empty."""
     if not a or not b:
         return 0.0

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import re
-import zlib
 from typing import Final
 
-from ..fingerprint import error_signature, preview
+from ..fingerprint import error_signature, preview, word_hashes
 from .base import Detector, Finding, State, Step, mutates, push, sketch_of, sketch_similarity
 from .repeat import loose_fp
 
@@ -26,9 +25,6 @@ def error_excerpt(output: str, limit: int = 200) -> str:
     return preview(lines[-1] if lines else output, limit)
 
 
-_ID_CHARS: Final = b"0123456789abcdefABCDEF"
-
-
 def error_words(output: str, limit: int = 32) -> str:
     """A small sketch of an error: the smallest hashes of its distinct words (digits, hex ids ignored).
 
@@ -36,8 +32,7 @@ def error_words(output: str, limit: int = 32) -> str:
     split and deduplicated at C speed, so the cost stays a few microseconds whatever the output.
     """
     text = output if len(output) <= 1_600 else output[:800] + "\n" + output[-800:]
-    words = text.encode("utf-8", "surrogatepass").translate(None, _ID_CHARS).lower().split()
-    return sketch_of(map(zlib.crc32, words), limit)
+    return sketch_of(word_hashes(text), limit)
 
 
 def _jaccard(a: str, b: str) -> float:

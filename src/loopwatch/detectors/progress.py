@@ -11,8 +11,9 @@ import re
 import zlib
 from typing import Final
 
-from ..fingerprint import preview
+from ..fingerprint import ID_CHARS, preview, word_hashes
 from ..masking import mask_volatile
+from ..similarity import jaccard_sets
 from .base import Detector, Finding, State, Step, mutates, polls, push, searches, sketch_of, sketch_similarity
 
 _NO_RESULT: Final = re.compile(
@@ -37,27 +38,18 @@ def _words(text: str, limit: int = 64) -> list[int]:
     return list(words)
 
 
-def _overlap(a: list[int], b: list[int]) -> float:
-    if not a or not b:
-        return 0.0
-    sa, sb = set(a), set(b)
-    return len(sa & sb) / len(sa | sb)
-
-
 _SKETCH: Final = 24
 
 
 def word_sketch(output: str) -> str:
     """A bottom-k sketch of an output's distinct words (digits and hex letters dropped)."""
-    text = output[:2_000].encode("utf-8", "surrogatepass").translate(None, b"0123456789abcdefABCDEF").lower()
-    hashes = set(map(zlib.crc32, text.split()))
-    return sketch_of(hashes, _SKETCH)
+    return sketch_of(word_hashes(output[:2_000]), _SKETCH)
 
 
 def line_sketch(output: str, precise: bool = False) -> str:
     """A bottom-k sketch of an output's distinct lines (whitespace, digits and hex ids ignored)."""
     raw = (mask_volatile(output[:1_500]) if precise else output[:1_500]).encode("utf-8", "surrogatepass")
-    text = raw.translate(None, b" \t\r" if precise else b"0123456789abcdefABCDEF \t\r")
+    text = raw.translate(None, b" \t\r" if precise else ID_CHARS + b" \t\r")
     hashes = set(map(zlib.crc32, text.splitlines()))
     hashes.discard(zlib.crc32(b""))
     return sketch_of(hashes, _SKETCH)
@@ -135,7 +127,7 @@ class NoProgressDetector(Detector):
         state.update(pending=step.index, search=search)
         push(state["calls"], step.index, _SEEN)
         words = _words(step.canonical or "") if state["n"] else []
-        similar = bool(words) and _overlap(words, state["words"]) >= self.similarity
+        similar = jaccard_sets(set(words), set(state["words"])) >= self.similarity
         state["words"] = words
         early = similar and state["repeated"] and not state["changed"] and state["n"] + 1 >= self.seen_threshold
         if self._report(state, state["n"]) or early:
