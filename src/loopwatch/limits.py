@@ -11,8 +11,8 @@ import inspect
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
+from .configured import Configured
 from .detectors.base import State, Step
 
 
@@ -27,7 +27,7 @@ class LimitHit:
     warning: bool = False
 
 
-class Limit:
+class Limit(Configured):
     """Base class of one limit; ``a | b`` composes limits."""
 
     status = "LIMIT"
@@ -42,9 +42,6 @@ class Limit:
         """A single limit also works where a :class:`Limits` is expected (``limits=max_cost(5.0)``)."""
         return iter((self,))
 
-    def _params(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
-
     def __repr__(self) -> str:
         defaults = {
             name: p.default
@@ -57,12 +54,6 @@ class Limit:
             if i == 0 or k not in defaults or defaults[k] != v  # keyword arguments left at their default are omitted
         )
         return f"{_FACTORY_NAMES.get(type(self).__name__, type(self).__name__)}({args})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Limit) and type(self) is type(other) and self._params() == other._params()
-
-    def __hash__(self) -> int:
-        return hash(repr(self))
 
 
 def _positive(value: float, name: str) -> float:

@@ -15,6 +15,7 @@ from functools import reduce
 from operator import or_
 from typing import Any, ClassVar, Final, Literal
 
+from ..configured import Configured
 from ..events import Event
 from ..fingerprint import is_mutation, is_poll, is_search, preview
 
@@ -65,7 +66,7 @@ class Finding:
     """True when the finding is about the tool call of this very step (so the call can be refused)."""
 
 
-class Detector(ABC):
+class Detector(Configured, ABC):
     """A loop rule. Subclasses hold thresholds only; per-session data lives in the state they create."""
 
     name: ClassVar[str] = "detector"
@@ -93,18 +94,9 @@ class Detector(ABC):
             raise ValueError(f"{self.name}: state keys {sorted(data)} != {sorted(fresh)}")
         return data
 
-    def _params(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
-
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
         return f"{type(self).__name__}({params})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Detector) and type(self) is type(other) and self._params() == other._params()
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, repr(self)))
 
 
 def call_label(step: Step, limit: int = 120) -> str:
