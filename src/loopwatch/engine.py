@@ -10,15 +10,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .canonical import canonical_json
 from .detectors.base import Finding, State, Step
 from .errors import StateError
 from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
-from .fingerprint import canonical_fingerprint, command_of, error_signature, outcome_fingerprints, project, tool_key
+from .fingerprint import (
+    call_payload,
+    command_of,
+    error_signature,
+    outcome_fingerprints,
+    payload_fingerprint,
+    project,
+    tool_key,
+)
 from .limits import LimitHit, Limits
 from .messages import render
 from .policy import Decision, Policy, decide
-from .verdict import LOOP_DETECTED, SEVERITY, Action, Verdict
+from .verdict import LOOP_DETECTED, SEVERITY, Action, Verdict, ok
 
 STATE_VERSION: Final = 1
 _MAX_IDS: Final = 16
@@ -142,15 +149,16 @@ class Engine:
         Limits.account(session["usage"], step, now)
         if step.kind == "reset":
             self.reset(session)
-            return Verdict(index=index)
+            return ok(index)
         if step.kind == "message" and step.role == "user" and self.policy.reset_on_user:
             # the same reply again (a harness's canned complaint) is not new information
             signature = error_signature(step.text or "")
             if signature != session["last_user"]:
                 self._reset_for_user(session)
             session["last_user"] = signature
-        best = self._run_detectors(session, step)
-        best = _stronger(best, self._check_limits(session, index))
+        best = _stronger(self._run_detectors(session, step), self._check_limits(session, index))
+        if best is None:
+            return ok(index)
         if best.action == "stop":
             session["stopped"] = {k: v for k, v in best.to_json().items() if k in _STOP_FIELDS}
         return best
@@ -159,8 +167,8 @@ class Engine:
         settings = self.policy.tool(step.tool) if step.tool else None
         return settings is not None and settings.exempt
 
-    def _run_detectors(self, session: State, step: Step) -> Verdict:
-        best = Verdict(index=step.index)
+    def _run_detectors(self, session: State, step: Step) -> Verdict | None:
+        best = None
         if step.tool is not None and self._exempt(step):
             return best
         states = session["detectors"]
@@ -173,14 +181,14 @@ class Engine:
             best = _stronger(best, verdict)
         return best
 
-    def _judge(self, session: State, step: Step, finding: Finding, detector: str) -> Verdict:
+    def _judge(self, session: State, step: Step, finding: Finding, detector: str) -> Verdict | None:
         ladder = self.policy.ladder(finding.pattern, step.tool)
         if ladder is None:
-            return Verdict(index=step.index)
+            return None
         ladder_state = session["ladders"].setdefault(finding.pattern, {})
         decision = decide(ladder, ladder_state, finding, step.index)
         if decision is None:
-            return Verdict(index=step.index)
+            return None
         return self._verdict(step, finding, decision, detector)
 
     def _verdict(self, step: Step, finding: Finding, decision: Decision, detector: str) -> Verdict:
@@ -220,16 +228,16 @@ class Engine:
             partial=decision.rung.partial,
         )
 
-    def _check_limits(self, session: State, index: int) -> Verdict:
+    def _check_limits(self, session: State, index: int) -> Verdict | None:
         limits = self.policy.limits
         if not limits:
-            return Verdict(index=index)
+            return None
         hit = limits.check(session["usage"])
         if hit is None:
-            return Verdict(index=index)
+            return None
         if hit.warning:
             if hit.status in session["warned"]:
-                return Verdict(index=index)
+                return None
             session["warned"].append(hit.status)
         return self._limit_verdict(hit, index)
 
@@ -271,13 +279,16 @@ class Engine:
         settings = self.policy.tool(tool)
         ignore = settings.ignore_keys if settings and settings.ignore_keys else self.policy.ignore_keys
         keep = settings.keep_keys if settings else None
-        canonical = canonical_json(project(args, ignore_keys=ignore, keep_keys=keep))
+        projected = project(args, ignore_keys=ignore, keep_keys=keep)
+        payload, canonical = call_payload(projected)
         command = command_of(args)
         key = tool_key(tool, args, command=command)
         step = Step(index, "call", event, event.worker, tool=tool, tool_key=key, args=args, text=event.thought)
         step.command = command
+        step.projected = projected
+        step.payload = payload
         step.canonical = canonical
-        step.call_fp = canonical_fingerprint(tool, canonical)
+        step.call_fp = payload_fingerprint(tool, payload)
         step.call_index = index
         record = [index, tool, key, step.call_fp, command[:200] if command else None]
         calls = session["calls"]
@@ -340,8 +351,10 @@ _SPECIFICITY: Final = {
 }  # fmt: skip
 
 
-def _stronger(a: Verdict, b: Verdict) -> Verdict:
+def _stronger(a: Verdict | None, b: Verdict | None) -> Verdict | None:
     """The verdict that should win: higher action, then level, then the more specific pattern, then count."""
+    if a is None or b is None:
+        return a if b is None else b
     rank_a = (SEVERITY[a.action], a.level, _SPECIFICITY.get(a.pattern or "", 0), a.count)
     rank_b = (SEVERITY[b.action], b.level, _SPECIFICITY.get(b.pattern or "", 0), b.count)
     return b if rank_b > rank_a else a

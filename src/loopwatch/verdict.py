@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
@@ -82,6 +83,7 @@ class Verdict:
         }
 
 
+@lru_cache(maxsize=8_192)
 def ok(index: int) -> Verdict:
-    """The ``ok`` verdict for event ``index``."""
+    """The ``ok`` verdict for event ``index`` (immutable, so shared: most events get one)."""
     return Verdict(index=index)

@@ -15,6 +15,7 @@ from functools import reduce
 from operator import or_
 from typing import Any, ClassVar, Final, Literal
 
+from ..canonical import canonical_json
 from ..configured import Configured
 from ..events import Event
 from ..fingerprint import is_mutation, is_poll, is_search, preview
@@ -36,7 +37,12 @@ class Step:
     tool_key: str | None = None
     args: Mapping[str, Any] | None = None
     command: str | None = None
+    projected: Mapping[str, Any] | None = None
+    """The arguments the fingerprints see (per-tool ignored keys removed)."""
+    payload: bytes | None = None
+    """What the call fingerprint hashes (see :func:`loopwatch.fingerprint.call_payload`)."""
     canonical: str | None = None
+    """The canonical JSON of ``projected``: built on first use, see :func:`canonical_of`."""
     call_fp: str | None = None
     call_index: int | None = None
     # tool results
@@ -99,9 +105,24 @@ class Detector(Configured, ABC):
         return f"{type(self).__name__}({params})"
 
 
+def canonical_of(step: Step) -> str:
+    """The canonical JSON of the step's (projected) arguments, built once and only when needed."""
+    if step.canonical is None:
+        step.canonical = canonical_json(step.projected if step.projected is not None else step.args or {})
+    return step.canonical
+
+
 def call_label(step: Step, limit: int = 120) -> str:
-    """``tool(args...)`` for messages and evidence, from the canonical arguments (no re-encoding)."""
-    return f"{step.tool}({preview(step.canonical or '', limit)})"
+    """``tool(args...)`` for messages and evidence: a preview of the canonical arguments.
+
+    Only the first ``4 * limit`` characters of the canonical JSON can show, so for flat arguments each
+    string is cut to that length before encoding (the same prefix, a fraction of the work).
+    """
+    if step.canonical is None and step.payload is not None and step.projected is not None:
+        edge = 4 * limit
+        head = {k: v[:edge] if type(v) is str else v for k, v in step.projected.items()}
+        return f"{step.tool}({preview(canonical_json(head)[:edge], limit)})"
+    return f"{step.tool}({preview(canonical_of(step), limit)})"
 
 
 def mutates(step: Step) -> bool:
@@ -129,8 +150,8 @@ def searches(step: Step) -> bool:
 
 
 SKETCH_BITS: Final = 1024
-_ONE: Final = 1
 _MASK: Final = SKETCH_BITS - 1
+_BITS: Final = tuple(1 << i for i in range(SKETCH_BITS))
 
 
 def sketch_of(hashes: Iterable[int], k: int) -> str:
@@ -139,7 +160,7 @@ def sketch_of(hashes: Iterable[int], k: int) -> str:
     JSON-able, 172 characters whatever k, and compared with two integer operations.
     """
     smallest = sorted(set(hashes))[:k]
-    bits = reduce(or_, map(_ONE.__lshift__, map(_MASK.__and__, smallest)), 0)  # all at C speed
+    bits = reduce(or_, map(_BITS.__getitem__, map(_MASK.__and__, smallest)), 0)  # all at C speed
     return binascii.b2a_base64(bits.to_bytes(SKETCH_BITS // 8, "big"), newline=False).decode("ascii")
 
 

@@ -67,12 +67,15 @@ class CycleDetector(Detector):
             else:
                 match[p] = 0
         limit = self.max_period + 1
+        # Only a call that repeats one of the last calls can belong to a unit seen twice, so only such
+        # calls pay for a label and for the mutation and polling checks.
+        repeated = fingerprint in fps
         push(fps, fingerprint, limit)
         push(state["idx"], step.index, limit)
-        push(state["tools"], call_label(step, 60), limit)
+        push(state["tools"], call_label(step, 60) if repeated else None, limit)
         # a change's own output (the file it wrote) differs every time; only look-ups and runs tell progress
-        push(state["outs"], "" if mutates(step) else None, limit)
-        push(state["polls"], self.polls_exempt and polls(step), limit)
+        push(state["outs"], "" if repeated and mutates(step) else None, limit)
+        push(state["polls"], repeated and self.polls_exempt and polls(step), limit)
         period = self._period(match)
         if period is None or any(state["polls"][-period:]):
             return None  # a unit with a wait or status check in it is polling, not a loop

@@ -25,6 +25,14 @@ def error_excerpt(output: str, limit: int = 200) -> str:
     return preview(lines[-1] if lines else output, limit)
 
 
+def excerpt_of(step: Step) -> str:
+    """:func:`error_excerpt` of a result step's output, computed once per step."""
+    cached = step.extra.get("excerpt")
+    if cached is None:
+        cached = step.extra["excerpt"] = error_excerpt(step.output or "")
+    return str(cached)
+
+
 def error_words(output: str, limit: int = 32) -> str:
     """A small sketch of an error: the smallest hashes of its distinct words (digits, hex ids ignored).
 
@@ -113,7 +121,7 @@ class ErrorRetryDetector(Detector):
                     streak["classes"].append(words)
         if streak is None:
             streak = {"n": 0, "start": where, "idx": [], "classes": [words], "outcomes": []}
-        streak["error"] = error_excerpt(step.output or "")  # the latest failure is the one to quote
+        streak["error"] = excerpt_of(step)  # the latest failure is the one to quote
         streak["mut"] = False
         if step.outcome_fp not in streak["outcomes"]:
             push(streak["outcomes"], step.outcome_fp, 4)
@@ -177,7 +185,7 @@ class FailureStreakDetector(Detector):
         push(state["idx"], step.call_index if step.call_index is not None else step.index, 8)
         command = step.command or ""
         state["file_ops"] = bool(state["file_ops"] and _FILE_OPS.match(command))
-        state["last"] = error_excerpt(step.output or "")
+        state["last"] = excerpt_of(step)
         n = state["n"]
         return Finding(
             pattern="failure_streak",
@@ -206,7 +214,6 @@ _TEST_FAILED: Final = re.compile(
     r"\b(FAILED|FAILURES?!?|failed|ERRORS?\b|BUILD FAILURE|Tests run:.*(?:Failures|Errors): [1-9]|"
     r"test result: FAILED|AssertionError|panicked|Traceback)\b"
 )
-_TEST_PASSED: Final = re.compile(r"\b(\d+ passed|OK\b|BUILD SUCCESS|test result: ok|Tests:\s+\d+ passed|PASS\b)")
 
 
 _TEST_HINTS: Final = ("test", "jest", "mocha", "spec", "verify", "check", "tox")
@@ -242,13 +249,11 @@ class TestFixDetector(Detector):
             return None
         state["pending"] = None
         output = step.output or ""
-        if not (step.failed or _TEST_FAILED.search(output[-1500:])) or (
-            not step.failed and _TEST_PASSED.search(output[-1500:]) and not _TEST_FAILED.search(output[-1500:])
-        ):
+        if not step.failed and not _TEST_FAILED.search(output[-1500:]):  # the tests passed (or did not run)
             state.update(sig=None, n=0, start=None, idx=[])
             return None
         if step.error_sig != state["sig"]:
-            state.update(sig=step.error_sig, n=0, start=step.call_index, idx=[], summary=error_excerpt(output))
+            state.update(sig=step.error_sig, n=0, start=step.call_index, idx=[], summary=excerpt_of(step))
         state["n"] += 1
         push(state["idx"], step.call_index if step.call_index is not None else step.index, 8)
         n = state["n"]

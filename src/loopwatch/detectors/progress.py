@@ -14,7 +14,19 @@ from typing import Final
 from ..fingerprint import ID_CHARS, preview, word_hashes
 from ..masking import mask_volatile
 from ..similarity import jaccard_sets
-from .base import Detector, Finding, State, Step, mutates, polls, push, searches, sketch_of, sketch_similarity
+from .base import (
+    Detector,
+    Finding,
+    State,
+    Step,
+    canonical_of,
+    mutates,
+    polls,
+    push,
+    searches,
+    sketch_of,
+    sketch_similarity,
+)
 
 _NO_RESULT: Final = re.compile(
     r"^\s*(?:No matches found|No such file|Found 0|0 results|No results|Nothing found|not found|"
@@ -126,7 +138,7 @@ class NoProgressDetector(Detector):
             state["changed"] = True
         state.update(pending=step.index, search=search)
         push(state["calls"], step.index, _SEEN)
-        words = _words(step.canonical or "") if state["n"] else []
+        words = _words(canonical_of(step)) if state["n"] else []
         similar = jaccard_sets(set(words), set(state["words"])) >= self.similarity
         state["words"] = words
         early = similar and state["repeated"] and not state["changed"] and state["n"] + 1 >= self.seen_threshold

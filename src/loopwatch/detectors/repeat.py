@@ -12,7 +12,7 @@ def loose_fp(step: Step) -> str:
     """The step's call fingerprint with digits ignored (cached on the step)."""
     cached = step.extra.get("loose")
     if cached is None:
-        cached = loose_fingerprint(step.tool or "", step.canonical or "")
+        cached = loose_fingerprint(step.tool or "", step.payload or b"")
         step.extra["loose"] = cached
     return str(cached)
 
@@ -53,7 +53,7 @@ class RepeatDetector(Detector):
     def _same(self, state: State, step: Step) -> bool:
         if step.call_fp == state["fp"]:
             return True
-        if not self.loose or state["loose"] is None or len(step.canonical or "") < self.loose_min_chars:
+        if not self.loose or state["loose"] is None or len(step.payload or b"") < self.loose_min_chars:
             return False
         return bool(loose_fp(step) == state["loose"])
 
@@ -67,11 +67,11 @@ class RepeatDetector(Detector):
         state["last"] = step.index
         push(state["idx"], step.index, _INDICES)
         n, changes = state["n"], state["changes"]
+        if state["total"] < 2:
+            return None  # the first call of a streak: nothing to report, whatever kind of call it is
         if polls(step):
             # a wait or a status check: the same answer again means the job is still running
-            return (
-                self._finding(state, step, "polling", state["total"], state["first"]) if state["total"] >= 2 else None
-            )
+            return self._finding(state, step, "polling", state["total"], state["first"])
         if n >= 3 or (n >= 2 and changes == 0):
             return self._finding(state, step, "repeat", n, state["start"])
         if state["total"] >= 2 and changes:
