@@ -359,3 +359,79 @@ def test_corpus_sample_parses_with_one_event_per_step() -> None:
         for step, event in zip(record["steps"], run.events, strict=True):
             assert isinstance(event, kinds[step["role"]])
             assert isinstance(event, ToolCall) == (step["role"] == "assistant" and bool(step.get("tool")))
+
+
+# -- file layouts: JSONL streamed, one JSON document, several documents ------------------------------------
+
+
+def test_pretty_printed_trajectory_is_one_document(tmp_path: Path) -> None:
+    path = tmp_path / "run-7.json"
+    path.write_text(json.dumps(trajectory(None), indent=2), encoding="utf-8")
+    runs, errors = read(path)
+    assert errors == []
+    assert [(r.id, r.events) for r in runs] == [("run-7", trajectory_run(trajectory()).events)]
+    assert runs[0].indices is None  # step i is event i
+
+
+def test_json_lists_of_trajectories_and_of_events(tmp_path: Path) -> None:
+    runs_path = tmp_path / "runs.json"
+    runs_path.write_text(json.dumps([trajectory("a"), trajectory("b", STEPS[:2])], indent=1), encoding="utf-8")
+    runs, errors = read(runs_path)
+    assert errors == []
+    assert [(r.id, len(r.events)) for r in runs] == [("a", 7), ("b", 2)]
+    events_path = tmp_path / "events.json"
+    events = [{"type": "tool_call", "tool": "ls"}, {"type": "tool_result", "tool": "ls", "output": "x"}]
+    events_path.write_text(json.dumps(events, indent=2), encoding="utf-8")
+    runs, errors = read(events_path)
+    assert errors == []
+    assert [r.events for r in runs] == [[ToolCall(tool="ls"), ToolResult(output="x", tool="ls")]]
+
+
+def test_concatenated_documents_are_numbered_by_their_first_line(tmp_path: Path) -> None:
+    path = tmp_path / "runs.json"
+    first = json.dumps(trajectory("a"), indent=2)
+    path.write_text(f'\n{first}\n{json.dumps(trajectory("b"), indent=2)}\n{{\n  "id": oops\n}}\n', encoding="utf-8")
+    runs, errors = read(path)
+    assert [r.id for r in runs] == ["a", "b"]
+    bad_line = 2 + 2 * len(first.splitlines()) + 1  # the line of `"id": oops`
+    assert [(e.path, e.line) for e in errors] == [(str(path), bad_line)]
+    assert "invalid JSON" in str(errors[0])
+
+
+def test_a_broken_first_line_is_not_taken_for_a_document(tmp_path: Path) -> None:
+    path = tmp_path / "runs.jsonl"
+    path.write_text('{"id": "a", "steps": [}\n' + json.dumps(trajectory("b")) + "\n", encoding="utf-8")
+    runs, errors = read(path)
+    assert runs == []
+    assert [(e.line, "column 23" in str(e)) for e in errors] == [(1, True)]
+
+
+def test_jsonl_is_read_line_by_line(tmp_path: Path) -> None:
+    path = tmp_path / "runs.jsonl"
+    path.write_text(f"{json.dumps(trajectory('a'))}\n{json.dumps(trajectory('b'))}\n{{broken\n", encoding="utf-8")
+    errors, on_error = errors_list()
+    runs = read_file(str(path), on_error=on_error)
+    assert next(runs).id == "a"
+    assert errors == []  # the bad line 3 is not read yet
+    assert [r.id for r in runs] == ["b"]
+    assert [e.line for e in errors] == [3]
+
+
+def test_utf8_bom_is_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(trajectory("a")).encode() + b"\n")
+    runs, errors = read(path)
+    assert errors == []
+    assert [r.id for r in runs] == ["a"]
+
+
+def test_directories_include_swe_agent_trajectories(tmp_path: Path) -> None:
+    for name in ("a.traj", "b.traj.json", "c.traj.gz", "d.log", "e.trajectory"):
+        (tmp_path / name).write_text("", encoding="utf-8")
+    assert expand_paths([str(tmp_path)]) == [str(tmp_path / n) for n in ("a.traj", "b.traj.json", "c.traj.gz")]
+
+
+def test_sniffing_falls_back_to_events_after_the_foreign_formats() -> None:
+    assert sniff_format({"type": "warp"}) == "events"  # an unknown event type: reported by the event reader
+    assert sniff_format({"type": "message", "role": "user", "content": "hi"}) != "events"  # a chat message
+    assert sniff_format([{"steps": []}]) == "trajectory"

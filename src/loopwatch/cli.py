@@ -1,6 +1,10 @@
 """The ``loopwatch`` command line. It drives; the rules never import it.
 
-    loopwatch scan PATH... [--format events|trajectory] [--preset NAME] [--config FILE] [--json]
+    loopwatch scan PATH... [--format NAME] [--preset NAME] [--config FILE] [--json]
+
+Formats: the canonical ``events`` and ``trajectory`` (FORMAT.md), and foreign traces (``openai``,
+``openai-responses``, ``anthropic``, ``claude-code``, ``swe-agent``, ``mini-swe-agent``, ``openhands``,
+``tau-bench``, ``otel``), detected from each file's first record unless ``--format`` forces one.
 
 Exit status: 0 when the scan ran (loops or not), 2 on unusable input (the message names file and line).
 """
@@ -27,9 +31,15 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loopwatch", description="Catch LLM agents stuck in loops.")
     parser.add_argument("--version", action="version", version=f"loopwatch {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    scan = commands.add_parser("scan", help="find loops in recorded runs (event streams or trajectories)")
+    scan = commands.add_parser("scan", help="find loops in recorded runs (event streams, trajectories, agent traces)")
     scan.add_argument("paths", nargs="+", metavar="PATH", help="files, directories, globs, or - for stdin")
-    scan.add_argument("--format", choices=FORMATS, default=None, help="input format (default: detect)")
+    scan.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=None,
+        metavar="NAME",
+        help=f"input format, one of: {', '.join(FORMATS)} (default: detected per file)",
+    )
     scan.add_argument("--preset", default=None, help=f"policy preset: {', '.join(PRESETS)} (default: default)")
     scan.add_argument("--config", default=None, help="a loopwatch TOML file or a pyproject.toml")
     scan.add_argument("--json", action="store_true", help="one JSON object per run (FORMAT.md section 3)")

@@ -1,8 +1,13 @@
-"""Readers: trace files -> runs of events (FORMAT.md sections 1 and 2).
+"""Readers: trace files -> runs of events (FORMAT.md sections 1 and 2, and foreign formats).
+
+A file is read as JSONL (one JSON value per line, streamed) or, when its first line is the start of a longer
+value, as one JSON document (a pretty-printed object or list; several concatenated documents also work). Its
+format is ``events`` or ``trajectory`` (handled here) or one of the foreign formats of :mod:`loopwatch.formats`;
+``--format`` forces it, otherwise it is sniffed from the file's first JSON value.
 
 A reader never stops at the first bad record of a scan: it yields what it could read and reports the
-bad record (file, line, reason) as an :class:`~loopwatch.errors.InputError` in ``Run.errors`` or through
-the ``on_error`` callback, so the caller can go on with the other files and say some input was bad.
+bad record (file, line, reason) as an :class:`~loopwatch.errors.InputError` through the ``on_error``
+callback, so the caller can go on with the other files and say some input was bad.
 """
 
 from __future__ import annotations
@@ -13,16 +18,33 @@ import io
 import json
 import os
 import sys
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import IO, Any, Final, Literal
+from typing import IO, Any, Final
 
 from .errors import EventError, InputError
 from .events import EVENT_TYPES, Event, Message, ToolCall, ToolResult, parse_event, session_of
 
-Format = Literal["events", "trajectory"]
-FORMATS: Final = ("events", "trajectory")
+Format = str
+"""A format name, one of :data:`FORMATS`."""
+
+FORMATS: Final[tuple[str, ...]] = (
+    "events",
+    "trajectory",
+    "openai",
+    "openai-responses",
+    "anthropic",
+    "claude-code",
+    "swe-agent",
+    "mini-swe-agent",
+    "openhands",
+    "tau-bench",
+    "otel",
+)
 ErrorHandler = Callable[[InputError], None]
+_TRACE_SUFFIXES: Final = (".jsonl", ".json", ".ndjson", ".traj")
+_ID_SUFFIXES: Final = (".gz", ".jsonl", ".json", ".ndjson", ".traj")
 
 
 @dataclass
@@ -34,6 +56,29 @@ class Run:
     source: str | None = None
     path: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    indices: list[int] | None = None
+    """``indices[i]``: the 0-based index, in the user's own run, of the record event ``i`` came from (the
+    step of a trajectory, the message of a message list, the line of a transcript); ``None``: event ``i``
+    came from record ``i``."""
+
+
+def run_id_from_path(path: str | None) -> str:
+    """A run's id when it has none of its own: the file's name without its extensions.
+
+    ``runs/x.traj.json`` -> ``x``, ``x.jsonl.gz`` -> ``x``; standard input is ``stdin``, no path ``run``.
+    """
+    if path is None:
+        return "run"
+    if path == "-":
+        return "stdin"
+    name = os.path.basename(path.rstrip("/\\"))
+    stripped = True
+    while stripped:
+        stripped = False
+        for suffix in _ID_SUFFIXES:
+            if name.lower().endswith(suffix) and len(name) > len(suffix):
+                name, stripped = name[: -len(suffix)], True
+    return name or "run"
 
 
 def expand_paths(paths: Iterable[str], on_error: ErrorHandler | None = None) -> list[str]:
@@ -66,11 +111,12 @@ def _expand(path: str) -> list[str]:
 
 
 def _is_trace_name(name: str) -> bool:
-    return name.endswith((".jsonl", ".json", ".jsonl.gz", ".json.gz", ".ndjson"))
+    name = name.lower()
+    return name.endswith(_TRACE_SUFFIXES) or name.endswith(tuple(s + ".gz" for s in _TRACE_SUFFIXES))
 
 
 def open_text(path: str) -> IO[str]:
-    """Open a trace file as text (gzip detected by content, ``-`` = stdin); invalid UTF-8 is replaced.
+    """Open a trace file as text (gzip detected by content, ``-`` = stdin); invalid UTF-8 is replaced, a BOM dropped.
 
     Closing the returned handle never closes the process's standard input.
     """
@@ -80,7 +126,7 @@ def open_text(path: str) -> IO[str]:
         raw = open(path, "rb")  # noqa: SIM115 (the caller closes the returned wrapper)
     if raw.peek(2)[:2] == b"\x1f\x8b":  # type: ignore[attr-defined]
         raw = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
-    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+    return io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace")
 
 
 class _Unclosable(io.RawIOBase):
@@ -99,7 +145,12 @@ class _Unclosable(io.RawIOBase):
 
 
 def _records(path: str, on_error: ErrorHandler) -> Iterator[tuple[int, Any]]:
-    """(line number, parsed JSON) for each non-blank line; a bad line is reported and ends the file."""
+    """(line number, parsed JSON) per record; a bad record is reported and ends the file.
+
+    JSONL is streamed, one record per non-blank line. When the first non-blank line is the unfinished start
+    of a longer value (``{`` or ``[`` of a pretty-printed document), the file is one JSON document instead
+    (or several concatenated ones), each a record numbered by the line it starts on.
+    """
     try:
         handle = open_text(path)
     except OSError as exc:
@@ -107,28 +158,83 @@ def _records(path: str, on_error: ErrorHandler) -> Iterator[tuple[int, Any]]:
         return
     with handle:
         lineno = 0
+        first = True
         try:
             for lineno, line in enumerate(handle, 1):
                 if not line.strip():
                     continue
+                line = line.rstrip("\r\n")
                 try:
-                    yield lineno, json.loads(line)
+                    value = json.loads(line)
                 except json.JSONDecodeError as exc:
+                    if first and exc.pos >= len(line.rstrip()):  # the line ended before the value did
+                        yield from _documents(path, line + "\n" + handle.read(), lineno, on_error)
+                        return
                     on_error(InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=lineno))
                     return
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+                first = False
+                yield lineno, value
+        except (OSError, EOFError, zlib.error) as exc:
             on_error(InputError(f"read error: {exc}", path=path, line=lineno or None))
 
 
-def sniff_format(record: Any) -> Format | None:
-    """``events`` or ``trajectory`` from a file's first record (``None`` when neither)."""
+def _documents(path: str, text: str, first_line: int, on_error: ErrorHandler) -> Iterator[tuple[int, Any]]:
+    """The JSON documents of ``text`` (which starts on line ``first_line``), each with the line it starts on."""
+    decoder = json.JSONDecoder()
+    pos, end = 0, len(text)
+    line, counted = first_line, 0  # ``line`` is the line of ``text[counted]``
+    while True:
+        while pos < end and text[pos].isspace():
+            pos += 1
+        if pos >= end:
+            return
+        line, counted = line + text.count("\n", counted, pos), pos
+        try:
+            value, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            where = first_line + exc.lineno - 1
+            on_error(InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=where))
+            return
+        yield line, value
+
+
+def _is_event(record: Mapping[str, Any]) -> bool:
+    kind = record.get("type")
+    if not isinstance(kind, str) or kind not in EVENT_TYPES:
+        return False
+    # foreign messages carrying "type": "message" (OpenAI Responses items, Anthropic replies) have content
+    return kind != "message" or "content" not in record or "text" in record
+
+
+def _sniff_canonical(record: Any) -> Format | None:
     if isinstance(record, Mapping):
-        if isinstance(record.get("type"), str) and record["type"] in EVENT_TYPES:
+        if _is_event(record):
             return "events"
         if "steps" in record:
             return "trajectory"
-        if "type" in record:
-            return "events"
+    elif isinstance(record, list) and record and isinstance(record[0], Mapping):
+        return _sniff_canonical(record[0])  # a JSON list of events or of trajectories
+    return None
+
+
+def sniff_format(record: Any, path: str = "") -> Format | None:
+    """The format of a file from its first JSON value (``None`` when no reader recognises it).
+
+    ``events`` and ``trajectory`` are tried first, then the readers of :mod:`loopwatch.formats` in their
+    registry's order; any other object with a ``type`` is taken for an event stream (whose unknown event
+    type is then reported with its line).
+    """
+    kind = _sniff_canonical(record)
+    if kind is not None:
+        return kind
+    from . import formats
+
+    for module in formats.modules():
+        name = module.sniff(record, path)
+        if name is not None:
+            return name
+    if isinstance(record, Mapping) and "type" in record:
+        return "events"
     return None
 
 
@@ -146,22 +252,41 @@ def read_runs(
 
 
 def read_file(path: str, *, format: Format | None = None, on_error: ErrorHandler) -> Iterator[Run]:
-    """Runs of one file, in file order."""
+    """Runs of one file, in file order; ``format`` forces the format (default: sniffed)."""
+    if format is not None and format not in FORMATS:
+        on_error(InputError(f"unknown format {format!r} (expected one of {', '.join(FORMATS)})", path=path))
+        return
     records = _records(path, on_error)
     first = next(records, None)
     if first is None:
         return
-    kind = format or sniff_format(first[1])
+    kind = format or sniff_format(first[1], path)
     if kind is None:
-        on_error(
-            InputError("neither an event stream nor a trajectory (no 'type' or 'steps')", path=path, line=first[0])
-        )
+        on_error(InputError(f"not a trace format loopwatch knows ({', '.join(FORMATS)})", path=path, line=first[0]))
         return
     chained = _chain(first, records)
     if kind == "trajectory":
-        yield from _trajectories(path, chained, on_error)
+        yield from _trajectories(path, _flatten(chained), on_error)
+    elif kind == "events":
+        yield from _event_stream(path, _flatten(chained), on_error)
     else:
-        yield from _event_stream(path, chained, on_error)
+        from . import formats
+
+        module = formats.reader(kind)
+        if module is None:
+            on_error(InputError(f"no reader is registered for format {kind!r}", path=path))
+            return
+        yield from module.read(kind, chained, path, on_error)
+
+
+def _flatten(records: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
+    """A JSON list of events or trajectories is read as if they were on lines of their own."""
+    for lineno, record in records:
+        if isinstance(record, list):
+            for item in record:
+                yield lineno, item
+        else:
+            yield lineno, record
 
 
 def _chain(first: tuple[int, Any], rest: Iterator[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
@@ -203,7 +328,7 @@ def trajectory_run(record: Any, *, path: str | None = None) -> Run:
         raise EventError("expected a list of steps", field="steps")
     run_id = record.get("id")
     if not isinstance(run_id, str):
-        run_id = os.path.basename(path or "run").split(".")[0]
+        run_id = run_id_from_path(path)
     events = []
     for i, step in enumerate(steps):
         try:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import dataclasses
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,4 +59,24 @@ def scan_runs(policy: Policy, runs: Iterable[Run]) -> Iterator[RunReport]:
     engine = Engine(policy)
     for run in runs:
         count, verdicts = scan_events(engine, run.events)
+        if run.indices is not None:
+            verdicts = [to_records(v, run.indices) for v in verdicts]
         yield RunReport(id=run.id, events=count, verdicts=verdicts, source=run.source, meta=run.meta)
+
+
+def to_records(verdict: Verdict, indices: Sequence[int]) -> Verdict:
+    """``verdict`` with its event positions (``index``, ``loop_start``, evidence ``indices``) turned into the
+    indices of the records the events came from (``indices[i]`` for event ``i``)."""
+
+    def record(position: int) -> int:
+        return indices[position] if 0 <= position < len(indices) else position
+
+    evidence = verdict.evidence
+    if isinstance(evidence.get("indices"), list):
+        evidence = {**evidence, "indices": [record(i) if isinstance(i, int) else i for i in evidence["indices"]]}
+    return dataclasses.replace(
+        verdict,
+        index=record(verdict.index),
+        loop_start=None if verdict.loop_start is None else record(verdict.loop_start),
+        evidence=evidence,
+    )
