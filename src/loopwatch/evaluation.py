@@ -1,0 +1,223 @@
+"""Detection quality on labelled runs: one preset, presets side by side, or one threshold swept.
+
+This drives the engine over recorded runs (as :mod:`loopwatch.scan` does) and hands the verdicts to
+:func:`loopwatch.metrics.evaluate` (FORMAT.md section 5). Runs without a label are read and skipped
+without being scanned; labels without a run are counted by the report.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .detectors.base import Detector
+from .errors import ConfigError
+from .metrics import Detection, Label, Metrics, Report, RunOutcome, evaluate, resolved_from_labels, source_from_id
+from .policy import Policy
+from .readers import Run
+from .scan import RunReport, scan_runs
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A preset's :class:`~loopwatch.metrics.Report` and the scan reports of the labelled runs behind it."""
+
+    policy: Policy
+    report: Report
+    runs: tuple[RunReport, ...]
+
+
+def run_outcome(run: Run, report: RunReport) -> RunOutcome:
+    """What the metrics need from one scanned run: its length in records, task outcome and detections."""
+    steps = (max(run.indices) + 1 if run.indices else 0) if run.indices is not None else len(run.events)
+    source = source_from_id(run.id) if "/" in run.id else (run.source or source_from_id(run.id))
+    resolved = resolved_from_labels(run.meta.get("labels"))
+    detections = tuple(Detection.from_json(v.detection_json()) for v in report.verdicts)
+    return RunOutcome(run.id, source, steps, resolved, detections)
+
+
+def labelled_runs(runs: Iterable[Run], labels: Mapping[str, Label]) -> list[Run]:
+    """The runs that have a label, in input order (the others are never scanned)."""
+    return [run for run in runs if run.id in labels]
+
+
+def evaluate_policy(
+    policy: Policy,
+    runs: Sequence[Run],
+    labels: Mapping[str, Label],
+    *,
+    live: bool = True,
+    exclude_patterns: Sequence[str] = (),
+) -> Evaluation:
+    """Scan ``runs`` (already restricted to labelled ones) with ``policy`` and score the verdicts."""
+    reports = tuple(scan_runs(policy, runs))
+    outcomes = [run_outcome(run, report) for run, report in zip(runs, reports, strict=True)]
+    report = evaluate(outcomes, labels, live=live, exclude_patterns=exclude_patterns)
+    return Evaluation(policy, report, reports)
+
+
+# -- side by side -------------------------------------------------------------------------------------
+
+_COMPARED: Final = (
+    ("episode recall", lambda m: m.episode_recall),
+    ("recall excl. rephrase", lambda m: m.recall_excluding),
+    ("delay median", None),
+    ("false alarms (clean)", lambda m: m.false_alarm_rate),
+    ("false stops", lambda m: m.false_stop_rate),
+    ("resolved runs stopped", lambda m: m.resolved_stop_rate),
+    ("stuck-run stop recall", lambda m: m.stuck_stop_recall),
+)
+
+
+def _cell(metrics: Metrics, name: str) -> str:
+    if name == "delay median":
+        value = metrics.delay_median
+        return "-" if value is None else f"{value:g}"
+    getter = dict(_COMPARED)[name]
+    assert getter is not None
+    ratio = getter(metrics)
+    rate = ratio.rate
+    return "-" if rate is None else f"{rate:.1%} ({ratio.count}/{ratio.total})"
+
+
+def compare_table(evaluations: Sequence[Evaluation]) -> str:
+    """Presets side by side: overall, then per source (plain aligned text)."""
+    names = [e.policy.name for e in evaluations]
+    blocks = [_table("overall", names, [e.report.overall for e in evaluations])]
+    sources = sorted({s for e in evaluations for s in e.report.by_source})
+    for source in sources:
+        per = [e.report.by_source.get(source) for e in evaluations]
+        if all(m is not None for m in per):
+            blocks.append(_table(source, names, [m for m in per if m is not None]))
+    return "\n\n".join(blocks)
+
+
+def _table(title: str, names: Sequence[str], metrics: Sequence[Metrics]) -> str:
+    rows = [[f"{title} ({metrics[0].runs} runs)", *names]]
+    rows += [[name, *(_cell(m, name) for m in metrics)] for name, _ in _COMPARED]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(_align(i, cell, w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _align(column: int, cell: str, width: int) -> str:
+    return cell.ljust(width) if column == 0 else cell.rjust(width)
+
+
+def compare_json(evaluations: Sequence[Evaluation]) -> dict[str, Any]:
+    return {e.policy.name: e.report.to_json() for e in evaluations}
+
+
+# -- sweeps -------------------------------------------------------------------------------------------
+
+_SWEEP: Final = re.compile(r"^(?P<detector>[\w-]+)\.(?P<param>\w+)=(?P<start>[^:]+):(?P<stop>[^:]+):(?P<step>[^:]+)$")
+_MAX_POINTS: Final = 200
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """``detector.param=start:stop:step``: the values a detector parameter takes (both ends included)."""
+
+    detector: str
+    param: str
+    values: tuple[float, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Sweep:
+        match = _SWEEP.match(text.strip())
+        if match is None:
+            raise ConfigError(f"expected detector.param=start:stop:step, got {text!r}", field="sweep")
+        try:
+            start, stop, step = (float(match[k]) for k in ("start", "stop", "step"))
+        except ValueError as exc:
+            raise ConfigError(f"start, stop and step must be numbers: {text!r}", field="sweep") from exc
+        if step <= 0 or stop < start:
+            raise ConfigError("the step must be positive and stop must not be below start", field="sweep")
+        count = round((stop - start) / step) + 1
+        if count > _MAX_POINTS:
+            raise ConfigError(f"{count} values: at most {_MAX_POINTS} per sweep", field="sweep")
+        integral = all(float(match[k]).is_integer() for k in ("start", "stop", "step"))
+        values = tuple(round(start + i * step, 10) for i in range(count))
+        if integral:
+            values = tuple(float(int(v)) for v in values)
+        return cls(match["detector"], match["param"], values)
+
+    def policies(self, policy: Policy) -> list[tuple[float, Policy]]:
+        """One policy per value, the named detector's parameter set to it (the rest unchanged)."""
+        position = [i for i, d in enumerate(policy.detectors) if d.name == self.detector]
+        if not position:
+            known = ", ".join(sorted({d.name for d in policy.detectors}))
+            raise ConfigError(
+                f"preset {policy.name!r} has no detector {self.detector!r} (it has: {known})", field="sweep"
+            )
+        index = position[0]
+        detector = policy.detectors[index]
+        params = detector._params()
+        if self.param not in params:
+            raise ConfigError(
+                f"{self.detector} has no parameter {self.param!r} (it has: {', '.join(sorted(params))})",
+                field="sweep",
+            )
+        out = []
+        for value in self.values:
+            current = params[self.param]
+            typed: Any = int(value) if isinstance(current, int) and not isinstance(current, bool) else value
+            changed = _rebuilt(detector, {**params, self.param: typed})
+            detectors = (*policy.detectors[:index], changed, *policy.detectors[index + 1 :])
+            out.append((value, policy.replace(detectors=detectors, name=f"{policy.name}[{self.param}={value:g}]")))
+        return out
+
+
+def _rebuilt(detector: Detector, params: Mapping[str, Any]) -> Detector:
+    try:
+        return type(detector)(**params)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{detector.name}: {exc}", field="sweep") from exc
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    value: float
+    recall: float | None
+    false_alarms: float | None
+    false_stops: float | None
+    delay_median: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "value": self.value,
+            "episode_recall": self.recall,
+            "false_alarm_rate": self.false_alarms,
+            "false_stop_rate": self.false_stops,
+            "delay_median": self.delay_median,
+        }
+
+
+def sweep_point(value: float, evaluation: Evaluation) -> SweepPoint:
+    overall = evaluation.report.overall
+    return SweepPoint(
+        value,
+        overall.episode_recall.rate,
+        overall.false_alarm_rate.rate,
+        overall.false_stop_rate.rate,
+        overall.delay_median,
+    )
+
+
+def sweep_table(sweep: Sweep, points: Sequence[SweepPoint]) -> str:
+    """One row per value: recall, false alarms, false stops, median delay."""
+
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1%}"
+
+    rows = [[f"{sweep.detector}.{sweep.param}", "episode recall", "false alarms", "false stops", "delay median"]]
+    for p in points:
+        delay = "-" if p.delay_median is None else f"{p.delay_median:g}"
+        rows.append([f"{p.value:g}", pct(p.recall), pct(p.false_alarms), pct(p.false_stops), delay])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -1,0 +1,171 @@
+"""Evaluation on labelled runs (one preset, side by side, sweeps) and ``explain``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopwatch.errors import ConfigError
+from loopwatch.evaluation import Sweep, compare_table, evaluate_policy, labelled_runs, sweep_point, sweep_table
+from loopwatch.events import ToolCall, ToolResult
+from loopwatch.explain import explain_run, explanation_json, find_run
+from loopwatch.metrics import Detection, evaluate, parse_labels, run_outcome_from_trajectory
+from loopwatch.presets import preset
+from loopwatch.readers import Run, read_runs, trajectory_run
+from loopwatch.scan import scan_runs
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+SWE = CORPUS / "swe_agent_java.jsonl.gz"
+STUCK = "swe_agent_java/20240825_SWE-agent_deepseek-chat-v2/fasterxml__jackson-core-174"
+
+needs_corpus = pytest.mark.skipif(not SWE.exists(), reason="the shared corpus is not next to the repository")
+
+
+def _dev_labels(source: str, limit: int) -> dict[str, Any]:
+    lines = (CORPUS / "labels" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
+    mine = [line for line in lines if json.loads(line)["id"].startswith(source + "/")]
+    looping = [line for line in mine if json.loads(line)["episodes"]]
+    clean = [line for line in mine if not json.loads(line)["episodes"]]
+    half = limit // 2
+    return parse_labels(looping[:half] + clean[: limit - len(looping[:half])])
+
+
+def _records(ids: set[str]) -> list[dict[str, Any]]:
+    with gzip.open(SWE, "rt", encoding="utf-8") as handle:
+        return [r for r in map(json.loads, handle) if r["id"] in ids]
+
+
+@needs_corpus
+def test_evaluate_policy_matches_scoring_the_trajectories_directly() -> None:
+    labels = _dev_labels("swe_agent_java", 40)
+    runs = labelled_runs(read_runs([str(SWE)]), labels)
+    assert len(runs) == 40
+    evaluation = evaluate_policy(preset("default"), runs, labels)
+    # the same runs scored the way the benchmark script does it, from the raw trajectory objects
+    records = _records(set(labels))
+    reports = scan_runs(preset("default"), [trajectory_run(r) for r in records])
+    outcomes = [
+        run_outcome_from_trajectory(r, [Detection.from_json(v.detection_json()) for v in rep.verdicts])
+        for r, rep in zip(records, reports, strict=True)
+    ]
+    expected = evaluate(outcomes, labels)
+    assert evaluation.report.to_json() == expected.to_json()
+    assert evaluation.report.overall.episode_recall.total > 0
+
+
+@needs_corpus
+def test_compare_table_puts_presets_side_by_side_per_source() -> None:
+    labels = _dev_labels("swe_agent_java", 30)
+    runs = labelled_runs(read_runs([str(SWE)]), labels)
+    evaluations = [evaluate_policy(preset(name), runs, labels) for name in ("default", "call-cycles")]
+    table = compare_table(evaluations)
+    header = table.splitlines()[0]
+    assert "default" in header and "call-cycles" in header and "overall (30 runs)" in header
+    assert "swe_agent_java (30 runs)" in table
+    recall = evaluations[0].report.overall.episode_recall
+    assert f"({recall.count}/{recall.total})" in table
+
+
+def test_sweep_parses_inclusive_ranges_and_types_values() -> None:
+    sweep = Sweep.parse("repeat.loose_min_chars=16:64:16")
+    assert (sweep.detector, sweep.param, sweep.values) == ("repeat", "loose_min_chars", (16.0, 32.0, 48.0, 64.0))
+    assert Sweep.parse("similar_text.threshold=0.8:0.9:0.05").values == (0.8, 0.85, 0.9)
+    policies = Sweep.parse("repeat.loose_min_chars=16:32:16").policies(preset("default"))
+    assert [v for v, _ in policies] == [16.0, 32.0]
+    changed = next(d for d in policies[1][1].detectors if d.name == "repeat")
+    assert changed.loose_min_chars == 32 and isinstance(changed.loose_min_chars, int)  # type: ignore[attr-defined]
+    others = [d for d in policies[1][1].detectors if d.name != "repeat"]
+    assert others == [d for d in preset("default").detectors if d.name != "repeat"]
+    assert "loose_min_chars=32" in policies[1][1].name
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("repeat.threshold", "expected detector.param=start:stop:step"),
+        ("repeat.loose_min_chars=a:b:c", "must be numbers"),
+        ("repeat.loose_min_chars=5:1:1", "stop must not be below start"),
+        ("repeat.loose_min_chars=0:1000:1", "at most 200"),
+    ],
+)
+def test_bad_sweeps_are_config_errors(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as info:
+        Sweep.parse(text)
+    assert info.value.field == "sweep"
+
+
+def test_sweeps_name_what_exists_when_the_detector_or_parameter_does_not() -> None:
+    with pytest.raises(ConfigError, match=r"no detector 'nope' \(it has: .*cycle"):
+        Sweep.parse("nope.x=1:2:1").policies(preset("default"))
+    with pytest.raises(ConfigError, match=r"repeat has no parameter 'bogus' \(it has: .*loose_min_chars"):
+        Sweep.parse("repeat.bogus=1:2:1").policies(preset("default"))
+    with pytest.raises(ConfigError, match="cycle"):
+        Sweep.parse("cycle.max_period=0:0:1").policies(preset("default"))  # the detector refuses the value
+
+
+@needs_corpus
+def test_a_sweep_moves_recall_and_false_alarms() -> None:
+    labels = _dev_labels("swe_agent_java", 60)
+    runs = labelled_runs(read_runs([str(SWE)]), labels)
+    sweep = Sweep.parse("error_retry.threshold=2:8:6")
+    points = [sweep_point(v, evaluate_policy(p, runs, labels)) for v, p in sweep.policies(preset("default"))]
+    assert points[0].recall is not None and points[1].recall is not None
+    assert points[0].recall >= points[1].recall  # a lower threshold never catches fewer episodes
+    table = sweep_table(sweep, points)
+    assert table.splitlines()[0].split()[0] == "error_retry.threshold"
+    assert len(table.splitlines()) == 2 + len(points)
+
+
+@needs_corpus
+def test_explain_lists_the_steps_of_each_detection_with_its_rule() -> None:
+    run = find_run(list(read_runs([str(SWE)])), STUCK)
+    assert run is not None
+    text = explain_run(preset("default"), run)
+    first = text.split("\n\n")[1]
+    assert first.startswith("[22] NUDGE level 1: error_retry x3, loop from step 18")
+    assert "rule:    ErrorRetryDetector(threshold=3" in first
+    assert "No such file or directory" in first
+    flagged = next(line for line in first.splitlines() if line.startswith("    >"))
+    assert " 22 call " in flagged and "=" in flagged[:8]  # the flagged call and its repeats share a fingerprint
+    repeated = [line for line in first.splitlines() if line[4:8].strip().startswith("*")]
+    assert [line.split()[1] for line in repeated] == ["18", "20"]
+
+
+@needs_corpus
+def test_explain_at_one_index_and_as_json() -> None:
+    run = find_run(list(read_runs([str(SWE)])), STUCK)
+    assert run is not None
+    only = explain_run(preset("default"), run, index=23)
+    assert "[23] NUDGE" in only and "[22]" not in only
+    assert "no detection at index 3" in explain_run(preset("default"), run, index=3)
+    data = explanation_json(preset("default"), run, index=22)
+    assert data["id"] == STUCK and len(data["detections"]) == 1
+    steps = data["detections"][0]["steps"]
+    assert [s["index"] for s in steps] == list(range(16, 25))
+    assert steps[2]["fingerprint"] == steps[4]["fingerprint"] != steps[0]["fingerprint"]
+
+
+def test_explain_uses_record_indices_of_foreign_runs() -> None:
+    events: list[Any] = []
+    indices = []
+    for record in range(6):  # each record: one call and its (identical) result, as a message list would hold them
+        events += [
+            ToolCall(tool="read", args={"path": "a.txt"}, id=f"c{record}"),
+            ToolResult(output="same", id=f"c{record}"),
+        ]
+        indices += [2 * record + 1, 2 * record + 2]
+    run = Run(id="chat", events=events, indices=indices)
+    text = explain_run(preset("default"), run)
+    assert "[5] NUDGE level 1: repeat x3, loop from step 1" in text
+    assert "    >*=     5 call      read:" in text
+
+
+def test_find_run_accepts_a_unique_suffix_only() -> None:
+    runs = [Run(id="a/x/one"), Run(id="b/x/one"), Run(id="a/two")]
+    assert find_run(runs, "a/x/one") is runs[0]
+    assert find_run(runs, "two") is runs[2]
+    assert find_run(runs, "one") is None  # ambiguous
