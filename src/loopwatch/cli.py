@@ -1,138 +1,234 @@
 """The ``loopwatch`` command line. It drives; the rules never import it.
 
-    loopwatch scan PATH... [--format NAME] [--preset NAME] [--config FILE] [--json]
+    loopwatch scan PATH... [--format NAME] [--preset NAME] [--config FILE] [--json] [-j N] [--html FILE]
+    loopwatch eval PATH... --labels FILE [--preset NAME] [--compare PRESET...] [--sweep DET.PARAM=A:B:STEP]
+    loopwatch explain PATH... --id RUN [--index N]
 
 Formats: the canonical ``events`` and ``trajectory`` (FORMAT.md), and foreign traces (``openai``,
 ``openai-responses``, ``anthropic``, ``claude-code``, ``swe-agent``, ``mini-swe-agent``, ``openhands``,
 ``tau-bench``, ``otel``), detected from each file's first record unless ``--format`` forces one.
 
-Exit status: 0 when the scan ran (loops or not), 2 on unusable input (the message names file and line).
+Exit status: 0 when the command ran (loops or not), 2 on unusable input or configuration (the message
+names the file and line, or the field).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 from . import __version__
-from .errors import ConfigError, InputError
+from .batch import PolicySpec, Scanned, scan_files, with_loops
+from .errors import ConfigError, InputError, LoopwatchError
+from .evaluation import (
+    Evaluation,
+    Sweep,
+    compare_json,
+    compare_table,
+    evaluate_policy,
+    labelled_runs,
+    sweep_point,
+    sweep_table,
+)
+from .explain import explain_run, explanation_json
+from .metrics import LabelError, parse_labels
 from .policy import Policy
-from .presets import PRESETS, preset
-from .readers import FORMATS, read_runs
-from .scan import RunReport, scan_runs
+from .presets import PRESETS
+from .readers import FORMATS, Run, read_runs
+from .summary import RunDigest, ScanTotals, episodes
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loopwatch", description="Catch LLM agents stuck in loops.")
     parser.add_argument("--version", action="version", version=f"loopwatch {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+
     scan = commands.add_parser("scan", help="find loops in recorded runs (event streams, trajectories, agent traces)")
-    scan.add_argument("paths", nargs="+", metavar="PATH", help="files, directories, globs, or - for stdin")
-    scan.add_argument(
+    _inputs(scan)
+    scan.add_argument("--json", action="store_true", help="one JSON object per run (FORMAT.md section 3)")
+    scan.add_argument("--top", type=int, default=10, help="how many of the worst runs to show (default: 10)")
+    scan.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="scan with N processes (default: 1)")
+    scan.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report to FILE")
+    scan.add_argument("--no-progress", action="store_true", help="no progress bar (default: shown on a terminal)")
+
+    evaluate = commands.add_parser("eval", help="measure detection against labels (FORMAT.md sections 4 and 5)")
+    _inputs(evaluate)
+    evaluate.add_argument("--labels", required=True, metavar="FILE", help="labels, one JSON object per line")
+    evaluate.add_argument("--json", action="store_true", help="the metrics as JSON")
+    evaluate.add_argument("--compare", nargs="+", metavar="PRESET", help="presets to put side by side")
+    evaluate.add_argument(
+        "--sweep", metavar="DETECTOR.PARAM=A:B:STEP", help="vary one detector parameter from A to B by STEP"
+    )
+    evaluate.add_argument("--untruncated", action="store_true", help="keep verdicts after a stop")
+    evaluate.add_argument("--html", metavar="FILE", help="also write an HTML report (with the sweep's chart)")
+
+    explain = commands.add_parser("explain", help="show one run's steps around each detection, with the evidence")
+    _inputs(explain)
+    explain.add_argument("--id", required=True, dest="run_id", metavar="RUN", help="the run's id (or a unique end)")
+    explain.add_argument("--index", type=int, default=None, metavar="N", help="only the detection at index N")
+    explain.add_argument("--json", action="store_true", help="as JSON")
+    return parser
+
+
+def _inputs(command: argparse.ArgumentParser) -> None:
+    command.add_argument("paths", nargs="+", metavar="PATH", help="files, directories, globs, or - for stdin")
+    command.add_argument(
         "--format",
         choices=FORMATS,
         default=None,
         metavar="NAME",
         help=f"input format, one of: {', '.join(FORMATS)} (default: detected per file)",
     )
-    scan.add_argument("--preset", default=None, help=f"policy preset: {', '.join(PRESETS)} (default: default)")
-    scan.add_argument("--config", default=None, help="a loopwatch TOML file or a pyproject.toml")
-    scan.add_argument("--json", action="store_true", help="one JSON object per run (FORMAT.md section 3)")
-    scan.add_argument("--top", type=int, default=10, help="how many of the worst runs to show")
-    return parser
-
-
-def _policy(args: argparse.Namespace) -> Policy:
-    if args.config:
-        from .config import load_config
-
-        config = load_config(args.config)
-        if args.preset:
-            config = dataclasses.replace(config, preset=args.preset)
-        return config.policy()
-    return preset(args.preset or "default")
+    command.add_argument("--preset", default=None, help=f"policy preset: {', '.join(PRESETS)} (default: default)")
+    command.add_argument("--config", default=None, help="a loopwatch TOML file or a pyproject.toml")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    spec = PolicySpec(args.preset, args.config)
     try:
-        policy = _policy(args)
-    except (ConfigError, OSError) as exc:
+        policy = spec.build()
+    except (LoopwatchError, OSError) as exc:
         print(f"loopwatch: {exc}", file=sys.stderr)
         return 2
-    return _scan(args, policy)
+    errors = _Errors()
+    try:
+        command: Callable[[argparse.Namespace, PolicySpec, Policy, _Errors], int] = _COMMANDS[args.command]
+        code = command(args, spec, policy, errors)
+    except (ConfigError, LabelError, OSError) as exc:
+        print(f"loopwatch: {exc}", file=sys.stderr)
+        return 2
+    return 2 if errors.seen or code else 0
 
 
-def _scan(args: argparse.Namespace, policy: Policy) -> int:
-    errors: list[InputError] = []
+class _Errors:
+    """Bad input, reported on stderr as it is found and counted (the exit status says some input was bad)."""
 
-    def on_error(error: InputError) -> None:
-        errors.append(error)
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def __call__(self, error: InputError) -> None:
+        self.seen += 1
         print(f"loopwatch: {error}", file=sys.stderr)
 
-    runs = read_runs(args.paths, format=args.format, on_error=on_error)
-    reports: list[RunReport] = []
+
+# -- scan ---------------------------------------------------------------------------------------------
+
+
+def _scan(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors: _Errors) -> int:
+    if args.jobs < 1:
+        raise ConfigError("-j must be at least 1", field="jobs")
+    report = _html_report() if args.html else None
+    totals = ScanTotals(top=max(args.top, 0))
     out = sys.stdout
-    for report in scan_runs(policy, runs):
-        if args.json:
-            out.write(json.dumps(report.to_json(), ensure_ascii=False) + "\n")
-        else:
-            reports.append(report)
+    with _progress(len(args.paths), enabled=not args.no_progress) as advance:
+        scanned: Iterator[Scanned] = scan_files(
+            args.paths,
+            spec,
+            format=args.format,
+            jobs=args.jobs,
+            keep=with_loops if report is not None else _keep_none,
+            on_error=errors,
+            on_file=advance,
+        )
+        for item in scanned:
+            if args.json:
+                out.write(json.dumps(item.report.to_json(), ensure_ascii=False) + "\n")
+            totals.add(item.digest)
+            if report is not None:
+                report.add_digest(item.digest, item.run)
+    if report is not None:
+        report.write(args.html, title="loopwatch scan", preset=policy.name)
+        print(f"loopwatch: wrote {args.html}", file=sys.stderr)
     if not args.json:
-        _summary(reports, policy, out, args.top)
-    return 2 if errors else 0
+        _summary(totals, policy, out)
+    return 0
 
 
-def _summary(reports: list[RunReport], policy: Policy, out: TextIO, top: int) -> None:
-    looping = [r for r in reports if r.verdicts]
-    patterns: Counter[str] = Counter()
-    for report in looping:
-        patterns.update({v.pattern or "?" for v in report.verdicts})
-    events = sum(r.events for r in reports)
-    stopped = sum(1 for r in reports if r.stopped)
-    rows: list[tuple[str, Any]] = [
-        ("preset", policy.name),
-        ("runs", len(reports)),
-        ("events", events),
-        ("runs with loops", len(looping)),
-        ("runs stopped", stopped),
-    ]
-    rows += [(f"  {pattern}", n) for pattern, n in patterns.most_common()]
+def _keep_none(report: Any) -> bool:
+    return False
+
+
+def _html_report() -> Any:
+    from .report import HtmlReport
+
+    return HtmlReport()
+
+
+@contextmanager
+def _progress(paths: int, *, enabled: bool) -> Iterator[Callable[[str], None]]:
+    """A progress bar on stderr (rich, on a terminal only), advanced once per file."""
+    if not enabled or not sys.stderr.isatty():
+        yield lambda path: None
+        return
     try:
-        _rich_summary(rows, _worst(looping)[:top], out)
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     except ImportError:
-        _plain_summary(rows, _worst(looping)[:top], out)
+        yield lambda path: None
+        return
+    columns = (
+        TextColumn("scanning"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+    )
+    with Progress(*columns, transient=True) as bar:
+        task = bar.add_task("", total=None)
+
+        def advance(path: str) -> None:
+            bar.update(task, advance=1, description=path[-60:])
+
+        yield advance
 
 
-def _episode_lines(report: RunReport) -> list[str]:
-    lines = []
-    for v in report.verdicts:
+def _summary(totals: ScanTotals, policy: Policy, out: TextIO) -> None:
+    rows = totals.rows(policy.name)
+    worst = totals.worst_runs()
+    try:
+        _rich_summary(rows, worst, out)
+    except ImportError:
+        _plain_summary(rows, worst, out)
+
+
+_LISTED: int = 6
+
+
+def _run_lines(digest: RunDigest) -> list[str]:
+    spans = ", ".join(
+        f"{e.start if e.start == e.end else f'{e.start}-{e.end}'} {'/'.join(e.patterns)} ({e.action})"
+        for e in episodes(digest.verdicts)
+    )
+    lines = [f"  loops at steps {spans}"]
+    for v in digest.verdicts[:_LISTED]:
         start = f"{v.loop_start}-" if v.loop_start is not None else ""
         lines.append(f"    [{start}{v.index}] {v.action} L{v.level} {v.pattern} x{v.count}: {v.reason}")
+    if len(digest.verdicts) > _LISTED:
+        lines.append(f"    ... and {len(digest.verdicts) - _LISTED} more (loopwatch explain PATH --id {digest.id})")
     return lines
 
 
-def _worst(reports: list[RunReport]) -> list[RunReport]:
-    return sorted(reports, key=lambda r: (-max(v.severity for v in r.verdicts), -len(r.verdicts), r.id))
+def _header(digest: RunDigest) -> str:
+    cost = f", ${digest.loop_cost:,.2f} of ${digest.cost:,.2f} inside loops" if digest.cost is not None else ""
+    return f"{digest.id} ({digest.events} events, {digest.loop_steps} steps inside loops{cost})"
 
 
-def _plain_summary(rows: list[tuple[str, Any]], looping: list[RunReport], out: TextIO) -> None:
+def _plain_summary(rows: list[tuple[str, Any]], worst: list[RunDigest], out: TextIO) -> None:
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         out.write(f"{key:<{width}}  {value}\n")
-    if looping:
-        out.write("\nruns with loops:\n")
-        for report in looping:
-            out.write(f"  {report.id} ({report.events} events)\n")
-            out.write("\n".join(_episode_lines(report)) + "\n")
+    if worst:
+        out.write("\nruns with loops (worst first):\n")
+        for digest in worst:
+            out.write(f"  {_header(digest)}\n")
+            out.write("\n".join(_run_lines(digest)) + "\n")
 
 
-def _rich_summary(rows: list[tuple[str, Any]], looping: list[RunReport], out: TextIO) -> None:
+def _rich_summary(rows: list[tuple[str, Any]], worst: list[RunDigest], out: TextIO) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -144,13 +240,113 @@ def _rich_summary(rows: list[tuple[str, Any]], looping: list[RunReport], out: Te
     for key, value in rows:
         table.add_row(key, str(value))
     console.print(table)
-    if looping:
-        console.print("\n[bold]runs with loops[/bold]")
-        for report in looping:
-            console.print(f"  [cyan]{escape(report.id)}[/cyan] ({report.events} events)")
-            for line in _episode_lines(report):
+    if worst:
+        console.print("\n[bold]runs with loops (worst first)[/bold]")
+        for digest in worst:
+            console.print(f"  [cyan]{escape(_header(digest))}[/cyan]")
+            for line in _run_lines(digest):
                 colour = "red" if " stop " in line else ("yellow" if " nudge " in line else "magenta")
                 console.print(escape(line), style=colour)
+
+
+# -- eval ---------------------------------------------------------------------------------------------
+
+
+def _eval(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors: _Errors) -> int:
+    with open(args.labels, encoding="utf-8") as handle:
+        labels = parse_labels(handle)
+    runs = labelled_runs(read_runs(args.paths, format=args.format, on_error=errors), labels)
+    live = not args.untruncated
+    if args.sweep:
+        return _sweep(args, policy, runs, labels, live)
+    names = [policy.name, *[p for p in args.compare or () if p != policy.name]]
+    evaluations = [
+        evaluate_policy(policy if name == policy.name else PolicySpec(name).build(), runs, labels, live=live)
+        for name in names
+    ]
+    if args.html:
+        _eval_html(args.html, evaluations[0], runs, [])
+    if args.json:
+        data = compare_json(evaluations) if len(evaluations) > 1 else evaluations[0].report.to_json()
+        print(json.dumps(data, indent=1, ensure_ascii=False))
+        return 0
+    print(f"{len(runs)} labelled runs ({len(labels)} labels)")
+    if len(evaluations) > 1:
+        print(compare_table(evaluations))
+        return 0
+    report = evaluations[0].report
+    print(report.format_table())
+    missed = report.missed_episodes()
+    if missed:
+        print(f"\nmissed episodes ({len(missed)}): run [start-end] pattern xreps: note")
+    for outcome in missed:
+        ep = outcome.episode
+        print(f"  {outcome.run_id} [{ep.start}-{ep.end}] {ep.pattern} x{ep.reps}: {ep.note}")
+    alarms = report.false_alarms()
+    if alarms:
+        print(f"\nfalse alarms ({len(alarms)}): run [index] action pattern: reason")
+    for alarm in alarms:
+        d = alarm.detection
+        print(f"  {alarm.run_id} [{d.index}] {d.action} {d.pattern}: {d.reason}")
+    return 0
+
+
+def _sweep(args: argparse.Namespace, policy: Policy, runs: list[Run], labels: Any, live: bool) -> int:
+    sweep = Sweep.parse(args.sweep)
+    points = []
+    for value, changed in sweep.policies(policy):
+        points.append(sweep_point(value, evaluate_policy(changed, runs, labels, live=live)))
+    if args.html:
+        base = evaluate_policy(policy, runs, labels, live=live)
+        _eval_html(args.html, base, runs, [(sweep, points)])
+    if args.json:
+        print(json.dumps({"sweep": args.sweep, "points": [p.to_json() for p in points]}, indent=1))
+    else:
+        print(sweep_table(sweep, points))
+    return 0
+
+
+def _eval_html(path: str, evaluation: Evaluation, runs: list[Run], sweeps: list[Any]) -> None:
+    report = _html_report()
+    for run, scanned in zip(runs, evaluation.runs, strict=True):
+        report.add(run, scanned)
+    for sweep, points in sweeps:
+        report.add_sweep(
+            f"{sweep.detector}.{sweep.param}",
+            [(p.value, p.recall or 0.0, p.false_alarms or 0.0) for p in points],
+        )
+    report.write(path, title="loopwatch eval", preset=evaluation.policy.name)
+    print(f"loopwatch: wrote {path}", file=sys.stderr)
+
+
+# -- explain ------------------------------------------------------------------------------------------
+
+
+def _explain(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors: _Errors) -> int:
+    matches = []
+    for run in read_runs(args.paths, format=args.format, on_error=errors):
+        if run.id == args.run_id:
+            matches = [run]
+            break
+        if run.id.endswith(args.run_id):
+            matches.append(run)
+    if len(matches) != 1:
+        found = "no run" if not matches else f"{len(matches)} runs ({', '.join(r.id for r in matches[:5])})"
+        print(f"loopwatch: {found} with id {args.run_id!r}", file=sys.stderr)
+        return 2
+    run = matches[0]
+    if args.json:
+        print(json.dumps(explanation_json(policy, run, index=args.index), indent=1, ensure_ascii=False, default=str))
+    else:
+        print(explain_run(policy, run, index=args.index))
+    return 0
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace, PolicySpec, Policy, _Errors], int]] = {
+    "scan": _scan,
+    "eval": _eval,
+    "explain": _explain,
+}
 
 
 if __name__ == "__main__":  # pragma: no cover

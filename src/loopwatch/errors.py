@@ -31,6 +31,7 @@ class InputError(LoopwatchError):
     """A trace file could not be read; carries the file and line of the bad record."""
 
     def __init__(self, message: str, *, path: str, line: int | None = None) -> None:
+        self.reason = message
         self.path = path
         self.line = line
         where = path if line is None else f"{path}:{line}"

@@ -144,12 +144,14 @@ class _Unclosable(io.RawIOBase):
         return len(data)
 
 
-def _records(path: str, on_error: ErrorHandler) -> Iterator[tuple[int, Any]]:
+def _records(path: str, on_error: ErrorHandler, skip: list[int] | None = None) -> Iterator[tuple[int, Any]]:
     """(line number, parsed JSON) per record; a bad record is reported and ends the file.
 
     JSONL is streamed, one record per non-blank line. When the first non-blank line is the unfinished start
     of a longer value (``{`` or ``[`` of a pretty-printed document), the file is one JSON document instead
     (or several concatenated ones), each a record numbered by the line it starts on.
+    ``skip`` (``[part, parts]``, set by the caller once it knows the lines are independent records): after
+    the first record, only lines whose ordinal is ``part`` modulo ``parts`` are parsed and yielded.
     """
     try:
         handle = open_text(path)
@@ -159,16 +161,20 @@ def _records(path: str, on_error: ErrorHandler) -> Iterator[tuple[int, Any]]:
     with handle:
         lineno = 0
         first = True
+        ordinal = -1
         try:
             for lineno, line in enumerate(handle, 1):
                 if not line.strip():
                     continue
+                ordinal += 1
+                if skip and ordinal % skip[1] != skip[0]:
+                    continue  # another worker's record: not even parsed
                 line = line.rstrip("\r\n")
                 try:
                     value = json.loads(line)
                 except json.JSONDecodeError as exc:
                     if first and exc.pos >= len(line.rstrip()):  # the line ended before the value did
-                        yield from _documents(path, line + "\n" + handle.read(), lineno, on_error)
+                        yield from _documents(path, line + "\n" + handle.read(), lineno, on_error, skip)
                         return
                     on_error(InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=lineno))
                     return
@@ -178,11 +184,17 @@ def _records(path: str, on_error: ErrorHandler) -> Iterator[tuple[int, Any]]:
             on_error(InputError(f"read error: {exc}", path=path, line=lineno or None))
 
 
-def _documents(path: str, text: str, first_line: int, on_error: ErrorHandler) -> Iterator[tuple[int, Any]]:
-    """The JSON documents of ``text`` (which starts on line ``first_line``), each with the line it starts on."""
+def _documents(
+    path: str, text: str, first_line: int, on_error: ErrorHandler, skip: list[int] | None = None
+) -> Iterator[tuple[int, Any]]:
+    """The JSON documents of ``text`` (which starts on line ``first_line``), each with the line it starts on.
+
+    ``skip`` as for :func:`_records`: after the first document, only the caller's share is yielded.
+    """
     decoder = json.JSONDecoder()
     pos, end = 0, len(text)
     line, counted = first_line, 0  # ``line`` is the line of ``text[counted]``
+    ordinal = -1
     while True:
         while pos < end and text[pos].isspace():
             pos += 1
@@ -195,7 +207,9 @@ def _documents(path: str, text: str, first_line: int, on_error: ErrorHandler) ->
             where = first_line + exc.lineno - 1
             on_error(InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=where))
             return
-        yield line, value
+        ordinal += 1
+        if not skip or ordinal == 0 or ordinal % skip[1] == skip[0]:
+            yield line, value
 
 
 def _is_event(record: Mapping[str, Any]) -> bool:
@@ -251,12 +265,20 @@ def read_runs(
         yield from read_file(path, format=format, on_error=handler)
 
 
-def read_file(path: str, *, format: Format | None = None, on_error: ErrorHandler) -> Iterator[Run]:
-    """Runs of one file, in file order; ``format`` forces the format (default: sniffed)."""
+def read_file(
+    path: str, *, format: Format | None = None, on_error: ErrorHandler, part: tuple[int, int] | None = None
+) -> Iterator[Run]:
+    """Runs of one file, in file order; ``format`` forces the format (default: sniffed).
+
+    ``part=(k, n)`` reads only the k-th of n interleaved shares of the file's runs, for n workers sharing
+    one big file: for a JSONL trajectory file (one run per line) the k-th worker parses only lines
+    k, k + n, k + 2n...; any other file is read whole by share 0 and skipped by the others.
+    """
     if format is not None and format not in FORMATS:
         on_error(InputError(f"unknown format {format!r} (expected one of {', '.join(FORMATS)})", path=path))
         return
-    records = _records(path, on_error)
+    skip: list[int] = []
+    records = _records(path, on_error, skip)
     first = next(records, None)
     if first is None:
         return
@@ -264,6 +286,16 @@ def read_file(path: str, *, format: Format | None = None, on_error: ErrorHandler
     if kind is None:
         on_error(InputError(f"not a trace format loopwatch knows ({', '.join(FORMATS)})", path=path, line=first[0]))
         return
+    if part is not None and part[1] > 1:
+        if kind != "trajectory" or isinstance(first[1], list):
+            if part[0] != 0:
+                return  # not splittable: share 0 reads it all
+        else:
+            skip[:] = part
+            if part[0] != 0:
+                first = next(records, None)  # the first line is share 0's
+                if first is None:
+                    return
     chained = _chain(first, records)
     if kind == "trajectory":
         yield from _trajectories(path, _flatten(chained), on_error)

@@ -1,0 +1,187 @@
+"""Scanning many files, in one process or several (``loopwatch scan -j N``).
+
+Work is cut into tasks of one file each; a big JSONL trajectory file (one run per line) is cut into ``N``
+interleaved shares, each parsed by one worker only. Workers rebuild the policy from its
+:class:`PolicySpec` (a preset name and a config file), scan, and send back small results: each run's
+:class:`~loopwatch.summary.RunDigest`, and the run itself only when the caller wants it (for example the
+runs with loops, for the HTML report). Results come back in input order, file by file, so memory stays
+flat however many files there are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Final
+
+from .errors import InputError
+from .policy import Policy
+from .presets import preset
+from .readers import ErrorHandler, Format, Run, expand_paths, read_file
+from .scan import RunReport, scan_runs
+from .summary import RunDigest, digest_run
+
+_SPLIT_BYTES: Final = 2_000_000
+"""Files at least this big are shared between workers (when their format allows)."""
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """How to build the policy in any process: a preset name and/or a config file."""
+
+    preset: str | None = None
+    config: str | None = None
+
+    def build(self) -> Policy:
+        if self.config:
+            from .config import load_config
+
+            config = load_config(self.config)
+            if self.preset:
+                config = dataclasses.replace(config, preset=self.preset)
+            return config.policy()
+        return preset(self.preset or "default")
+
+
+@dataclass
+class Scanned:
+    """One scanned run: its report and digest, and the run itself when it was asked for."""
+
+    report: RunReport
+    digest: RunDigest
+    run: Run | None
+
+
+KeepRun = Callable[[RunReport], bool]
+
+
+def _never(report: RunReport) -> bool:
+    return False
+
+
+def with_loops(report: RunReport) -> bool:
+    """``keep`` for :func:`scan_files`: send back the runs that have a non-ok verdict."""
+    return bool(report.verdicts)
+
+
+@dataclass(frozen=True)
+class _Task:
+    path: str
+    format: Format | None
+    part: tuple[int, int] | None
+
+
+def _scan_task(task: _Task, policy: Policy, keep: KeepRun, on_error: ErrorHandler) -> Iterator[tuple[int, Scanned]]:
+    runs = read_file(task.path, format=task.format, on_error=on_error, part=task.part)
+    share, shares = task.part or (0, 1)
+    current: list[Run] = []
+
+    def tap() -> Iterator[Run]:
+        for run in runs:
+            current[:] = [run]
+            yield run
+
+    for n, report in enumerate(scan_runs(policy, tap())):
+        run = current[0]
+        yield n * shares + share, Scanned(report, digest_run(run, report), run if keep(report) else None)
+
+
+def _worker(
+    spec: PolicySpec, task: _Task, keep: KeepRun
+) -> tuple[list[tuple[int, Scanned]], list[tuple[str, str, int | None]]]:
+    """One task in a worker process: results with their run ordinals, and errors as plain tuples."""
+    errors: list[tuple[str, str, int | None]] = []
+
+    def on_error(error: InputError) -> None:
+        errors.append((error.reason, error.path, error.line))
+
+    policy = _policy_cache(spec)
+    return list(_scan_task(task, policy, keep, on_error)), errors
+
+
+_POLICIES: dict[PolicySpec, Policy] = {}
+
+
+def _policy_cache(spec: PolicySpec) -> Policy:
+    policy = _POLICIES.get(spec)
+    if policy is None:
+        policy = _POLICIES[spec] = spec.build()
+    return policy
+
+
+def _splittable(paths: Sequence[str]) -> bool:
+    return any(os.path.isfile(p) and os.path.getsize(p) >= _SPLIT_BYTES for p in paths)
+
+
+def _tasks(paths: Sequence[str], format: Format | None, jobs: int) -> list[list[_Task]]:
+    """Per file, the tasks that read it (several for a big file when there are several workers)."""
+    out = []
+    for path in paths:
+        size = os.path.getsize(path) if path != "-" and os.path.isfile(path) else 0
+        if jobs > 1 and size >= _SPLIT_BYTES:
+            out.append([_Task(path, format, (k, jobs)) for k in range(jobs)])
+        else:
+            out.append([_Task(path, format, None)])
+    return out
+
+
+def scan_files(
+    paths: Sequence[str],
+    spec: PolicySpec,
+    *,
+    format: Format | None = None,
+    jobs: int = 1,
+    keep: KeepRun = _never,
+    on_error: ErrorHandler,
+    on_file: Callable[[str], None] | None = None,
+) -> Iterator[Scanned]:
+    """Every run of every file in ``paths`` (expanded as :func:`~loopwatch.readers.expand_paths` does),
+    scanned with ``spec``'s policy, in input order. ``keep(report)`` says which runs to send back whole;
+    ``on_file(path)`` is called as each file is done (for a progress bar)."""
+    files = expand_paths(paths, on_error)
+    if jobs <= 1 or (len(files) <= 1 and not _splittable(files)) or "-" in files:  # stdin stays in this process
+        policy = spec.build()
+        for path in files:
+            for _, scanned in _scan_task(_Task(path, format, None), policy, keep, on_error):
+                yield scanned
+            if on_file is not None:
+                on_file(path)
+        return
+    yield from _parallel(files, spec, format, jobs, keep, on_error, on_file)
+
+
+def _parallel(
+    files: Sequence[str],
+    spec: PolicySpec,
+    format: Format | None,
+    jobs: int,
+    keep: KeepRun,
+    on_error: ErrorHandler,
+    on_file: Callable[[str], None] | None,
+) -> Iterator[Scanned]:
+    groups = iter(zip(files, _tasks(files, format, jobs), strict=True))
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        # at most 2 * jobs files in flight: enough to keep every worker busy, with bounded memory
+        pending = []
+        for path, group in groups:
+            pending.append((path, [pool.submit(_worker, spec, task, keep) for task in group]))
+            if len(pending) >= 2 * jobs:
+                break
+        while pending:
+            path, futures = pending.pop(0)
+            results: list[tuple[int, Scanned]] = []
+            for future in futures:
+                scanned, errors = future.result()
+                results.extend(scanned)
+                for message, where, line in errors:
+                    on_error(InputError(message, path=where, line=line))
+            results.sort(key=lambda item: item[0])
+            yield from (scanned for _, scanned in results)
+            if on_file is not None:
+                on_file(path)
+            following = next(groups, None)
+            if following is not None:
+                pending.append((following[0], [pool.submit(_worker, spec, task, keep) for task in following[1]]))

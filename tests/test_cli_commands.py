@@ -1,0 +1,171 @@
+"""``loopwatch scan -j``, ``loopwatch eval`` and ``loopwatch explain``, run in-process on real runs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from loopwatch import batch
+from loopwatch.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+CORPUS = ROOT.parent / "shared" / "corpus"
+SWE = CORPUS / "swe_agent_java.jsonl.gz"
+STUCK = "swe_agent_java/20240825_SWE-agent_deepseek-chat-v2/fasterxml__jackson-core-174"
+
+needs_corpus = pytest.mark.skipif(not SWE.exists(), reason="the shared corpus is not next to the repository")
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _subset(tmp_path: Path, count: int) -> tuple[Path, Path]:
+    """A trajectory file with ``count`` labelled SWE-agent runs (half of them with loops) and its labels."""
+    lines = (CORPUS / "labels" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
+    mine = [json.loads(line) for line in lines if line.startswith('{"id": "swe_agent_java/')]
+    picked = [lab for lab in mine if lab["episodes"]][: count // 2]
+    picked += [lab for lab in mine if not lab["episodes"]][: count - len(picked)]
+    ids = {lab["id"] for lab in picked}
+    runs = tmp_path / "runs.jsonl.gz"
+    with gzip.open(SWE, "rt", encoding="utf-8") as source, gzip.open(runs, "wt", encoding="utf-8") as out:
+        for line in source:
+            if json.loads(line)["id"] in ids:
+                out.write(line)
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps(lab) + "\n" for lab in picked), encoding="utf-8")
+    return runs, labels
+
+
+# -- scan -j --------------------------------------------------------------------------------------------
+
+
+@needs_corpus
+def test_parallel_scan_gives_the_same_output_in_the_same_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copytree(EXAMPLES, tmp_path / "examples")
+    runs, _ = _subset(tmp_path, 24)
+    paths = [str(tmp_path / "examples"), str(runs)]
+    code, single, _ = run(capsys, "scan", *paths, "--json")
+    assert code == 0
+    monkeypatch.setattr(batch, "_SPLIT_BYTES", 1)  # share every file between the workers
+    code, double, err = run(capsys, "scan", *paths, "--json", "-j", "2")
+    assert code == 0, err
+    assert double == single
+    assert len(single.splitlines()) == 7 + 24
+    assert any(json.loads(line)["detections"] for line in single.splitlines())
+
+
+def test_parallel_scan_reports_bad_input_and_goes_on(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copy(EXAMPLES / "abab-agent.jsonl", tmp_path / "a.jsonl")
+    (tmp_path / "b.jsonl").write_text('{"id": "x", "steps": []}\n{not json\n', encoding="utf-8")
+    shutil.copy(EXAMPLES / "polling-agent.jsonl", tmp_path / "c.jsonl")
+    code, out, err = run(capsys, "scan", str(tmp_path), "--json", "-j", "2")
+    assert code == 2
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [
+        "examples/abab-agent",
+        "x",
+        "examples/polling-agent",
+    ]
+    assert f"{tmp_path / 'b.jsonl'}:2: invalid JSON" in err
+
+
+def test_jobs_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "scan", str(EXAMPLES), "-j", "0")
+    assert code == 2 and "-j must be at least 1" in err
+
+
+def test_summary_shows_loop_spans_and_cost_inside_loops(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "scan", str(EXAMPLES))
+    assert code == 0
+    assert "steps inside loops" in out
+    assert "loops at steps 0-16 cycle/no_progress (stop)" in out  # the A-B-A-B agent
+    assert "agent-a (15 events, 12 steps inside loops, $0.01 of $0.02 inside loops)" in out
+
+
+# -- eval -------------------------------------------------------------------------------------------------
+
+
+@needs_corpus
+def test_eval_prints_metrics_missed_episodes_and_false_alarms(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs, labels = _subset(tmp_path, 20)
+    code, out, err = run(capsys, "eval", str(runs), "--labels", str(labels))
+    assert code == 0, err
+    assert out.startswith("20 labelled runs (20 labels)")
+    assert "episode recall" in out and "swe_agent_java" in out
+    lines = out.splitlines()
+    heading = next((i for i, line in enumerate(lines) if line.startswith("missed episodes (")), None)
+    count = 0 if heading is None else int(lines[heading].split("(")[1].split(")")[0])
+    missed = [] if heading is None else lines[heading + 1 : heading + 1 + count]
+    for line in missed:
+        assert line.startswith("  swe_agent_java/") and " [" in line
+    code, out, _ = run(capsys, "eval", str(runs), "--labels", str(labels), "--json")
+    data = json.loads(out)
+    assert data["overall"]["episode_recall"]["total"] > 0
+    assert len(data["episodes"]) - sum(e["detected"] for e in data["episodes"]) == len(missed)
+
+
+@needs_corpus
+def test_eval_compares_presets_side_by_side(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs, labels = _subset(tmp_path, 12)
+    code, out, err = run(capsys, "eval", str(runs), "--labels", str(labels), "--compare", "doom-loop", "behavioral")
+    assert code == 0, err
+    header = out.splitlines()[1]
+    assert header.split()[-3:] == ["default", "doom-loop", "behavioral"]
+    code, out, _ = run(capsys, "eval", str(runs), "--labels", str(labels), "--compare", "ralph", "--json")
+    assert set(json.loads(out)) == {"default", "ralph"}
+
+
+@needs_corpus
+def test_eval_sweep_prints_one_row_per_value(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs, labels = _subset(tmp_path, 12)
+    code, out, err = run(
+        capsys, "eval", str(runs), "--labels", str(labels), "--sweep", "repeat.loose_min_chars=16:48:16"
+    )
+    assert code == 0, err
+    rows = out.splitlines()
+    assert rows[0].split()[0] == "repeat.loose_min_chars"
+    assert [row.split()[0] for row in rows[2:]] == ["16", "32", "48"]
+    code, out, _ = run(capsys, "eval", str(runs), "--labels", str(labels), "--sweep", "repeat.x=1:2:1")
+    assert code == 2 and out == ""
+
+
+def test_eval_with_bad_labels_names_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text('{"id": "a", "verdict": "clean", "episodes": []}\n{"id": "b"}\n', encoding="utf-8")
+    code, out, err = run(capsys, "eval", str(EXAMPLES), "--labels", str(labels))
+    assert code == 2 and out == ""
+    assert "line 2" in err
+
+
+# -- explain ----------------------------------------------------------------------------------------------
+
+
+@needs_corpus
+def test_explain_prints_a_runs_detections_with_their_steps(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "explain", str(SWE), "--id", STUCK, "--index", "22")
+    assert code == 0, err
+    assert "[22] NUDGE level 1: error_retry x3, loop from step 18" in out
+    assert "rule:    ErrorRetryDetector(" in out
+    code, out, _ = run(capsys, "explain", str(SWE), "--id", STUCK, "--index", "22", "--json")
+    assert json.loads(out)["detections"][0]["verdict"]["pattern"] == "error_retry"
+
+
+def test_explain_names_unknown_and_ambiguous_ids(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "explain", str(EXAMPLES), "--id", "nope")
+    assert code == 2 and "no run with id 'nope'" in err
+    code, _, err = run(capsys, "explain", str(EXAMPLES), "--id", "agent")
+    assert code == 2 and "runs (" in err and "with id 'agent'" in err
+    code, out, _ = run(capsys, "explain", str(EXAMPLES), "--id", "abab-agent")
+    assert code == 0 and "cycle" in out
