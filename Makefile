@@ -17,14 +17,15 @@ $(STAMP_DEMO): $(BIN)/python pyproject.toml
 
 $(STAMP_TEST): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python tools/get_chromium.py $(VENV)/chromium
 	touch $@ $(STAMP_DEMO)
 
 demo: $(STAMP_DEMO)
 	$(BIN)/loopwatch scan examples/
 
 lint: $(STAMP_TEST)
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
+	$(BIN)/ruff format --check src tests benchmarks tools
 
 typecheck: $(STAMP_TEST)
 	$(BIN)/mypy

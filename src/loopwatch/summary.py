@@ -123,10 +123,14 @@ def digest_run(run: Run, report: RunReport) -> RunDigest:
 
 
 def source_name(digest: RunDigest) -> str:
-    """A short source name: the id's prefix before ``/`` when it has one, else the run's source."""
+    """A short name for where a run came from: its source when that is a name (a format, a dataset), else
+    its id's prefix before ``/`` (corpus ids such as ``swe_agent_java/...``), else ``(unknown)``."""
+    source = digest.source
+    if source and len(source) <= 32:
+        return source
     if "/" in digest.id:
         return digest.id.split("/", 1)[0]
-    return (digest.source or "-")[:40]
+    return source[:40] if source else "(unknown)"
 
 
 @dataclass
