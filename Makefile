@@ -35,8 +35,11 @@ unit: $(STAMP_TEST)
 
 test: lint typecheck unit
 
+CORPUS ?= ../shared/corpus
+
 eval: $(STAMP_DEMO)
-	$(BIN)/python benchmarks/eval_dev.py --preset default
+	$(BIN)/loopwatch eval $(CORPUS)/*.jsonl.gz --labels $(CORPUS)/labels/dev.jsonl \
+		--compare jaccard-turns call-cycles ralph doom-loop behavioral
 
 bench: $(STAMP_DEMO)
 	$(BIN)/python benchmarks/bench_guard.py

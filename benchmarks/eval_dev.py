@@ -4,37 +4,27 @@
     python benchmarks/eval_dev.py --preset default --json     # machine-readable
     python benchmarks/eval_dev.py --preset default --missed   # list missed episodes and false alarms
 
-Runs every labelled run of ../shared/corpus (or --corpus DIR) through the preset as if live.
+Runs every labelled run of ../shared/corpus (or --corpus DIR) through the preset as if live, the same way
+``loopwatch eval ../shared/corpus/*.jsonl.gz --labels ../shared/corpus/labels/dev.jsonl`` does (this
+script adds the timing and reads the corpus from its default place).
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
-from loopwatch.metrics import Detection, evaluate, parse_labels, run_outcome_from_trajectory
+from loopwatch.evaluation import evaluate_policy, labelled_runs
+from loopwatch.metrics import parse_labels
 from loopwatch.presets import PRESETS, preset
-from loopwatch.readers import trajectory_run
-from loopwatch.scan import scan_runs
+from loopwatch.readers import read_runs
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_CORPUS = HERE.parent.parent / "shared" / "corpus"
-
-
-def load(corpus: Path, ids: set[str]) -> list[dict[str, object]]:
-    records = []
-    for path in sorted(corpus.glob("*.jsonl.gz")):
-        with gzip.open(path, "rt", encoding="utf-8") as handle:
-            for line in handle:
-                record = json.loads(line)
-                if record["id"] in ids:
-                    records.append(record)
-    return records
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,24 +38,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     labels_path = args.labels or args.corpus / "labels" / "dev.jsonl"
     labels = parse_labels(labels_path.read_text(encoding="utf-8").splitlines())
-    records = load(args.corpus, set(labels))
+    runs = labelled_runs(read_runs(sorted(str(p) for p in args.corpus.glob("*.jsonl.gz"))), labels)
     started = time.perf_counter()
-    runs = [trajectory_run(r) for r in records]
-    reports = list(scan_runs(preset(args.preset), runs))
+    evaluation = evaluate_policy(
+        preset(args.preset), runs, labels, live=not args.untruncated, exclude_patterns=("rephrase",)
+    )
     elapsed = time.perf_counter() - started
-    outcomes = []
-    for record, report in zip(records, reports, strict=True):
-        detections = [Detection.from_json(v.detection_json()) for v in report.verdicts]
-        outcomes.append(run_outcome_from_trajectory(record, detections))
-    result = evaluate(outcomes, labels, live=not args.untruncated)
+    result = evaluation.report
     if args.json:
         print(json.dumps(result.to_json(), indent=1))
         return 0
-    steps = sum(len(r["steps"]) for r in records)  # type: ignore[arg-type]
-    print(f"preset {args.preset}: {len(records)} runs, {steps} steps, {elapsed:.2f} s")
+    steps = sum(r.events for r in evaluation.runs)
+    print(f"preset {args.preset}: {len(runs)} runs, {steps} steps, {elapsed:.2f} s")
     print(result.format_table())
-    excluded = evaluate(outcomes, labels, live=not args.untruncated, exclude_patterns=("rephrase",))
-    print(f"episode recall excluding rephrase: {excluded.overall.recall_excluding.to_json()}")
     if args.missed:
         for ep in result.missed_episodes():
             print("MISSED", json.dumps(ep.to_json()))
