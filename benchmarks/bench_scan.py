@@ -9,6 +9,7 @@
 (b) The floor: a bare Python loop over the same files (gzip, ``json.loads`` per line, then
     ``json.dumps(step, sort_keys=True)`` hashed with blake2b for each step). Target: the scan takes at
     most 3x the floor, and less than 20 s for the whole corpus.
+(b) The same scan with ``-j 2`` (two processes; target: under 15 s).
 (c) The same corpus as one event-stream file (FORMAT.md section 1, each run a session, written once to a
     temporary directory): ``loopwatch scan --format events --json`` on it against the floor on that file
     (``json.loads`` per line, then its canonical JSON hashed).
@@ -34,6 +35,7 @@ from typing import Any
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 TARGET_RATIO = 3.0
 TARGET_SECONDS = 20.0
+TARGET_SECONDS_J2 = 15.0
 
 
 def _hash(obj: Any) -> bytes:
@@ -162,9 +164,25 @@ def verify(files: list[str], stream: Path, tmp: Path) -> str | None:
     return f"{len(differ)} runs differ, e.g. {differ[:3]}" if differ else None
 
 
-def _row(name: str, seconds: float, events: int, floor: float, total_target: bool) -> dict[str, Any]:
+def _row(
+    name: str, seconds: float, events: int, floor: float, total_target: bool, target_seconds: float = 0.0
+) -> dict[str, Any]:
+    """A result row; with ``target_seconds`` (a multi-process scan) only the time is a target, not the ratio
+    to the single-process floor."""
     ratio = seconds / floor if floor else float("inf")
-    ok = ratio <= TARGET_RATIO and (not total_target or seconds < TARGET_SECONDS)
+    if target_seconds:
+        return {
+            "name": name,
+            "scan_s": round(seconds, 2),
+            "events": events,
+            "events_per_s": round(events / seconds) if seconds else None,
+            "floor_s": round(floor, 2),
+            "ratio": round(ratio, 2),
+            "target": f"< {target_seconds:g} s",
+            "ok": seconds < target_seconds,
+        }
+    target_seconds = TARGET_SECONDS
+    ok = ratio <= TARGET_RATIO and (not total_target or seconds < target_seconds)
     return {
         "name": name,
         "scan_s": round(seconds, 2),
@@ -172,7 +190,7 @@ def _row(name: str, seconds: float, events: int, floor: float, total_target: boo
         "events_per_s": round(events / seconds) if seconds else None,
         "floor_s": round(floor, 2),
         "ratio": round(ratio, 2),
-        "target": f"<= {TARGET_RATIO:g}x floor" + (f", < {TARGET_SECONDS:g} s" if total_target else ""),
+        "target": f"<= {TARGET_RATIO:g}x floor" + (f", < {target_seconds:g} s" if total_target else ""),
         "ok": ok,
     }
 
@@ -195,7 +213,11 @@ def main(argv: list[str] | None = None) -> int:
         result["startup_s"] = round(startup_time(repeat), 3)
         floor_a, steps = best_of(repeat, lambda: floor_trajectories(files))
         scan_a = best_scan(repeat, paths, [])
-        result["rows"] = [_row("(a) trajectories, .jsonl.gz", scan_a, steps, floor_a, True)]
+        scan_b = best_scan(repeat, paths, ["-j", "2"])
+        result["rows"] = [
+            _row("(a) trajectories, .jsonl.gz", scan_a, steps, floor_a, True),
+            _row("(b) the same, -j 2", scan_b, steps, floor_a, True, target_seconds=TARGET_SECONDS_J2),
+        ]
         with tempfile.TemporaryDirectory(prefix="loopwatch-bench-") as tmp:
             stream = Path(tmp) / "corpus-events.jsonl"
             sessions, events = write_event_stream(files, stream)

@@ -169,3 +169,34 @@ def test_explain_names_unknown_and_ambiguous_ids(capsys: pytest.CaptureFixture[s
     assert code == 2 and "runs (" in err and "with id 'agent'" in err
     code, out, _ = run(capsys, "explain", str(EXAMPLES), "--id", "abab-agent")
     assert code == 0 and "cycle" in out
+
+
+# -- --html -----------------------------------------------------------------------------------------------
+
+
+def test_scan_writes_an_html_report_also_with_several_processes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pages = []
+    for jobs in ("1", "2"):
+        page = tmp_path / f"report-{jobs}.html"
+        code, _, err = run(capsys, "scan", str(EXAMPLES), "--json", "-j", jobs, "--html", str(page))
+        assert code == 0, err
+        assert f"wrote {page}" in err
+        text = page.read_text(encoding="utf-8")
+        assert text.count('<svg class="timeline"') == 4  # the runs with loops: A-B-A-B, coding, chanting, agent-a
+        assert "examples/abab-agent" in text and "examples/polling-agent" not in text.split('id="timelines"')[1]
+        pages.append(text)
+    assert pages[0] == pages[1]
+
+
+@needs_corpus
+def test_eval_sweep_writes_its_chart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs, labels = _subset(tmp_path, 10)
+    page = tmp_path / "sweep.html"
+    args = ["eval", str(runs), "--labels", str(labels), "--sweep", "error_retry.threshold=2:4:1", "--html", str(page)]
+    code, _, err = run(capsys, *args)
+    assert code == 0, err
+    text = page.read_text(encoding="utf-8")
+    assert 'id="sweeps"' in text and text.count('<svg class="sweep-chart"') == 1
+    assert "error_retry.threshold" in text
