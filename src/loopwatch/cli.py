@@ -3,6 +3,7 @@
     loopwatch scan PATH... [--format NAME] [--preset NAME] [--config FILE] [--json] [-j N] [--html FILE]
     loopwatch eval PATH... --labels FILE [--preset NAME] [--compare PRESET...] [--sweep DET.PARAM=A:B:STEP]
     loopwatch explain PATH... --id RUN [--index N]
+    loopwatch sessions --store URL [--reset ID | --forget ID | --swarm ID [--clear]] [--json]
 
 Formats: the canonical ``events`` and ``trajectory`` (FORMAT.md), and foreign traces (``openai``,
 ``openai-responses``, ``anthropic``, ``claude-code``, ``swe-agent``, ``mini-swe-agent``, ``openhands``,
@@ -71,6 +72,15 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--id", required=True, dest="run_id", metavar="RUN", help="the run's id (or a unique end)")
     explain.add_argument("--index", type=int, default=None, metavar="N", help="only the detection at index N")
     explain.add_argument("--json", action="store_true", help="as JSON")
+    sessions = commands.add_parser("sessions", help="list, reset or clear the sessions and swarms kept in a store")
+    sessions.add_argument("--store", required=True, metavar="URL", help="sqlite:///path.db, redis://host:6379/0...")
+    sessions.add_argument("--preset", default=None, help="the preset the guards use (default: default)")
+    sessions.add_argument("--config", default=None, help="a loopwatch TOML file or a pyproject.toml")
+    sessions.add_argument("--reset", metavar="ID", help="reset one session's loop state (limits keep counting)")
+    sessions.add_argument("--forget", metavar="ID", help="drop everything about one session")
+    sessions.add_argument("--swarm", metavar="ID", help="show a swarm's shared counts (with --clear: clear them)")
+    sessions.add_argument("--clear", action="store_true", help="with --swarm: clear the swarm's counts")
+    sessions.add_argument("--json", action="store_true", help="as JSON")
     return parser
 
 
@@ -351,10 +361,80 @@ def _explain(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors:
     return 0
 
 
+# -- sessions -----------------------------------------------------------------------------------------
+
+
+def _sessions(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors: _Errors) -> int:
+    from .guard import Guard
+    from .stores import store_from_url
+
+    store = store_from_url(args.store)
+    try:
+        guard = Guard(policy=policy, store=store, on_store_error="raise", clock=None)
+        if args.clear and not args.swarm:
+            raise ConfigError("--clear needs --swarm ID", field="clear")
+        if args.reset:
+            guard.reset(args.reset)
+            print(f"reset {args.reset}")
+        elif args.forget:
+            guard.forget(args.forget)
+            print(f"forgot {args.forget}")
+        elif args.swarm:
+            return _swarm(guard, args)
+        else:
+            _list_sessions(guard, args.json)
+        return 0
+    finally:
+        store.close()
+
+
+def _swarm(guard: Any, args: argparse.Namespace) -> int:
+    if args.clear:
+        guard.clear_swarm(args.swarm)
+        print(f"cleared swarm {args.swarm}")
+        return 0
+    counts = guard.swarm_snapshot(args.swarm)["counts"]
+    if args.json:
+        print(json.dumps({"swarm": args.swarm, "counts": counts}, indent=1))
+        return 0
+    print(f"swarm {args.swarm}: {len(counts)} fingerprints")
+    for fingerprint, (calls, workers, tool) in sorted(counts.items(), key=lambda kv: -kv[1][0])[:50]:
+        print(f"  {calls:>5} calls  {len(workers):>3} workers  {tool}  #{fingerprint[:8]}")
+    return 0
+
+
+def _list_sessions(guard: Any, as_json: bool) -> None:
+    rows = []
+    for name in sorted(guard.sessions()):
+        state = guard.snapshot(name)["state"]
+        streaks = {p: ladder.get("emitted", 0) for p, ladder in (state.get("ladders") or {}).items()}
+        last = state.get("last")
+        rows.append(
+            {
+                "session": name,
+                "events": state["index"],
+                "stopped": state.get("stopped") is not None,
+                "streaks": {p: level for p, level in streaks.items() if level},
+                "last": dict(zip(("index", "action", "pattern", "level"), last, strict=True)) if last else None,
+            }
+        )
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    print(f"{len(rows)} sessions")
+    for row in rows:
+        last = row["last"]
+        said = f"last {last['action']} {last['pattern']} L{last['level']} at {last['index']}" if last else "no verdict"
+        open_streaks = ", ".join(f"{p} L{level}" for p, level in row["streaks"].items()) or "no streak"
+        stopped = "  STOPPED" if row["stopped"] else ""
+        print(f"  {row['session']}  {row['events']} events  {open_streaks}  {said}{stopped}")
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace, PolicySpec, Policy, _Errors], int]] = {
     "scan": _scan,
     "eval": _eval,
     "explain": _explain,
+    "sessions": _sessions,
 }
 
 

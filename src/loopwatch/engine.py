@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from .detectors.base import Finding, State, Step
+from .detectors.swarm import SwarmDetector, SwarmTally
 from .errors import StateError
 from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
 from .fingerprint import (
@@ -28,6 +29,7 @@ from .policy import Decision, Policy, decide
 from .verdict import LOOP_DETECTED, SEVERITY, Action, Verdict, ok
 
 STATE_VERSION: Final = 1
+_OPTIONAL: Final = frozenset({"last"})  # keys added after version 1: snapshots without them still load
 _MAX_IDS: Final = 16
 _FAILURE_MARKERS: Final = (
     "Traceback (most recent call last)", "command not found", "No such file or directory", "Permission denied",
@@ -77,6 +79,7 @@ class Engine:
             "warned": [],
             "stopped": None,
             "last_user": None,
+            "last": None,
         }
 
     def reset(self, session: State, *, limits: bool = False) -> None:
@@ -108,7 +111,7 @@ class Engine:
             if data.get("v") != STATE_VERSION:
                 raise StateError(f"unsupported state version {data.get('v')!r}")
             fresh = self.new_session()
-            session = {k: data[k] for k in fresh}
+            session = {k: data[k] if k in data or k not in _OPTIONAL else fresh[k] for k in fresh}
             states = list(data["detectors"])
             if len(states) != len(self._detectors):
                 raise StateError("the snapshot was taken with a different set of detectors")
@@ -129,12 +132,14 @@ class Engine:
         event: Event,
         *,
         now: float | None = None,
-        swarm: State | None = None,
+        swarm: State | SwarmTally | None = None,
         worker: str | None = None,
     ) -> Verdict:
         """Judge one event of ``session`` and return the verdict.
 
         ``worker`` names the session's worker when the event does not (swarm-wide counts use it).
+        ``swarm``: the swarm's shared counts (counted here), or this call's :class:`SwarmTally` counted by a
+        store (see :meth:`call_fingerprint`).
         """
         index = session["index"]
         session["index"] = index + 1
@@ -159,9 +164,27 @@ class Engine:
         best = _stronger(self._run_detectors(session, step), self._check_limits(session, index))
         if best is None:
             return ok(index)
+        session["last"] = [index, best.action, best.pattern, best.level]
         if best.action == "stop":
             session["stopped"] = {k: v for k, v in best.to_json().items() if k in _STOP_FIELDS}
         return best
+
+    def call_fingerprint(self, event: ToolCall) -> str:
+        """The exact fingerprint the engine gives ``event`` (what swarm-wide counts are kept by)."""
+        payload, _ = call_payload(self._projected(event.tool, event.args))
+        return payload_fingerprint(event.tool, payload)
+
+    def _projected(self, tool: str, args: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The arguments the fingerprints see: the tool's (or the policy's) ignored keys removed."""
+        settings = self.policy.tool(tool)
+        ignore = settings.ignore_keys if settings and settings.ignore_keys else self.policy.ignore_keys
+        keep = settings.keep_keys if settings else None
+        return project(args, ignore_keys=ignore, keep_keys=keep)
+
+    @property
+    def counts_swarms(self) -> bool:
+        """Does the policy have a rule that uses swarm-wide counts?"""
+        return any(isinstance(d, SwarmDetector) for d in self._detectors)
 
     def _exempt(self, step: Step) -> bool:
         settings = self.policy.tool(step.tool) if step.tool else None
@@ -276,10 +299,7 @@ class Engine:
 
     def _call_step(self, session: State, event: ToolCall, index: int) -> Step:
         tool, args = event.tool, event.args
-        settings = self.policy.tool(tool)
-        ignore = settings.ignore_keys if settings and settings.ignore_keys else self.policy.ignore_keys
-        keep = settings.keep_keys if settings else None
-        projected = project(args, ignore_keys=ignore, keep_keys=keep)
+        projected = self._projected(tool, args)
         payload, canonical = call_payload(projected)
         command = command_of(args)
         key = tool_key(tool, args, command=command)

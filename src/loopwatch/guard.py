@@ -7,6 +7,7 @@ stripe) and never lets a malformed event or an internal error escape into the ag
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -22,12 +23,15 @@ from .errors import ConfigError, EventError, LoopwatchError, StateError
 from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, parse_event
 from .policy import Policy
 from .presets import preset as get_preset
+from .stored import StoredSessions
+from .stores import Store, StoreError, store_from_url
 from .verdict import Verdict
 
 logger = logging.getLogger("loopwatch")
 
 Listener = Callable[[dict[str, Any]], None]
 OnError = Literal["allow", "raise"]
+OnStoreError = Literal["allow", "raise", "block"]
 _STRIPES = 64
 _EVENT_CLASSES = (ToolCall, ToolResult, Message, TextDelta, Usage, Reset)
 
@@ -42,6 +46,14 @@ def _policy_of(preset: str | Policy | None, policy: Policy | None) -> Policy:
     return get_preset(preset or "default")
 
 
+def _store_of(store: str | Store | None) -> Store | None:
+    if store is None or isinstance(store, Store):
+        return store
+    if store.strip().lower() in ("memory://", "memory:"):
+        return None  # in this process, without serialising: what the guard does by itself
+    return store_from_url(store)
+
+
 class Guard:
     """Judges each event of each session and says ``ok``, ``nudge``, ``block`` or ``stop``.
 
@@ -53,6 +65,14 @@ class Guard:
     eviction (events' own ``ts`` win when present). ``max_sessions``: least recently used sessions beyond it
     are evicted. ``on_error``: ``"allow"`` logs and counts a malformed event or an internal error and
     returns ``ok``; ``"raise"`` raises it.
+
+    ``store``: where session state lives (a :class:`~loopwatch.stores.Store` or its URL:
+    ``"sqlite:///path.db"``, ``"redis://host:6379/0"``); the default (``None`` or ``"memory://"``) keeps it in
+    this process. With a store, several processes guarding the same sessions see one state, and sessions
+    tagged with the same swarm share their counts. ``on_store_error`` says what happens when the store
+    fails: ``"allow"`` (fail open: the event gets ``ok``, a ``store.error`` record is emitted and counted),
+    ``"block"`` (fail closed: tool calls are refused, other events get ``ok``), ``"raise"`` (the
+    :class:`~loopwatch.stores.StoreError` reaches the caller).
     """
 
     def __init__(
@@ -66,9 +86,13 @@ class Guard:
         max_sessions: int = 100_000,
         on_error: OnError = "allow",
         on_audit_error: OnError = "allow",
+        store: str | Store | None = None,
+        on_store_error: OnStoreError = "allow",
     ) -> None:
         if on_error not in ("allow", "raise") or on_audit_error not in ("allow", "raise"):
             raise ConfigError("must be 'allow' or 'raise'", field="on_error")
+        if on_store_error not in ("allow", "raise", "block"):
+            raise ConfigError("must be 'allow', 'raise' or 'block'", field="on_store_error")
         self.policy = _policy_of(preset, policy)
         self.engine = Engine(self.policy)
         self.sinks = list(sinks)
@@ -77,7 +101,10 @@ class Guard:
         self.max_sessions = max_sessions
         self.on_error = on_error
         self.on_audit_error = on_audit_error
-        self.stats = {"events": 0, "skipped": 0, "errors": 0, "audit_errors": 0, "evicted": 0}
+        self.stats = {"events": 0, "skipped": 0, "errors": 0, "audit_errors": 0, "evicted": 0, "store_errors": 0}
+        self.on_store_error = on_store_error
+        self.store = _store_of(store)
+        self._stored = StoredSessions(self.engine, self.store, cache_size=max_sessions) if self.store else None
         self._sessions: OrderedDict[str, State] = OrderedDict()
         self._seen: dict[str, float] = {}
         self._swarms: dict[str, State] = {}
@@ -86,7 +113,8 @@ class Guard:
         self._table_lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"Guard(preset={self.policy.name!r}, sessions={len(self._sessions)})"
+        where = f", store={self.store.url!r}" if self.store is not None else f", sessions={len(self._sessions)}"
+        return f"Guard(preset={self.policy.name!r}{where})"
 
     # -- public API ------------------------------------------------------------------------------------
 
@@ -98,7 +126,10 @@ class Guard:
             return self._skip(session, exc)
         with self._lock(session):
             try:
-                verdict, records = self._observe(session, parsed, swarm)
+                if self._stored is not None:
+                    verdict, records = self._observe_stored(session, parsed, swarm)
+                else:
+                    verdict, records = self._observe(session, parsed, swarm)
             except LoopwatchError:
                 raise
             except Exception as exc:  # an internal error must not crash the agent
@@ -115,6 +146,9 @@ class Guard:
     def reset(self, session: str, *, limits: bool = False) -> None:
         """Clear a session's loop state (and its limits' counters with ``limits=True``)."""
         with self._lock(session):
+            if self._stored is not None:
+                self._stored.update(session, lambda state: self.engine.reset(state, limits=limits))
+                return
             state = self._sessions.get(session)
             if state is not None:
                 self.engine.reset(state, limits=limits)
@@ -125,10 +159,18 @@ class Guard:
             self._sessions.pop(session, None)
             self._seen.pop(session, None)
             self._session_swarm.pop(session, None)
+        if self._stored is not None:
+            with self._lock(session):
+                self._stored.delete(session)
 
     def snapshot(self, session: str) -> dict[str, Any]:
         """The session's state as JSON-able data (seed 003's toJSON)."""
         with self._lock(session):
+            if self._stored is not None:
+                version, state, swarm = self._stored.current(session)
+                if version:
+                    self._stored.forget_cached(session)  # read for a snapshot: the next event reloads it
+                return {"session": session, "swarm": swarm, "state": self.engine.dump(state)}
             state = self._sessions.get(session) or self.engine.new_session()
             return {
                 "session": session,
@@ -144,6 +186,10 @@ class Guard:
         if not isinstance(name, str):
             raise StateError("the snapshot names no session")
         state = self.engine.load(data["state"])
+        if self._stored is not None:
+            with self._lock(name):
+                self._stored.replace(name, state, str(data["swarm"]) if data.get("swarm") else None)
+            return
         with self._lock(name), self._table_lock:
             self._sessions[name] = state
             self._seen[name] = self._now() or 0.0
@@ -151,11 +197,17 @@ class Guard:
                 self._session_swarm[name] = str(data["swarm"])
 
     def sessions(self) -> list[str]:
+        """The sessions this guard (or, with a store, any guard sharing it) holds state for."""
+        if self._stored is not None:
+            return self._stored.sessions()
         with self._table_lock:
             return list(self._sessions)
 
     def swarm_snapshot(self, swarm: str) -> dict[str, Any]:
         """A swarm's shared fingerprint counts as JSON-able data."""
+        if self.store is not None:
+            stored = self.store.swarm_counts(swarm)
+            return {"swarm": swarm, "counts": {k: [c, list(w), t] for k, (c, w, t) in stored.items()}}
         with self._table_lock:
             counts = self._swarms.get(swarm, new_swarm_state())
             return {
@@ -166,15 +218,21 @@ class Guard:
     def restore_swarm(self, data: Mapping[str, Any]) -> None:
         """Load a swarm's counts saved by :meth:`swarm_snapshot`."""
         try:
-            counts = {str(k): [int(v[0]), [str(w) for w in v[1]], str(v[2])] for k, v in data["counts"].items()}
+            entries = {str(k): (int(v[0]), [str(w) for w in v[1]], str(v[2])) for k, v in data["counts"].items()}
             name = str(data["swarm"])
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise StateError(f"not a swarm snapshot: {exc}") from exc
+        if self.store is not None:
+            self.store.swarm_restore(name, entries)
+            return
         with self._table_lock:
-            self._swarms[name] = {"counts": counts}
+            self._swarms[name] = {"counts": {k: list(v) for k, v in entries.items()}}
 
     def clear_swarm(self, swarm: str) -> None:
         """Forget a swarm's counts (when the swarm completes)."""
+        if self.store is not None:
+            self.store.swarm_clear(swarm)
+            return
         with self._table_lock:
             self._swarms.pop(swarm, None)
 
@@ -228,6 +286,41 @@ class Guard:
             return verdict, self._audit_records(session, event, verdict, stamp)
         return verdict, []
 
+    def _observe_stored(self, session: str, event: Event, swarm: str | None) -> tuple[Verdict, list[dict[str, Any]]]:
+        assert self._stored is not None
+        now = self._now()
+        stamp = event.ts if event.ts is not None else now
+        self.stats["events"] += 1
+        try:
+            verdict, was_stopped, swarm = self._stored.observe(session, event, swarm=swarm, now=stamp)
+        except StoreError as exc:
+            return self._store_failed(session, event, exc, stamp)
+        if verdict.action != "ok" and not was_stopped:
+            return verdict, self._audit_records(session, event, verdict, stamp, swarm)
+        return verdict, []
+
+    def _store_failed(
+        self, session: str, event: Event, exc: StoreError, ts: float | None
+    ) -> tuple[Verdict, list[dict[str, Any]]]:
+        self.stats["store_errors"] += 1
+        logger.warning("loopwatch: store error on session %r: %s", session, exc)
+        if self.on_store_error == "raise":
+            raise exc
+        record = {
+            "event": "store.error",
+            "ts": ts,
+            "session": session,
+            "worker": event.worker,
+            "store": self.store.url if self.store is not None else None,
+            "error": str(exc),
+            "policy": self.on_store_error,
+        }
+        if self.on_store_error == "block" and isinstance(event, ToolCall):
+            reason = f"loop guard unavailable ({exc}); calls are refused until it is back"
+            verdict = Verdict(action="block", pattern="store_error", level=1, message=reason, reason=reason)
+            return verdict, [record]
+        return Verdict(reason=f"store error (fail open): {exc}"), [record]
+
     def _skip(self, session: str, exc: EventError) -> Verdict:
         self.stats["skipped"] += 1
         logger.warning("loopwatch: skipped a malformed event of session %r: %s", session, exc)
@@ -235,8 +328,11 @@ class Guard:
             raise exc
         return Verdict(index=-1, reason=f"skipped malformed event: {exc}")
 
-    def _audit_records(self, session: str, event: Event, verdict: Verdict, ts: float | None) -> list[dict[str, Any]]:
-        record = _record(f"loop.{verdict.action}", session, event, verdict, ts, self._session_swarm.get(session))
+    def _audit_records(
+        self, session: str, event: Event, verdict: Verdict, ts: float | None, swarm: str | None = None
+    ) -> list[dict[str, Any]]:
+        swarm = swarm or self._session_swarm.get(session)
+        record = _record(f"loop.{verdict.action}", session, event, verdict, ts, swarm)
         if verdict.action == "stop":
             return [record, dict(record, event="session.terminated")]
         return [record]
@@ -289,7 +385,8 @@ class AsyncGuard:
 
     Detection is CPU work done inline. Webhook sinks queue their I/O in their own threads, so awaiting
     ``observe`` never waits on the network; a JSONL audit sink writes (and fsyncs) inline, by design: the
-    record exists before the verdict is returned.
+    record exists before the verdict is returned. With a ``store`` (SQLite, Redis...), every call that
+    touches it runs in a worker thread, so the event loop never waits on the store's I/O.
     """
 
     def __init__(self, preset: str | Policy | None = None, **kwargs: Any) -> None:
@@ -306,17 +403,41 @@ class AsyncGuard:
     def __repr__(self) -> str:
         return f"Async{self._guard!r}"
 
+    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if self._guard.store is None:
+            return fn(*args, **kwargs)
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
     async def observe(self, session: str, event: Event | Mapping[str, Any], *, swarm: str | None = None) -> Verdict:
-        return self._guard.observe(session, event, swarm=swarm)
+        verdict: Verdict = await self._call(self._guard.observe, session, event, swarm=swarm)
+        return verdict
 
     async def reset(self, session: str, *, limits: bool = False) -> None:
-        self._guard.reset(session, limits=limits)
+        await self._call(self._guard.reset, session, limits=limits)
+
+    async def forget(self, session: str) -> None:
+        await self._call(self._guard.forget, session)
 
     async def snapshot(self, session: str) -> dict[str, Any]:
-        return self._guard.snapshot(session)
+        data: dict[str, Any] = await self._call(self._guard.snapshot, session)
+        return data
 
     async def restore(self, data: Mapping[str, Any], session: str | None = None) -> None:
-        self._guard.restore(data, session)
+        await self._call(self._guard.restore, data, session)
+
+    async def sessions(self) -> list[str]:
+        names: list[str] = await self._call(self._guard.sessions)
+        return names
+
+    async def swarm_snapshot(self, swarm: str) -> dict[str, Any]:
+        data: dict[str, Any] = await self._call(self._guard.swarm_snapshot, swarm)
+        return data
+
+    async def restore_swarm(self, data: Mapping[str, Any]) -> None:
+        await self._call(self._guard.restore_swarm, data)
+
+    async def clear_swarm(self, swarm: str) -> None:
+        await self._call(self._guard.clear_swarm, swarm)
 
     async def evict_idle(self, max_idle_seconds: float) -> int:
         return self._guard.evict_idle(max_idle_seconds)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from .base import Detector, Finding, State, Step, call_label
@@ -14,6 +15,15 @@ _MAX_WORKERS = 64
 def new_swarm_state() -> SwarmState:
     """Shared counts of one swarm: ``{"counts": {fingerprint: [calls, [workers...], tool]}}``."""
     return {"counts": {}}
+
+
+@dataclass(frozen=True)
+class SwarmTally:
+    """A fingerprint's swarm-wide count after one more call, counted outside the engine (by a store):
+    the calls so far and the distinct workers that made them."""
+
+    calls: int
+    workers: int
 
 
 def record_swarm_call(swarm: SwarmState, fingerprint: str, worker: str, tool: str) -> tuple[int, int]:
@@ -33,8 +43,9 @@ def record_swarm_call(swarm: SwarmState, fingerprint: str, worker: str, tool: st
 class SwarmDetector(Detector):
     """``threshold``+ calls with the same fingerprint from ``min_workers``+ workers of one swarm.
 
-    The engine passes the swarm's shared counts in ``step.extra["swarm"]`` for sessions that belong to a
-    swarm; sessions without one are never reported.
+    The engine passes, in ``step.extra["swarm"]`` for sessions that belong to a swarm, either the swarm's
+    shared counts (a dict, counted here: one process) or a :class:`SwarmTally` for this call, already
+    counted by a store shared between processes; sessions without a swarm are never reported.
     """
 
     name = "swarm"
@@ -53,7 +64,10 @@ class SwarmDetector(Detector):
         swarm = step.extra.get("swarm")
         if step.kind != "call" or swarm is None or step.call_fp is None:
             return None
-        calls, workers = record_swarm_call(swarm, step.call_fp, step.worker or "default", step.tool or "")
+        if isinstance(swarm, SwarmTally):
+            calls, workers = swarm.calls, swarm.workers
+        else:
+            calls, workers = record_swarm_call(swarm, step.call_fp, step.worker or "default", step.tool or "")
         if calls < self.threshold or workers < self.min_workers:
             return None
         return Finding(

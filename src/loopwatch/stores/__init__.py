@@ -1,0 +1,251 @@
+"""Stores: where session state and swarm counts live, selected by URL (in the style of ``limits``).
+
+    store_from_url("memory://")                         # one process (the default)
+    store_from_url("sqlite:///var/lib/agent/loops.db")   # several processes on one machine
+    store_from_url("redis://localhost:6379/0?prefix=lw")  # several machines (also rediss://, Valkey)
+
+A store keeps, per session, an opaque state text (the engine's JSON snapshot) with a version number,
+and per swarm, call counts per fingerprint with the workers that made them. It knows nothing about
+detection: the guard loads a session's state, runs the pure engine on it, and writes it back with
+:meth:`Store.compare_and_set`, which succeeds only if nobody else wrote the session in between (then the
+guard reloads the winner's state and judges the event again). Every event is thus counted exactly once,
+whichever process or machine it came from, and one event costs one round trip when the guard's cached
+state is current.
+
+Third-party stores: subclass :class:`Store` and :func:`register` a URL scheme.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import parse_qs, urlsplit
+
+from ..detectors.swarm import SwarmTally
+from ..errors import ConfigError, LoopwatchError
+
+__all__ = [
+    "MemoryStore",
+    "Store",
+    "StoreError",
+    "SwarmTally",
+    "Versioned",
+    "register",
+    "store_from_url",
+]
+
+
+class StoreError(LoopwatchError):
+    """A store could not be reached or refused an operation (the guard's ``on_store_error`` decides)."""
+
+
+@dataclass(frozen=True)
+class Versioned:
+    """A session's stored state text and its version (1 for the first write, +1 for each write after)."""
+
+    version: int
+    state: str
+
+
+MAX_SWARM_FINGERPRINTS: Final = 4_096
+MAX_SWARM_WORKERS: Final = 64
+
+
+class Store(ABC):
+    """The store contract. Every method may raise :class:`StoreError` (and nothing else) on failure.
+
+    ``ttl``: seconds after the last write of a session or swarm before it expires (``None``: never).
+    """
+
+    url: str = ""
+    ttl: float | None = None
+
+    # -- sessions ------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def load(self, session: str) -> Versioned | None:
+        """The session's state and version, or ``None`` when it has none (never written, expired, reset)."""
+
+    @abstractmethod
+    def compare_and_set(self, session: str, expected: int, state: str) -> Versioned | None:
+        """Write ``state`` as version ``expected + 1`` if the stored version is ``expected`` (0: no state yet).
+
+        Returns ``None`` when written, else the stored state that won (the caller re-judges against it);
+        when the session has no state (never written, expired, deleted, a server restarted empty) but
+        ``expected`` is not 0, that is ``Versioned(0, "")``. Atomic: of several writers holding the same
+        ``expected``, exactly one succeeds.
+        """
+
+    @abstractmethod
+    def delete(self, session: str) -> None:
+        """Forget a session (its next event starts afresh)."""
+
+    @abstractmethod
+    def sessions(self) -> Iterator[tuple[str, Versioned]]:
+        """Every live session with its state (for ``loopwatch sessions``), in no particular order."""
+
+    # -- swarms --------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def swarm_add(self, swarm: str, fingerprint: str, worker: str, tool: str) -> SwarmTally:
+        """Count one call of ``fingerprint`` by ``worker`` in ``swarm``, atomically; the tally after it.
+
+        At most :data:`MAX_SWARM_FINGERPRINTS` fingerprints per swarm and :data:`MAX_SWARM_WORKERS` workers
+        per fingerprint are kept (the oldest fingerprints go first).
+        """
+
+    @abstractmethod
+    def swarm_counts(self, swarm: str) -> dict[str, tuple[int, list[str], str]]:
+        """``{fingerprint: (calls, workers, tool)}`` of a swarm (empty when unknown)."""
+
+    @abstractmethod
+    def swarm_restore(self, swarm: str, counts: dict[str, tuple[int, list[str], str]]) -> None:
+        """Replace a swarm's counts (seed 003's restoreFrom)."""
+
+    @abstractmethod
+    def swarm_clear(self, swarm: str) -> None:
+        """Forget a swarm's counts (when the swarm completes)."""
+
+    # -- upkeep --------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def health(self) -> bool:
+        """True when the store answers (never raises)."""
+
+    def expire(self) -> int:
+        """Drop what outlived its ``ttl`` where the backend does not do it by itself; returns how many."""
+        return 0
+
+    def close(self) -> None:  # noqa: B027 (optional: most stores have nothing to release)
+        """Release connections and files."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
+
+
+class MemoryStore(Store):
+    """Everything in this process's memory (``memory://``); thread-safe. Mostly for tests and as the
+    reference the other stores are held to: the guard itself keeps in-memory sessions without a store."""
+
+    def __init__(self, url: str = "memory://", *, ttl: float | None = None, clock: Callable[[], float] = time.time):
+        self.url = url
+        self.ttl = ttl
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._sessions: dict[str, tuple[Versioned, float]] = {}
+        self._swarms: dict[str, dict[str, list[Any]]] = {}
+
+    def _alive(self, written: float) -> bool:
+        return self.ttl is None or self._clock() - written <= self.ttl
+
+    def load(self, session: str) -> Versioned | None:
+        with self._lock:
+            entry = self._sessions.get(session)
+            return entry[0] if entry is not None and self._alive(entry[1]) else None
+
+    def compare_and_set(self, session: str, expected: int, state: str) -> Versioned | None:
+        with self._lock:
+            entry = self._sessions.get(session)
+            current = entry[0] if entry is not None and self._alive(entry[1]) else None
+            version = current.version if current is not None else 0
+            if version != expected:
+                return current if current is not None else Versioned(0, "")
+            self._sessions[session] = (Versioned(expected + 1, state), self._clock())
+            return None
+
+    def delete(self, session: str) -> None:
+        with self._lock:
+            self._sessions.pop(session, None)
+
+    def sessions(self) -> Iterator[tuple[str, Versioned]]:
+        with self._lock:
+            live = [(k, v) for k, (v, written) in self._sessions.items() if self._alive(written)]
+        yield from live
+
+    def swarm_add(self, swarm: str, fingerprint: str, worker: str, tool: str) -> SwarmTally:
+        with self._lock:
+            counts = self._swarms.setdefault(swarm, {})
+            entry = counts.get(fingerprint)
+            if entry is None:
+                if len(counts) >= MAX_SWARM_FINGERPRINTS:
+                    del counts[next(iter(counts))]
+                entry = counts[fingerprint] = [0, [], tool]
+            entry[0] += 1
+            if worker not in entry[1] and len(entry[1]) < MAX_SWARM_WORKERS:
+                entry[1].append(worker)
+            return SwarmTally(entry[0], len(entry[1]))
+
+    def swarm_counts(self, swarm: str) -> dict[str, tuple[int, list[str], str]]:
+        with self._lock:
+            return {k: (v[0], list(v[1]), v[2]) for k, v in self._swarms.get(swarm, {}).items()}
+
+    def swarm_restore(self, swarm: str, counts: dict[str, tuple[int, list[str], str]]) -> None:
+        with self._lock:
+            self._swarms[swarm] = {k: [int(c), list(w), str(t)] for k, (c, w, t) in counts.items()}
+
+    def swarm_clear(self, swarm: str) -> None:
+        with self._lock:
+            self._swarms.pop(swarm, None)
+
+    def health(self) -> bool:
+        return True
+
+    def expire(self) -> int:
+        with self._lock:
+            dead = [k for k, (_, written) in self._sessions.items() if not self._alive(written)]
+            for key in dead:
+                del self._sessions[key]
+            return len(dead)
+
+
+# -- URLs -----------------------------------------------------------------------------------------------
+
+Factory = Callable[[str, dict[str, str]], Store]
+_SCHEMES: dict[str, Factory | str] = {
+    "memory": "loopwatch.stores:_memory",
+    "sqlite": "loopwatch.stores.sqlite:from_url",
+    "redis": "loopwatch.stores.redis:from_url",
+    "rediss": "loopwatch.stores.redis:from_url",
+    "valkey": "loopwatch.stores.redis:from_url",
+    "valkeys": "loopwatch.stores.redis:from_url",
+}
+
+
+def _memory(url: str, options: dict[str, str]) -> Store:
+    ttl = options.get("ttl")
+    return MemoryStore(url, ttl=float(ttl) if ttl else None)
+
+
+def register(scheme: str, factory: Factory) -> None:
+    """Make ``scheme://...`` URLs build stores with ``factory(url, options)`` (options: the query string)."""
+    _SCHEMES[scheme.lower()] = factory
+
+
+def store_from_url(url: str) -> Store:
+    """The store a URL names: ``memory://``, ``sqlite:///path``, ``redis://host:port/db?prefix=...``.
+
+    Common query options: ``ttl`` (seconds a session or swarm outlives its last write). Raises
+    :class:`~loopwatch.errors.ConfigError` naming the bad part of the URL.
+    """
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    factory = _SCHEMES.get(scheme)
+    if factory is None:
+        known = ", ".join(f"{s}://" for s in sorted(_SCHEMES))
+        raise ConfigError(f"unknown store URL scheme in {url!r} (known: {known})", field="store")
+    options = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+    if isinstance(factory, str):
+        factory = _resolve(factory)
+    return factory(url, options)
+
+
+def _resolve(target: str) -> Factory:
+    import importlib
+
+    module, _, name = target.partition(":")
+    factory: Factory = getattr(importlib.import_module(module), name)
+    return factory
