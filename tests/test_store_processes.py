@@ -25,7 +25,7 @@ def _hammer(url: str, worker: int, events: int) -> int:
 
 
 def _sqlite_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'state.db'}"
+    return f"sqlite:///{tmp_path / 'state.db'}?timeout=30"
 
 
 def _redis_url(tmp_path: Path) -> str:
@@ -35,7 +35,7 @@ def _redis_url(tmp_path: Path) -> str:
 
     server = shared_server()
     server.flush()
-    return server.url + "?prefix=processes"
+    return server.url + "?prefix=processes&timeout=10"  # a loaded 2-core machine: no spurious timeouts
 
 
 @pytest.mark.parametrize("make_url", [_sqlite_url, _redis_url], ids=["sqlite", "redis"])

@@ -57,7 +57,7 @@ def test_third_party_stores_can_be_registered(tmp_path: Path) -> None:
 
     register("recording", lambda url, options: Recording(url))
     guard = Guard(store="recording://here", clock=None)
-    assert isinstance(guard.store, Recording) and repr(guard).endswith("store='recording://here')")
+    assert isinstance(guard.store, Recording) and repr(guard).endswith("store=Recording('recording://here'))")
     guard.observe("s", ToolCall("read", {"path": "a"}))
     guard.observe("s", ToolResult("x"))
     assert Recording.writes == 2

@@ -113,7 +113,7 @@ class Guard:
         self._table_lock = threading.Lock()
 
     def __repr__(self) -> str:
-        where = f", store={self.store.url!r}" if self.store is not None else f", sessions={len(self._sessions)}"
+        where = f", store={self.store!r}" if self.store is not None else f", sessions={len(self._sessions)}"
         return f"Guard(preset={self.policy.name!r}{where})"
 
     # -- public API ------------------------------------------------------------------------------------
@@ -311,7 +311,7 @@ class Guard:
             "ts": ts,
             "session": session,
             "worker": event.worker,
-            "store": self.store.url if self.store is not None else None,
+            "store": repr(self.store) if self.store is not None else None,
             "error": str(exc),
             "policy": self.on_store_error,
         }
