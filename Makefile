@@ -41,9 +41,10 @@ eval: $(STAMP_DEMO)
 	$(BIN)/loopwatch eval $(CORPUS)/*.jsonl.gz --labels $(CORPUS)/labels/dev.jsonl \
 		--compare jaccard-turns call-cycles ralph doom-loop behavioral
 
-bench: $(STAMP_DEMO)
+bench: $(STAMP_TEST)
 	$(BIN)/python benchmarks/bench_guard.py
 	$(BIN)/python benchmarks/bench_scan.py
+	$(BIN)/python benchmarks/bench_store.py
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache
