@@ -46,6 +46,7 @@ from typing import Any, Final
 from ..errors import EventError, InputError
 from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ..readers import ErrorHandler, Run, run_id_from_path
+from ._common import tool_args
 
 OPENAI: Final = "openai"
 RESPONSES: Final = "openai-responses"
@@ -305,7 +306,7 @@ def _assistant(message: Mapping[str, Any], content: Any, conversation: Conversat
             name = block.get("name")
             if not isinstance(name, str):
                 raise EventError("a tool_use block needs a name", field=f"content[{k}].name")
-            call = ToolCall(tool=name, args=_args(block.get("input")), id=_opt_str(block, "id"))
+            call = ToolCall(tool=name, args=tool_args(block.get("input")), id=_opt_str(block, "id"))
             if call.id is not None:
                 conversation.names[call.id] = name  # a server tool's result follows in this same message
             events.append(call)
@@ -335,7 +336,7 @@ def _chat_call(call: Any, where: str) -> ToolCall:
     if not isinstance(name, str) or not name:
         raise EventError("a tool call needs a name", field=f"{where}.name")
     raw = function.get("arguments", function.get("input"))
-    return ToolCall(tool=name, args=_args(raw), id=_opt_str(call, "id"))
+    return ToolCall(tool=name, args=tool_args(raw), id=_opt_str(call, "id"))
 
 
 def _tool_results(content: Any, conversation: Conversation) -> list[Event]:
@@ -372,7 +373,7 @@ def _responses_item(item: Mapping[str, Any], kind: str, conversation: Conversati
         if not isinstance(name, str) or not name:
             raise EventError(f"a {kind} item needs a name", field="name")
         raw = item.get("arguments") if kind == "function_call" else {"input": item.get("input")}
-        return [ToolCall(tool=name, args=_args(raw), id=call_id)]
+        return [ToolCall(tool=name, args=tool_args(raw), id=call_id)]
     if kind.endswith("_call_output"):
         output, exit_code = _output_text(item.get("output"))
         failed = True if item.get("status") == "failed" else None
@@ -381,7 +382,7 @@ def _responses_item(item: Mapping[str, Any], kind: str, conversation: Conversati
     if kind.endswith("_call"):
         name = _opt_str(item, "name") or kind[: -len("_call")]
         if "arguments" in item:
-            args = _args(item.get("arguments"))
+            args = tool_args(item.get("arguments"))
         else:
             args = {k: v for k, v in item.items() if k not in _NOT_ARGS}
         events: list[Event] = [ToolCall(tool=name, args=args, id=call_id)]
@@ -450,19 +451,6 @@ def _part_text(part: Any) -> str:
         return text_of(part.get("content"))
     data = json.dumps(part, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8", "replace")
     return f"[{kind or 'data'} {hashlib.sha256(data).hexdigest()[:12]}]"
-
-
-def _args(raw: Any) -> Mapping[str, Any]:
-    """Tool arguments: a JSON object, or a JSON string of one; anything else is kept under ``input``."""
-    if raw is None:
-        return {}
-    if isinstance(raw, str):
-        try:
-            parsed = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError:
-            return {"input": raw}
-        raw = parsed
-    return raw if isinstance(raw, Mapping) else {"input": raw}
 
 
 def _opt_str(obj: Mapping[str, Any], key: str) -> str | None:

@@ -17,9 +17,9 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from ..errors import InputError
 from ..events import Event, Message, ToolCall, ToolResult, Usage
-from ..readers import ErrorHandler, Run, run_id_from_path
+from ..readers import ErrorHandler, Run
+from ._common import count, mapping, number, parts_text, read_documents
 
 NAMES: Final = ("mini-swe-agent",)
 
@@ -41,15 +41,7 @@ def sniff(first: Any, path: str) -> str | None:
 
 def read(name: str, records: Iterator[tuple[int, Any]], path: str, on_error: ErrorHandler) -> Iterator[Run]:
     """One run per trajectory document (a JSON Lines file of trajectories gives one per line)."""
-    base = run_id_from_path(path)
-    for count, (lineno, record) in enumerate(records):
-        run, problem = _run(name, record, base if count == 0 else f"{base}/{count}", path)
-        if problem is not None:
-            on_error(InputError(problem, path=path, line=lineno))
-        if run is not None:
-            yield run
-        if problem is not None:
-            return
+    return read_documents(name, records, path, on_error, _run)
 
 
 def _run(name: str, record: Any, fallback_id: str, path: str) -> tuple[Run | None, str | None]:
@@ -58,10 +50,10 @@ def _run(name: str, record: Any, fallback_id: str, path: str) -> tuple[Run | Non
     messages = record.get("messages")
     if not isinstance(messages, list):
         return None, "messages: expected a list"
-    info = _mapping(record.get("info"))
+    info = mapping(record.get("info"))
     own = record.get("instance_id")
     run_id = own if isinstance(own, str) and own else fallback_id
-    stats = _mapping(info.get("model_stats"))
+    stats = mapping(info.get("model_stats"))
     outcome = {"exit_status": info.get("exit_status"), **stats}
     run = Run(id=run_id, source=name, path=path, meta={"labels": {"outcome": outcome}}, indices=[])
     assert run.indices is not None
@@ -100,8 +92,8 @@ def _message_events(
     role = message.get("role")
     if not isinstance(role, str):
         raise ValueError("role: expected a string")
-    content = _content(message.get("content"))
-    extra = _mapping(message.get("extra"))
+    content = parts_text(message.get("content"))
+    extra = mapping(message.get("extra"))
     if role == "assistant":
         events: list[Event] = []
         usage = _usage(extra)
@@ -165,37 +157,10 @@ def _usage(extra: Mapping[str, Any]) -> Usage | None:
     response = extra.get("response")
     usage = response.get("usage") if isinstance(response, Mapping) else None
     usage = usage if isinstance(usage, Mapping) else {}
-    cost = _number(extra.get("cost"))
+    cost = number(extra.get("cost"))
     if cost is None:
-        cost = _number(usage.get("cost"))
-    tokens_in, tokens_out = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+        cost = number(usage.get("cost"))
+    tokens_in, tokens_out = count(usage.get("prompt_tokens")), count(usage.get("completion_tokens"))
     if cost is None and tokens_in is None and tokens_out is None:
         return None
-    return Usage(cost=cost, input_tokens=tokens_in, output_tokens=tokens_out, ts=_number(extra.get("timestamp")))
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
-        return None
-    return float(value)
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63 else None
-
-
-def _content(value: Any) -> str:
-    """A message's text: a string, or the text parts of a list of content parts."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "\n".join(
-            part["text"] for part in value if isinstance(part, Mapping) and isinstance(part.get("text"), str)
-        )
-    raise ValueError(f"content: expected a string or a list of parts, got {type(value).__name__}")
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return Usage(cost=cost, input_tokens=tokens_in, output_tokens=tokens_out, ts=number(extra.get("timestamp")))

@@ -26,6 +26,7 @@ from typing import Any, Final
 from ..errors import InputError
 from ..events import Event, Message, Role, ToolCall, ToolResult, Usage
 from ..readers import ErrorHandler, Run, run_id_from_path
+from ._common import count, mapping, number
 
 NAMES: Final = ("openhands",)
 
@@ -106,14 +107,14 @@ class _Stream:
         raise ValueError("neither an action nor an observation (no 'action' or 'observation' string)")
 
     def _action(self, event: Mapping[str, Any], kind: str, ts: float | None) -> list[Event]:
-        args = _mapping(event.get("args"))
+        args = mapping(event.get("args"))
         if kind == "message":
             text = args.get("content") if isinstance(args.get("content"), str) else event.get("message")
             role: Role = "user" if event.get("source") == "user" else "assistant"
             return [*self._usage(event, ts), Message(role=role, text=text if isinstance(text, str) else "", ts=ts)]
         if kind in _SILENT_ACTIONS:
             return []
-        metadata = _mapping(event.get("tool_call_metadata"))
+        metadata = mapping(event.get("tool_call_metadata"))
         function = metadata.get("function_name")
         tool = function if isinstance(function, str) and function else _TOOLS.get(kind, kind)
         call_id = metadata.get("tool_call_id") if isinstance(metadata.get("tool_call_id"), str) else None
@@ -136,8 +137,8 @@ class _Stream:
     def _observation(self, event: Mapping[str, Any], kind: str, ts: float | None) -> list[Event]:
         if kind in _SILENT_OBSERVATIONS:
             return []
-        metadata = _mapping(event.get("tool_call_metadata"))
-        extras = _mapping(event.get("extras"))
+        metadata = mapping(event.get("tool_call_metadata"))
+        extras = mapping(event.get("extras"))
         content = event.get("content")
         output = content if isinstance(content, str) else ("" if content is None else json.dumps(content))
         tool, call_id = self.calls.get(event.get("cause"), (None, None))
@@ -162,10 +163,10 @@ class _Stream:
         """Spend recorded since the previous event: deltas of ``llm_metrics``, else the response's usage."""
         metrics = event.get("llm_metrics")
         if isinstance(metrics, Mapping):
-            cost = _number(metrics.get("accumulated_cost"))
+            cost = number(metrics.get("accumulated_cost"))
             usage = metrics.get("accumulated_token_usage")
             usage = usage if isinstance(usage, Mapping) else {}
-            tokens = (_count(usage.get("prompt_tokens")) or 0, _count(usage.get("completion_tokens")) or 0)
+            tokens = (count(usage.get("prompt_tokens")) or 0, count(usage.get("completion_tokens")) or 0)
             delta_cost = round(max(0.0, (cost or 0.0) - self.cost), 12)  # no float noise in the deltas
             delta_in, delta_out = max(0, tokens[0] - self.tokens[0]), max(0, tokens[1] - self.tokens[1])
             self.cost, self.tokens = (
@@ -189,7 +190,7 @@ class _Stream:
                 return []
             self.responses.add(response_id)
         usage = response["usage"]
-        tokens_in, tokens_out = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+        tokens_in, tokens_out = count(usage.get("prompt_tokens")), count(usage.get("completion_tokens"))
         return (
             []
             if tokens_in is None and tokens_out is None
@@ -277,17 +278,3 @@ def _timestamp(value: Any) -> float | None:
     except ValueError:
         return None
     return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
-        return None
-    return float(value)
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63 else None
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}

@@ -25,6 +25,7 @@ from typing import Any, Final
 from ..errors import InputError
 from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ..readers import ErrorHandler, Run
+from ._common import count, mapping, tool_args
 
 NAMES: Final = ("otel",)
 
@@ -102,7 +103,7 @@ def _span(span: Any, order: int) -> _Span:
     trace = _key(span, "traceId", "trace_id")
     if not isinstance(trace, str) or not trace:
         raise ValueError("traceId: expected a non-empty string")
-    status = _mapping(span.get("status"))
+    status = mapping(span.get("status"))
     code = status.get("code")
     message = status.get("message")
     exception = None
@@ -220,7 +221,11 @@ def _span_events(span: _Span, thoughts: dict[str, str]) -> list[Event]:
         thought = thoughts.pop(call_id, None) if call_id else None
         return [
             ToolCall(
-                tool=tool, args=_args(attrs.get("gen_ai.tool.call.arguments")), id=call_id, thought=thought, ts=start
+                tool=tool,
+                args=tool_args(attrs.get("gen_ai.tool.call.arguments")),
+                id=call_id,
+                thought=thought,
+                ts=start,
             ),
             ToolResult(output=output, tool=tool, is_error=failed, id=call_id, ts=end),
         ]
@@ -230,8 +235,8 @@ def _span_events(span: _Span, thoughts: dict[str, str]) -> list[Event]:
     inputs = _messages(attrs.get("gen_ai.input.messages"))
     if inputs and inputs[-1].get("role") == "user":
         events.append(Message(role="user", text=_text(inputs[-1]), ts=start))
-    tokens_in = _count(attrs.get("gen_ai.usage.input_tokens", attrs.get("gen_ai.usage.prompt_tokens")))
-    tokens_out = _count(attrs.get("gen_ai.usage.output_tokens", attrs.get("gen_ai.usage.completion_tokens")))
+    tokens_in = count(attrs.get("gen_ai.usage.input_tokens", attrs.get("gen_ai.usage.prompt_tokens")))
+    tokens_out = count(attrs.get("gen_ai.usage.output_tokens", attrs.get("gen_ai.usage.completion_tokens")))
     if tokens_in is not None or tokens_out is not None:
         events.append(Usage(input_tokens=tokens_in, output_tokens=tokens_out, ts=end))
     for message in _messages(attrs.get("gen_ai.output.messages")):
@@ -267,24 +272,3 @@ def _text(message: Mapping[str, Any]) -> str:
         )
     content = message.get("content")
     return content if isinstance(content, str) else ""
-
-
-def _args(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value) if value.strip() else {}
-        except json.JSONDecodeError:
-            return {"input": value}
-    return dict(value) if isinstance(value, Mapping) else {"input": value}
-
-
-def _count(value: Any) -> int | None:
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63 else None
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}

@@ -18,9 +18,9 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from ..errors import InputError
 from ..events import Event, Message, ToolCall, ToolResult
-from ..readers import ErrorHandler, Run, run_id_from_path
+from ..readers import ErrorHandler, Run
+from ._common import add_records, mapping, read_documents
 
 NAMES: Final = ("swe-agent",)
 
@@ -55,16 +55,7 @@ def sniff(first: Any, path: str) -> str | None:
 
 def read(name: str, records: Iterator[tuple[int, Any]], path: str, on_error: ErrorHandler) -> Iterator[Run]:
     """One run per trajectory document (a JSON Lines file of trajectories gives one per line)."""
-    base = run_id_from_path(path)
-    for count, (lineno, record) in enumerate(records):
-        run_id = base if count == 0 else f"{base}/{count}"
-        run, problem = _run(name, record, run_id, path)
-        if problem is not None:
-            on_error(InputError(problem, path=path, line=lineno))
-        if run is not None:
-            yield run
-        if problem is not None:
-            return
+    return read_documents(name, records, path, on_error, _run)
 
 
 def _run(name: str, record: Any, run_id: str, path: str) -> tuple[Run | None, str | None]:
@@ -74,18 +65,10 @@ def _run(name: str, record: Any, run_id: str, path: str) -> tuple[Run | None, st
     turns = record.get("trajectory")
     if not isinstance(turns, list):
         return None, "trajectory: expected a list of turns"
-    info = _mapping(record.get("info"))
+    info = mapping(record.get("info"))
     outcome = {key: info[key] for key in ("exit_status", "model_stats") if key in info}
     run = Run(id=run_id, source=name, path=path, meta={"labels": {"outcome": outcome}}, indices=[])
-    assert run.indices is not None
-    for index, turn in enumerate(turns):
-        try:
-            events = _turn_events(turn)
-        except ValueError as exc:
-            return run, f"trajectory[{index}]: {exc}"
-        run.events.extend(events)
-        run.indices.extend([index] * len(events))
-    return run, None
+    return run, add_records(run, turns, _turn_events, "trajectory")
 
 
 def _turn_events(turn: Any) -> list[Event]:
@@ -113,7 +96,3 @@ def _text(turn: Mapping[str, Any], key: str) -> str:
     if not isinstance(value, str):
         raise ValueError(f"{key}: expected a string, got {type(value).__name__}")
     return value
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}

@@ -17,6 +17,7 @@ from typing import Any, Final
 from ..errors import InputError
 from ..events import Event, Message, ToolCall, ToolResult
 from ..readers import ErrorHandler, Run
+from ._common import add_records, parts_text
 
 NAMES: Final = ("tau-bench",)
 
@@ -64,22 +65,14 @@ def _run(name: str, result: Any, path: str) -> tuple[Run | None, str | None]:
     )
     outcome = {"reward": result["reward"]} if "reward" in result else {}
     run = Run(id=run_id, source=name, path=path, meta={"labels": {"outcome": outcome}}, indices=[])
-    assert run.indices is not None
-    for index, message in enumerate(traj):
-        try:
-            events = _message_events(message)
-        except ValueError as exc:
-            return run, f"traj[{index}]: {exc}"
-        run.events.extend(events)
-        run.indices.extend([index] * len(events))
-    return run, None
+    return run, add_records(run, traj, _message_events, "traj")
 
 
 def _message_events(message: Any) -> list[Event]:
     if not isinstance(message, Mapping):
         raise ValueError(f"a message is a JSON object, got {type(message).__name__}")
     role = message.get("role")
-    text = _content(message.get("content"))
+    text = parts_text(message.get("content"))
     if role == "system":
         return []
     if role == "user":
@@ -123,15 +116,3 @@ def _call(call: Any, thought: str) -> ToolCall:
     return ToolCall(
         tool=function["name"], args=args, id=call_id if isinstance(call_id, str) else None, thought=thought or None
     )
-
-
-def _content(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "\n".join(
-            part["text"] for part in value if isinstance(part, Mapping) and isinstance(part.get("text"), str)
-        )
-    raise ValueError(f"content: expected a string or a list of parts, got {type(value).__name__}")

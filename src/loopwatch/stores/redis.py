@@ -48,7 +48,7 @@ import math
 import os
 import threading
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
@@ -299,6 +299,21 @@ def _counts(order: list[str], calls: dict[str, str], tools: dict[str, str], work
     return out
 
 
+def _restore_pipeline(pipe: Any, keys: Sequence[str], counts: dict[str, tuple[int, list[str], str]], store: Any) -> Any:
+    """A (sync or async) transaction pipeline that replaces a swarm's keys by ``counts``, not yet sent."""
+    calls, tools, workers = _restore_args(counts)
+    pipe.execute_command("DEL", *keys)
+    if calls:
+        pipe.hset(keys[0], mapping=calls)
+        pipe.hset(keys[1], mapping=tools)
+        pipe.hset(keys[2], mapping=workers)
+        pipe.execute_command("RPUSH", keys[3], *calls)
+        if store.ttl:
+            for key in keys:
+                pipe.execute_command("PEXPIRE", key, store._ttl_ms)
+    return pipe
+
+
 def _restore_args(
     counts: dict[str, tuple[int, list[str], str]],
 ) -> tuple[dict[str, int], dict[str, str], dict[str, str]]:
@@ -480,19 +495,8 @@ class RedisStore(_Base, Store):
             raise self._error("swarm_counts", exc) from exc
 
     def swarm_restore(self, swarm: str, counts: dict[str, tuple[int, list[str], str]]) -> None:
-        keys = self._keys.swarm(swarm)
-        calls, tools, workers = _restore_args(counts)
         try:
-            pipe = self._client.pipeline(transaction=True)
-            pipe.execute_command("DEL", *keys)
-            if calls:
-                pipe.hset(keys[0], mapping=calls)
-                pipe.hset(keys[1], mapping=tools)
-                pipe.hset(keys[2], mapping=workers)
-                pipe.execute_command("RPUSH", keys[3], *calls)
-                if self.ttl:
-                    for key in keys:
-                        pipe.execute_command("PEXPIRE", key, self._ttl_ms)
+            pipe = _restore_pipeline(self._client.pipeline(transaction=True), self._keys.swarm(swarm), counts, self)
             self.round_trips += 1
             pipe.execute()
         except Exception as exc:
@@ -629,19 +633,8 @@ class AsyncRedisStore(_Base):
             raise self._error("swarm_counts", exc) from exc
 
     async def swarm_restore(self, swarm: str, counts: dict[str, tuple[int, list[str], str]]) -> None:
-        keys = self._keys.swarm(swarm)
-        calls, tools, workers = _restore_args(counts)
         try:
-            pipe = self._client.pipeline(transaction=True)
-            pipe.execute_command("DEL", *keys)
-            if calls:
-                pipe.hset(keys[0], mapping=calls)
-                pipe.hset(keys[1], mapping=tools)
-                pipe.hset(keys[2], mapping=workers)
-                pipe.execute_command("RPUSH", keys[3], *calls)
-                if self.ttl:
-                    for key in keys:
-                        pipe.execute_command("PEXPIRE", key, self._ttl_ms)
+            pipe = _restore_pipeline(self._client.pipeline(transaction=True), self._keys.swarm(swarm), counts, self)
             self.round_trips += 1
             await pipe.execute()
         except Exception as exc:
