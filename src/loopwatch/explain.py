@@ -12,8 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .engine import Engine
 from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
-from .fingerprint import call_fingerprint, preview
+from .fingerprint import preview
 from .policy import Policy
 from .readers import Run
 from .scan import scan_runs
@@ -37,21 +38,18 @@ class StepLine:
 
 def step_lines(run: Run, policy: Policy) -> list[StepLine]:
     """A printable line per event: record index, kind, tool, a short text, the call fingerprint."""
+    engine = Engine(policy)
     lines = []
     for position, event in enumerate(run.events):
         index = run.indices[position] if run.indices is not None else position
-        kind, tool, text, fingerprint = _describe(event, policy)
+        kind, tool, text, fingerprint = _describe(event, engine)
         lines.append(StepLine(position, index, kind, tool, text, fingerprint))
     return lines
 
 
-def _describe(event: Event, policy: Policy) -> tuple[str, str, str, str]:
+def _describe(event: Event, engine: Engine) -> tuple[str, str, str, str]:
     if isinstance(event, ToolCall):
-        settings = policy.tool(event.tool)
-        ignore = settings.ignore_keys if settings and settings.ignore_keys else policy.ignore_keys
-        keep = settings.keep_keys if settings else None
-        fingerprint = call_fingerprint(event.tool, event.args, ignore_keys=ignore, keep_keys=keep)
-        return "call", event.tool, preview(event.args, 100), fingerprint
+        return "call", event.tool, preview(event.args, 100), engine.call_fingerprint(event)
     if isinstance(event, ToolResult):
         flag = " [error]" if event.is_error else ""
         return "result", event.tool or "", preview(event.output, 100) + flag, ""
