@@ -4,6 +4,7 @@
     loopwatch eval PATH... --labels FILE [--preset NAME] [--compare PRESET...] [--sweep DET.PARAM=A:B:STEP]
     loopwatch explain PATH... --id RUN [--index N]
     loopwatch sessions --store URL [--reset ID | --forget ID | --swarm ID [--clear]] [--json]
+    loopwatch hook claude-code [--install [--project|--user|--local] | --uninstall]   (a Claude Code hook)
 
 Formats: the canonical ``events`` and ``trajectory`` (FORMAT.md), and foreign traces (``openai``,
 ``openai-responses``, ``anthropic``, ``claude-code``, ``swe-agent``, ``mini-swe-agent``, ``openhands``,
@@ -72,6 +73,12 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--id", required=True, dest="run_id", metavar="RUN", help="the run's id (or a unique end)")
     explain.add_argument("--index", type=int, default=None, metavar="N", help="only the detection at index N")
     explain.add_argument("--json", action="store_true", help="as JSON")
+    commands.add_parser(
+        "hook",
+        add_help=False,
+        help="Claude Code hook: loopwatch hook claude-code [--install [--project|--user|--local] | --uninstall] "
+        "[--store URL] [--preset NAME] [--config FILE] [--fail-closed]",
+    )
     sessions = commands.add_parser("sessions", help="list, reset or clear the sessions and swarms kept in a store")
     sessions.add_argument("--store", required=True, metavar="URL", help="sqlite:///path.db, redis://host:6379/0...")
     sessions.add_argument("--preset", default=None, help="the preset the guards use (default: default)")
@@ -98,7 +105,12 @@ def _inputs(command: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["hook"]:  # the hook parses its own options (the console script gets here sooner)
+        from .adapters.claude_code import main as hook_main
+
+        return hook_main(arguments[1:])
+    args = _parser().parse_args(arguments)
     spec = PolicySpec(args.preset, args.config)
     try:
         policy = spec.build()

@@ -7,7 +7,6 @@ stripe) and never lets a malformed event or an internal error escape into the ag
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
@@ -406,6 +405,8 @@ class AsyncGuard:
     async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if self._guard.store is None:
             return fn(*args, **kwargs)
+        import asyncio  # only async callers pay for importing it
+
         return await asyncio.to_thread(fn, *args, **kwargs)
 
     async def observe(self, session: str, event: Event | Mapping[str, Any], *, swarm: str | None = None) -> Verdict:

@@ -13,8 +13,10 @@ Everything here is pure: no I/O, no clock, no global state besides the optional 
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Callable, Hashable, Set
+from typing import Any
 
 __all__ = [
     "HAVE_RAPIDFUZZ",
@@ -27,19 +29,27 @@ __all__ = [
 ]
 
 
-def _load_rapidfuzz() -> Callable[..., float] | None:
-    """rapidfuzz's C ``fuzz.ratio`` when installed (imported once, at module load), else None."""
-    try:
-        from rapidfuzz.fuzz import ratio
-    except ImportError:  # pragma: no cover - exercised only without rapidfuzz
-        return None
-    return ratio
+_UNLOADED: Any = object()
+_rf_ratio: Any = _UNLOADED
+"""rapidfuzz's C ``fuzz.ratio``, imported on first use (a short-lived hook process never pays for it)."""
 
 
-_rf_ratio = _load_rapidfuzz()
+def _ratio() -> Callable[..., float] | None:
+    """rapidfuzz's ``fuzz.ratio`` when installed, else None (imported once, when first needed)."""
+    global _rf_ratio
+    if _rf_ratio is _UNLOADED:
+        try:
+            from rapidfuzz.fuzz import ratio
+        except ImportError:  # pragma: no cover - exercised only without rapidfuzz
+            _rf_ratio = None
+        else:
+            _rf_ratio = ratio
+    loaded: Callable[..., float] | None = _rf_ratio
+    return loaded
 
-HAVE_RAPIDFUZZ: bool = _rf_ratio is not None
-"""True when ``rapidfuzz`` was importable and :func:`fuzz_ratio` uses it."""
+
+HAVE_RAPIDFUZZ: bool = importlib.util.find_spec("rapidfuzz") is not None
+"""True when ``rapidfuzz`` is installed and :func:`fuzz_ratio` uses it."""
 
 # JavaScript's ``\s`` (ECMAScript WhiteSpace + LineTerminator). It differs from Python's ``\s``: it
 # includes U+FEFF and excludes U+001C..U+001F and U+0085.
@@ -142,8 +152,9 @@ def fuzz_ratio_py(a: str, b: str) -> float:
 
 def fuzz_ratio(a: str, b: str) -> float:
     """``rapidfuzz.fuzz.ratio(a, b) / 100`` in [0, 1]; the pure-Python twin when rapidfuzz is missing."""
-    if _rf_ratio is not None:
-        return float(_rf_ratio(a, b)) / 100
+    ratio = _ratio()
+    if ratio is not None:
+        return float(ratio(a, b)) / 100
     return fuzz_ratio_py(a, b)
 
 
@@ -159,9 +170,10 @@ def fuzz_ratio_at_least(a: str, b: str, threshold: float) -> bool:
         return True
     if _length_bound(a, b) < threshold:
         return False
-    if _rf_ratio is not None:
+    ratio = _ratio()
+    if ratio is not None:
         # The cutoff lets rapidfuzz stop early; it is lowered a hair so that rounding in its own
         # cutoff conversion can never reject a score the plain comparison below would accept.
-        score = float(_rf_ratio(a, b, score_cutoff=max(0.0, threshold * 100 - 1e-6))) / 100
+        score = float(ratio(a, b, score_cutoff=max(0.0, threshold * 100 - 1e-6))) / 100
         return score >= threshold
     return fuzz_ratio_py(a, b) >= threshold

@@ -22,27 +22,39 @@ from .events import Event, ToolCall
 from .stores import Store, StoreError, Versioned
 from .verdict import Verdict
 
-try:  # the `fast` extra: orjson encodes a session's state ~20x faster than json on this path
-    import orjson as _orjson
-except ImportError:  # pragma: no cover (the test extra installs it; tests cover both encoders)
-    _orjson = None  # type: ignore[assignment]
+_UNLOADED: Any = object()
+_orjson: Any = _UNLOADED
+"""The `fast` extra's orjson (encodes a session's state ~20x faster than json), imported on first use."""
+
+
+def _fast() -> Any:
+    global _orjson
+    if _orjson is _UNLOADED:
+        try:
+            import orjson
+        except ImportError:  # pragma: no cover (the test extra installs it; tests cover both encoders)
+            _orjson = None
+        else:
+            _orjson = orjson
+    return _orjson
 
 
 def encode_state(data: Any) -> str:
     """Compact JSON text of a session's state (orjson when installed, else json: the same JSON)."""
-    if _orjson is not None:
+    fast = _fast()
+    if fast is not None:
         try:
-            return _orjson.dumps(data).decode("utf-8")
-        except (TypeError, _orjson.JSONEncodeError):  # an int over 64 bits, a non-str key...: json copes
+            text: str = fast.dumps(data).decode("utf-8")
+            return text
+        except (TypeError, fast.JSONEncodeError):  # an int over 64 bits, a non-str key...: json copes
             pass
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
 
 def decode_state(text: str) -> Any:
     """The data of :func:`encode_state`'s text."""
-    if _orjson is not None:
-        return _orjson.loads(text)
-    return json.loads(text)
+    fast = _fast()
+    return fast.loads(text) if fast is not None else json.loads(text)
 
 
 MAX_ATTEMPTS: Final = 16

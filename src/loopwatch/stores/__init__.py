@@ -17,7 +17,6 @@ Third-party stores: subclass :class:`Store` and :func:`register` a URL scheme.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -250,6 +249,12 @@ class AsyncStore(Protocol):
     async def close(self) -> None: ...
 
 
+async def _yield_to_loop() -> None:
+    import asyncio  # imported by async callers only: a hook process never pays for it
+
+    await asyncio.sleep(0)
+
+
 class AsyncMemoryStore:
     """:class:`MemoryStore` behind the :class:`AsyncStore` methods (no I/O: nothing to wait for)."""
 
@@ -269,7 +274,7 @@ class AsyncMemoryStore:
     async def sessions(self) -> AsyncIterator[tuple[str, Versioned]]:
         for item in list(self.sync.sessions()):
             yield item
-            await asyncio.sleep(0)
+            await _yield_to_loop()
 
     async def swarm_add(self, swarm: str, fingerprint: str, worker: str, tool: str) -> SwarmTally:
         return self.sync.swarm_add(swarm, fingerprint, worker, tool)

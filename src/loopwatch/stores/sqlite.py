@@ -24,7 +24,6 @@ Expired rows are treated as absent at once and deleted by :meth:`SqliteStore.exp
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import math
@@ -584,6 +583,8 @@ class AsyncSqliteStore:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="loopwatch-sqlite")
             executor = self._executor
+        import asyncio  # the async twin only: the sync store (a hook process) never imports it
+
         return await asyncio.get_running_loop().run_in_executor(executor, partial(function, *args))
 
     async def load(self, session: str) -> Versioned | None:
@@ -632,6 +633,8 @@ class AsyncSqliteStore:
         with self._executor_lock:
             executor, self._executor = self._executor, None
         if executor is not None:  # let the calls under way finish, without blocking the event loop
+            import asyncio
+
             await asyncio.get_running_loop().run_in_executor(None, partial(executor.shutdown, wait=True))
         self.sync.close()
 

@@ -1,0 +1,22 @@
+"""The ``loopwatch`` console script: ``loopwatch hook ...`` goes straight to the hook, without loading the
+command line's scan, report and evaluation modules (a hook is a new process on every tool call)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["hook"]:
+        from .adapters.claude_code import main as hook_main
+
+        return hook_main(arguments[1:])
+    from .cli import main as cli_main
+
+    return cli_main(arguments)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

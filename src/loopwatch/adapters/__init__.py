@@ -1,0 +1,12 @@
+"""Adapters: loopwatch inside agent frameworks and tools, one module each, imported only when used.
+
+- :mod:`loopwatch.adapters.claude_code`: Claude Code command hooks (``loopwatch hook claude-code``):
+  ``PreToolUse``, ``PostToolUse``, ``PostToolUseFailure``, ``UserPromptSubmit`` and ``Stop``, with session
+  state in a SQLite file shared by the hook processes; ``--install`` / ``--uninstall`` edit ``settings.json``.
+  Standard library only.
+- :mod:`loopwatch.adapters.langchain`: LangChain v1 agents (``create_agent``) and LangGraph
+  (``LoopwatchMiddleware``; extra ``langchain``).
+- :mod:`loopwatch.adapters.openai_agents`: the OpenAI Agents SDK (``LoopwatchGuard``; extra ``openai-agents``).
+
+Nothing is imported here, so ``python -m loopwatch.adapters.<name>`` loads only the adapter it runs.
+"""

@@ -1,0 +1,663 @@
+"""Claude Code command hooks: ``loopwatch hook claude-code`` (or ``python -m loopwatch.adapters.claude_code``).
+
+    loopwatch hook claude-code --install [--project | --user | --local] [--store URL] [--preset NAME] [--config FILE]
+    loopwatch hook claude-code --uninstall [--project | --user | --local]
+    loopwatch hook claude-code [--store URL] [--preset NAME] [--config FILE] [--fail-closed]   # what Claude Code runs
+
+Claude Code starts the hook once per event, with the event's JSON on stdin; the hook judges it with a
+:class:`~loopwatch.guard.Guard` whose sessions live in a SQLite file, so the verdicts of one session build up
+across processes (concurrent hooks of parallel tool calls never lose an update: the store's compare-and-set).
+
+Events (``hook_event_name``) and what the guard sees:
+
+- ``PreToolUse``: ``ToolCall(tool_name, tool_input, id=tool_use_id)``;
+- ``PostToolUse``: ``ToolResult(output, tool=tool_name, id=tool_use_id)``; ``output`` is ``tool_response`` as
+  text: a string as is; Bash's ``{stdout, stderr, ...}`` as stdout then stderr; content blocks (MCP tools, the
+  ``Agent`` tool) as their text; ``Read``'s ``file.content``; anything else as compact JSON without the fields
+  that change on every run (``durationMs``, token counts...). ``is_error`` when the response says ``is_error``
+  / ``isError``, or ``interrupted`` (a Bash command killed by its timeout);
+- ``PostToolUseFailure``: ``ToolResult(error, is_error=True, exit_code=N)`` (``N`` from a first line
+  ``Exit code N``, which Bash failures carry);
+- ``UserPromptSubmit``: ``Message("user", prompt)``. When the session was stopped, it is reset first: a stop
+  ends the looping turn, and the next prompt you type starts the loop counters afresh (limits keep counting);
+- ``Stop``: ``Message("assistant", last_assistant_message)`` (nothing when the turn ended without text).
+
+Sessions: ``session_id``; inside a subagent (``agent_id`` present), ``SESSION/agent-AGENT_ID``, as
+``--format claude-code`` names sidechains, so a subagent's calls never mix with its parent's. The main session
+and its subagents form a swarm named ``SESSION``: the same call repeated across them gets the swarm nudge.
+
+Verdicts become the hook's JSON on stdout (always exit 0; no output for ``ok``):
+
+- ``nudge`` on ``PreToolUse``, ``PostToolUse``, ``PostToolUseFailure``, ``UserPromptSubmit``:
+  ``{"hookSpecificOutput": {"hookEventName": EVENT, "additionalContext": MESSAGE}}``: Claude reads it next
+  to the tool result (next to the prompt). A ``block`` on an event whose action already happened (a result,
+  a prompt) is delivered the same way;
+- ``nudge`` (or ``block``) on ``Stop``: ``{"systemMessage": "loopwatch: MESSAGE"}``, shown to the user only:
+  ``additionalContext`` or ``decision: "block"`` on ``Stop`` would make Claude go on, the opposite of a nudge;
+- ``block`` on ``PreToolUse``: ``{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision":
+  "deny", "permissionDecisionReason": MESSAGE}}``: the call does not run and Claude reads the reason;
+- ``stop``: ``{"continue": false, "stopReason": "loopwatch: STATUS (PATTERN): REASON"}`` (e.g. ``loopwatch:
+  LOOP_DETECTED (repeat): Bash called 8 times in a row with the same arguments and no new result``), plus the
+  deny above on ``PreToolUse``. Claude Code stops; the reason is shown to the user.
+
+``allow`` is never returned: loopwatch only takes calls away, your permission rules and prompts still apply.
+
+Failing open: malformed input, a store that cannot be opened or written, a bad ``--config``, any internal
+error: a note on stderr (Claude Code's debug log), no output, exit 0; the event goes ahead unjudged. With
+``--fail-closed``, tool calls are denied instead while the guard cannot judge them (other events still go
+ahead: refusing a prompt or a tool result helps nobody).
+
+State: ``--store URL``, else ``$LOOPWATCH_STORE``, else ``sqlite:///CACHE/loopwatch/claude-code.db?ttl=604800``
+(``CACHE``: ``$XDG_CACHE_HOME``, ``~/Library/Caches`` on macOS, ``%LOCALAPPDATA%`` on Windows, else
+``~/.cache``); sessions expire 7 days after their last event, and expired rows are deleted on each prompt.
+Policy: ``--preset NAME`` (default ``default``), ``--config FILE`` (a ``loopwatch.toml`` or ``pyproject.toml``).
+
+``--install`` writes one entry per event into ``.claude/settings.json`` of the current directory
+(``--project``, the default), ``~/.claude/settings.json`` (``--user``) or ``.claude/settings.local.json``
+(``--local``, not committed): ``{"matcher": "*", "hooks": [{"type": "command", "command": CMD, "timeout":
+10}]}`` appended to each event's list (no matcher for ``UserPromptSubmit`` and ``Stop``). Everything else in
+the file is kept; installing again replaces loopwatch's entries (no duplicates). ``--uninstall`` removes
+exactly the handlers whose command runs ``loopwatch hook claude-code`` or ``loopwatch.adapters.claude_code``.
+``CMD`` is the ``loopwatch`` script next to the running interpreter (else ``PYTHON -m
+loopwatch.adapters.claude_code``), with ``--store``, ``--preset``, ``--config`` and ``--fail-closed`` when given.
+
+Speed: every event starts a Python process, so this module imports only what judging needs (``argparse``,
+``pathlib`` and the settings code load for ``--install`` only); ``benchmarks/bench_hook.py`` measures it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import sys
+from collections.abc import Mapping
+from typing import IO, TYPE_CHECKING, Any, Final
+
+from ..events import Event, Message, ToolCall, ToolResult
+from ..verdict import Verdict
+
+if TYPE_CHECKING:
+    import argparse
+    from pathlib import Path
+
+    from ..guard import Guard
+    from ..policy import Policy
+
+__all__ = [
+    "HOOK_EVENTS",
+    "HookInputError",
+    "SettingsError",
+    "default_store_path",
+    "event_of",
+    "handle",
+    "hook_command",
+    "install_hooks",
+    "is_loopwatch_hook",
+    "main",
+    "response_for",
+    "response_text",
+    "run_hook",
+    "session_of",
+    "settings_path",
+    "stop_reason",
+    "uninstall_hooks",
+]
+
+HOOK_EVENTS: Final = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit", "Stop")
+"""The events ``--install`` registers (and the only ones the hook judges)."""
+
+TOOL_EVENTS: Final = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
+DEFAULT_TTL: Final = 7 * 24 * 3600
+"""Seconds a session's state outlives its last event in the default store."""
+HOOK_TIMEOUT: Final = 10
+"""Seconds Claude Code gives one hook run before it cancels it (and goes ahead): written by ``--install``."""
+MAX_TEXT: Final = 9_500
+"""Characters of a message given to Claude Code (it moves anything over 10,000 to a file)."""
+MODULE: Final = "loopwatch.adapters.claude_code"
+
+_EXIT_CODE: Final = re.compile(r"\s*Exit code (-?\d+)")
+_OURS: Final = re.compile(
+    r"(?:^|[\s/\\\"'])loopwatch(?:\.exe)?[\"']?\s+hook\s+[\"']?claude-code(?:[\"'\s]|$)|loopwatch\.adapters\.claude_code\b"
+)
+# fields of a tool response that change on every run while the result does not
+_VOLATILE: Final = frozenset(
+    {
+        "durationMs",
+        "duration_ms",
+        "durationSeconds",
+        "totalDurationMs",
+        "totalTokens",
+        "totalToolUseCount",
+        "usage",
+        "agentId",
+        "resolvedModel",
+        "modelsUsed",
+        "bashEditDiff",
+    }
+)
+_VALUED: Final = ("--store", "--preset", "--config")
+
+
+class HookInputError(ValueError):
+    """The hook's stdin is not a Claude Code hook event loopwatch can judge."""
+
+
+class SettingsError(Exception):
+    """A ``settings.json`` that cannot be read or changed safely (it is left untouched)."""
+
+
+# -- hook input -> events ---------------------------------------------------------------------------------
+
+
+def _text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _blocks_text(blocks: list[Any]) -> str | None:
+    """The text of a list of content blocks (``[{"type": "text", "text": ...}]``), None when it is not one."""
+    parts = []
+    for block in blocks:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        else:
+            return None
+    return "\n".join(parts)
+
+
+def response_text(response: object) -> tuple[str, bool]:
+    """A ``tool_response`` as the text the guard compares, and whether it reports a failure."""
+    if response is None:
+        return "", False
+    if isinstance(response, str):
+        return response, False
+    if isinstance(response, list):
+        text = _blocks_text(response)
+        return (text if text is not None else _text(response)), False
+    if not isinstance(response, Mapping):
+        return _text(response), False
+    failed = response.get("is_error") is True or response.get("isError") is True or response.get("interrupted") is True
+    if "stdout" in response or "stderr" in response:  # Bash, PowerShell
+        out, err = response.get("stdout"), response.get("stderr")
+        out = out if isinstance(out, str) else ("" if out is None else _text(out))
+        err = err if isinstance(err, str) else ("" if err is None else _text(err))
+        return (f"{out}\n{err}" if out and err else out or err), failed
+    content = response.get("content")
+    if isinstance(content, list):  # MCP tools, the Agent tool
+        text = _blocks_text(content)
+        if text is not None:
+            return text, failed
+    file = response.get("file")
+    if isinstance(file, Mapping) and isinstance(file.get("content"), str):  # Read
+        return file["content"], failed
+    return _text({k: v for k, v in response.items() if k not in _VOLATILE}), failed
+
+
+def _opt_str(payload: Mapping[str, Any], key: str) -> str | None:
+    value = payload.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def _tool(payload: Mapping[str, Any]) -> str:
+    tool = payload.get("tool_name")
+    if not isinstance(tool, str) or not tool:
+        raise HookInputError(f"{payload.get('hook_event_name')} without a tool_name")
+    return tool
+
+
+def session_of(payload: Mapping[str, Any]) -> str:
+    """The guard's session of a hook event: ``session_id``, or ``session_id/agent-AGENT_ID`` in a subagent."""
+    session = payload.get("session_id")
+    if not isinstance(session, str) or not session:
+        raise HookInputError("no session_id in the hook input")
+    agent = _opt_str(payload, "agent_id")
+    return f"{session}/agent-{agent}" if agent else session
+
+
+def event_of(payload: Mapping[str, Any]) -> Event | None:
+    """The event a hook input stands for (None: nothing to judge); :class:`HookInputError` when malformed."""
+    name = payload.get("hook_event_name")
+    if name == "PreToolUse":
+        args = payload.get("tool_input")
+        if args is None:
+            args = {}
+        elif not isinstance(args, Mapping):
+            args = {"input": args}
+        return ToolCall(_tool(payload), args, id=_opt_str(payload, "tool_use_id"))
+    if name == "PostToolUse":
+        output, failed = response_text(payload.get("tool_response"))
+        return ToolResult(output, tool=_tool(payload), is_error=failed, id=_opt_str(payload, "tool_use_id"))
+    if name == "PostToolUseFailure":
+        error = payload.get("error")
+        failure = "" if error is None else _text(error)
+        code = _EXIT_CODE.match(failure)
+        return ToolResult(
+            failure,
+            tool=_tool(payload),
+            is_error=True,
+            exit_code=int(code.group(1)) if code else None,
+            id=_opt_str(payload, "tool_use_id"),
+        )
+    if name == "UserPromptSubmit":
+        prompt = payload.get("prompt")
+        return Message("user", prompt if isinstance(prompt, str) else "")
+    if name == "Stop":
+        last = payload.get("last_assistant_message")
+        return Message("assistant", last) if isinstance(last, str) and last.strip() else None
+    return None
+
+
+# -- verdicts -> hook output ------------------------------------------------------------------------------
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+
+
+def stop_reason(verdict: Verdict) -> str:
+    """``loopwatch: STATUS (PATTERN): REASON``, what the user reads when loopwatch stops Claude."""
+    pattern = f" ({verdict.pattern})" if verdict.pattern else ""
+    return _clip(f"loopwatch: {verdict.status or 'LOOP_DETECTED'}{pattern}: {verdict.reason or verdict.message or ''}")
+
+
+def _deny(reason: str) -> dict[str, Any]:
+    return {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": _clip(reason)}
+
+
+def response_for(hook_event: str, verdict: Verdict) -> dict[str, Any] | None:
+    """The hook's JSON output for ``verdict`` on ``hook_event`` (None: print nothing)."""
+    if verdict.action == "ok":
+        return None
+    message = verdict.message or verdict.reason or f"loopwatch: {verdict.pattern or 'loop'} detected"
+    if verdict.action == "stop":
+        out: dict[str, Any] = {"continue": False, "stopReason": stop_reason(verdict)}
+        if hook_event == "PreToolUse":
+            out["hookSpecificOutput"] = _deny(message)
+        return out
+    if verdict.action == "block" and hook_event == "PreToolUse":
+        return {"hookSpecificOutput": _deny(message)}
+    if hook_event == "Stop":  # additionalContext (or decision: block) would keep Claude going
+        return {"systemMessage": _clip(f"loopwatch: {message}")}
+    return {"hookSpecificOutput": {"hookEventName": hook_event, "additionalContext": _clip(message)}}
+
+
+def handle(guard: Guard, payload: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Judge one hook input with ``guard``: the hook's JSON output, or None for no output."""
+    name = payload.get("hook_event_name")
+    if name not in HOOK_EVENTS:
+        return None
+    session = session_of(payload)
+    event = event_of(payload)
+    if event is None:
+        return None
+    if name == "UserPromptSubmit" and guard.snapshot(session)["state"].get("stopped") is not None:
+        guard.reset(session)  # the person is back: a stopped session starts afresh with their prompt
+    verdict = guard.observe(session, event, swarm=str(payload["session_id"]))
+    return response_for(str(name), verdict)
+
+
+# -- the guard --------------------------------------------------------------------------------------------
+
+
+def default_store_path() -> str:
+    """``CACHE/loopwatch/claude-code.db``, ``CACHE`` being the user's cache directory."""
+    cache = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(cache):
+        if sys.platform == "darwin":
+            cache = os.path.join(os.path.expanduser("~"), "Library", "Caches")
+        elif os.name == "nt" and os.environ.get("LOCALAPPDATA"):
+            cache = os.environ["LOCALAPPDATA"]
+        else:
+            cache = os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "loopwatch", "claude-code.db")
+
+
+def _policy(preset: str | None, config: str | None) -> Policy:
+    if config:
+        import dataclasses
+
+        from ..config import load_config
+
+        loaded = load_config(config)
+        if preset:
+            loaded = dataclasses.replace(loaded, preset=preset)
+        return loaded.policy()
+    from ..presets import preset as named
+
+    return named(preset or "default")
+
+
+def _guard(store: str | None, preset: str | None, config: str | None, fail_closed: bool) -> Guard:
+    from ..guard import Guard
+    from ..stores import Store, store_from_url
+
+    policy = _policy(preset, config)
+    url = store or os.environ.get("LOOPWATCH_STORE") or None
+    backend: Store
+    if url:
+        backend = store_from_url(url)
+    else:
+        from ..stores.sqlite import SqliteStore
+
+        path = default_store_path()
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        backend = SqliteStore(path, ttl=DEFAULT_TTL)
+    return Guard(policy=policy, store=backend, on_store_error="block" if fail_closed else "allow", max_sessions=64)
+
+
+def _note(message: str) -> None:
+    with contextlib.suppress(OSError, ValueError):  # stderr closed: nothing more to do
+        print(f"loopwatch hook: {message}", file=sys.stderr)
+
+
+def _read(stdin: IO[str]) -> Any:
+    buffer = getattr(stdin, "buffer", None)
+    raw: str | bytes = buffer.read() if buffer is not None else stdin.read()
+    return json.loads(raw)
+
+
+def run_hook(
+    stdin: IO[str],
+    stdout: IO[str],
+    *,
+    store: str | None = None,
+    preset: str | None = None,
+    config: str | None = None,
+    fail_closed: bool = False,
+) -> int:
+    """Read one hook input from ``stdin``, write the hook's output to ``stdout``; always 0 (Claude Code goes on)."""
+    try:
+        payload = _read(stdin)
+    except (ValueError, OSError) as exc:
+        _note(f"the input is not a Claude Code hook event ({exc}); nothing judged")
+        return 0
+    if not isinstance(payload, dict):
+        _note(f"the input is JSON {type(payload).__name__}, not a hook event object; nothing judged")
+        return 0
+    guard = None
+    try:
+        guard = _guard(store, preset, config, fail_closed)
+        response = handle(guard, payload)
+    except HookInputError as exc:
+        _note(f"{exc}; nothing judged")
+        return 0
+    except Exception as exc:  # a hook must never break Claude Code: fail open (or closed, for tool calls)
+        _note(f"could not judge the {payload.get('hook_event_name')} event: {exc}")
+        if not (fail_closed and payload.get("hook_event_name") == "PreToolUse"):
+            return 0
+        refused = f"The loop guard could not judge this call ({exc}), so it was refused."
+        response = {"hookSpecificOutput": _deny(refused)}
+    finally:
+        if guard is not None and payload.get("hook_event_name") == "UserPromptSubmit":
+            _expire(guard)
+    if response is not None:
+        stdout.write(json.dumps(response, ensure_ascii=True) + "\n")
+        stdout.flush()
+    return 0
+
+
+def _expire(guard: Guard) -> None:
+    """Delete expired sessions (once per prompt: cheap, and the file stays small)."""
+    try:
+        if guard.store is not None:
+            guard.store.expire()
+    except Exception as exc:
+        _note(f"could not delete expired sessions: {exc}")
+
+
+# -- settings.json ----------------------------------------------------------------------------------------
+
+
+def settings_path(scope: str = "project") -> Path:
+    """``.claude/settings.json`` of the current directory (``project``), of ``$HOME`` (``user``), or
+    ``.claude/settings.local.json`` of the current directory (``local``)."""
+    from pathlib import Path
+
+    if scope == "user":
+        return Path(os.path.expanduser("~")) / ".claude" / "settings.json"
+    if scope == "local":
+        return Path.cwd() / ".claude" / "settings.local.json"
+    if scope == "project":
+        return Path.cwd() / ".claude" / "settings.json"
+    raise ValueError(f"unknown settings scope {scope!r} (project, user or local)")
+
+
+def hook_command(
+    *, store: str | None = None, preset: str | None = None, config: str | None = None, fail_closed: bool = False
+) -> str:
+    """The shell command Claude Code runs: the ``loopwatch`` script next to this interpreter when there is one,
+    else ``PYTHON -m loopwatch.adapters.claude_code``; with the options given."""
+    import shlex
+    import shutil
+    import sysconfig
+
+    folders = [sysconfig.get_path("scripts"), os.path.dirname(os.path.abspath(sys.executable))]
+    script = shutil.which("loopwatch", path=os.pathsep.join(f for f in folders if f))
+    if script:
+        parts = [os.path.abspath(script), "hook", "claude-code"]
+    else:
+        parts = [os.path.abspath(sys.executable), "-m", MODULE]
+    if store:
+        parts += ["--store", store]
+    if preset:
+        parts += ["--preset", preset]
+    if config:
+        parts += ["--config", os.path.abspath(config)]
+    if fail_closed:
+        parts.append("--fail-closed")
+    return " ".join(shlex.quote(part) for part in parts)
+
+
+def is_loopwatch_hook(handler: object) -> bool:
+    """Is this hook handler one that ``--install`` wrote (a command running loopwatch's Claude Code hook)?"""
+    if not isinstance(handler, Mapping) or handler.get("type", "command") != "command":
+        return False
+    command = handler.get("command")
+    return isinstance(command, str) and _OURS.search(command) is not None
+
+
+def _strip(hooks: dict[str, Any]) -> int:
+    """Remove loopwatch's handlers from a ``hooks`` object in place (and the groups and events they leave
+    empty); how many were removed. Entries of unknown shape are left alone."""
+    removed = 0
+    for event in list(hooks):
+        groups = hooks[event]
+        if not isinstance(groups, list):
+            continue
+        kept_groups = []
+        emptied = False
+        for group in groups:
+            handlers = group.get("hooks") if isinstance(group, dict) else None
+            if not isinstance(handlers, list):
+                kept_groups.append(group)
+                continue
+            kept = [h for h in handlers if not is_loopwatch_hook(h)]
+            removed += len(handlers) - len(kept)
+            if kept or len(kept) == len(handlers):
+                group["hooks"] = kept
+                kept_groups.append(group)
+            else:
+                emptied = True
+        if emptied and not kept_groups:
+            del hooks[event]
+        else:
+            hooks[event] = kept_groups
+    return removed
+
+
+def install_hooks(settings: Mapping[str, Any], command: str) -> dict[str, Any]:
+    """A copy of ``settings`` with loopwatch's hook on each of :data:`HOOK_EVENTS` (replacing any earlier one)."""
+    data: dict[str, Any] = json.loads(json.dumps(settings))
+    hooks = data.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise SettingsError(f"'hooks' is a {type(hooks).__name__}, not an object")
+    for event in HOOK_EVENTS:
+        if event in hooks and not isinstance(hooks[event], list):
+            raise SettingsError(f"'hooks.{event}' is a {type(hooks[event]).__name__}, not a list")
+    _strip(hooks)
+    for event in HOOK_EVENTS:
+        handler = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}
+        group: dict[str, Any] = {"matcher": "*", "hooks": [handler]} if event in TOOL_EVENTS else {"hooks": [handler]}
+        hooks.setdefault(event, []).append(group)
+    return data
+
+
+def uninstall_hooks(settings: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+    """A copy of ``settings`` without loopwatch's hooks, and how many handlers were removed."""
+    data: dict[str, Any] = json.loads(json.dumps(settings))
+    hooks = data.get("hooks")
+    if not isinstance(hooks, dict):
+        return data, 0
+    removed = _strip(hooks)
+    if removed and not hooks:
+        del data["hooks"]
+    return data, removed
+
+
+def _load_settings(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"cannot read {path}: {exc}") from exc
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SettingsError(f"{path} is not valid JSON ({exc}); fix it first, it was left untouched") from exc
+    if not isinstance(data, dict):
+        raise SettingsError(f"{path} holds a JSON {type(data).__name__}, not an object; it was left untouched")
+    return data
+
+
+def _save_settings(path: Path, data: Mapping[str, Any]) -> None:
+    """Write ``data`` with an indent of 2, atomically (through the link when the file is a symbolic link)."""
+    import shutil
+
+    target = path.resolve() if path.is_symlink() else path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.loopwatch-{os.getpid()}.tmp")
+    try:
+        temporary.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        if target.exists():
+            shutil.copymode(target, temporary)
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _settings_command(args: argparse.Namespace, stdout: IO[str]) -> int:
+    try:
+        path = settings_path(args.scope or "project")
+        settings = _load_settings(path)
+        if args.install:
+            if args.store:
+                from ..stores import store_from_url
+
+                store_from_url(args.store).close()  # a bad URL fails now, not on every hook run
+            _policy(args.preset, args.config)  # the same for a bad preset or configuration
+            command = hook_command(
+                store=args.store, preset=args.preset, config=args.config, fail_closed=args.fail_closed
+            )
+            changed = install_hooks(settings, command)
+            if changed == settings:
+                print(f"loopwatch hooks already installed in {path}", file=stdout)
+            else:
+                _save_settings(path, changed)
+                print(f"loopwatch hooks installed in {path} ({', '.join(HOOK_EVENTS)})", file=stdout)
+            print(f"command: {command}", file=stdout)
+            return 0
+        changed, removed = uninstall_hooks(settings)
+        if removed:
+            _save_settings(path, changed)
+            print(f"removed {removed} loopwatch hook(s) from {path}", file=stdout)
+        else:
+            print(f"no loopwatch hooks in {path}", file=stdout)
+        return 0
+    except Exception as exc:  # SettingsError, ConfigError, OSError: one clear line
+        print(f"loopwatch: {exc}", file=sys.stderr)
+        return 2
+
+
+# -- command line -----------------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="loopwatch hook",
+        description="Claude Code hook: judge one hook event read on stdin, or install the hooks in settings.json.",
+    )
+    parser.add_argument("target", nargs="?", default="claude-code", choices=("claude-code",), help="the agent")
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--install", action="store_true", help="add loopwatch's hooks to a settings.json")
+    action.add_argument("--uninstall", action="store_true", help="remove loopwatch's hooks from a settings.json")
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--project", dest="scope", action="store_const", const="project", help="./.claude/settings.json (default)"
+    )
+    scope.add_argument("--user", dest="scope", action="store_const", const="user", help="~/.claude/settings.json")
+    scope.add_argument(
+        "--local", dest="scope", action="store_const", const="local", help="./.claude/settings.local.json"
+    )
+    parser.add_argument(
+        "--store", metavar="URL", help="session store (default: $LOOPWATCH_STORE, else a SQLite file in the cache)"
+    )
+    parser.add_argument("--preset", metavar="NAME", help="policy preset (default: default)")
+    parser.add_argument("--config", metavar="FILE", help="a loopwatch TOML file or a pyproject.toml")
+    parser.add_argument("--fail-closed", action="store_true", help="deny tool calls when the guard cannot judge")
+    return parser
+
+
+def _hook_options(argv: list[str]) -> dict[str, Any] | None:
+    """The options of a hook run (what Claude Code runs) without argparse's import; None for anything else."""
+    options: dict[str, Any] = {"store": None, "preset": None, "config": None, "fail_closed": False}
+    rest = argv[1:] if argv[:1] == ["claude-code"] else argv
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        name, eq, value = arg.partition("=")
+        if arg == "--fail-closed":
+            options["fail_closed"] = True
+        elif name in _VALUED and eq:
+            options[name[2:]] = value
+        elif arg in _VALUED and i + 1 < len(rest):
+            options[arg[2:]] = rest[i + 1]
+            i += 1
+        else:
+            return None
+        i += 1
+    return options
+
+
+def main(argv: list[str] | None = None, *, stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:
+    """``loopwatch hook claude-code ...`` (``argv``: the arguments after ``hook``)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    out = stdout if stdout is not None else sys.stdout
+    options = _hook_options(args_list)
+    if options is None:
+        try:
+            args = _parser().parse_args(args_list)
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+            if "--install" in args_list or "--uninstall" in args_list or code == 0:
+                return code
+            _note("bad hook arguments (see above); nothing judged")
+            return 0  # a hook's exit 2 would block the tool call
+        if args.install or args.uninstall:
+            return _settings_command(args, out)
+        options = {"store": args.store, "preset": args.preset, "config": args.config, "fail_closed": args.fail_closed}
+    return run_hook(stdin if stdin is not None else sys.stdin, out, **options)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
