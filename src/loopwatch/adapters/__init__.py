@@ -7,6 +7,9 @@
 - :mod:`loopwatch.adapters.langchain`: LangChain v1 agents (``create_agent``) and LangGraph
   (``LoopwatchMiddleware``; extra ``langchain``).
 - :mod:`loopwatch.adapters.openai_agents`: the OpenAI Agents SDK (``LoopwatchGuard``; extra ``openai-agents``).
+- :mod:`loopwatch.adapters.pydantic_ai`: PydanticAI agents (``LoopwatchCapability``; extra ``pydantic-ai``).
+- :mod:`loopwatch.adapters.claude_agent_sdk`: the Claude Agent SDK (``loopwatch_hooks`` for
+  ``ClaudeAgentOptions(hooks=...)``; extra ``claude-agent-sdk``).
 
 Nothing is imported here, so ``python -m loopwatch.adapters.<name>`` loads only the adapter it runs.
 """
