@@ -78,6 +78,7 @@ from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ..guard import Guard
 from ..policy import Policy
 from ..verdict import LOOP_DETECTED, Verdict
+from ._shared import as_text
 
 try:
     from agents import (
@@ -137,15 +138,6 @@ def _arguments(raw: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"arguments": value}
 
 
-def _text(value: object) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(value)
-
-
 def _remember(table: OrderedDict[Any, _T], key: Any, value: _T) -> None:
     table[key] = value
     table.move_to_end(key)
@@ -166,7 +158,7 @@ class LoopwatchHooks(RunHooks[Any]):
     async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object) -> None:
         if isinstance(context, ToolContext):
             session = self.owner.session_of(context.context)
-            event = ToolResult(_text(result), tool=context.tool_name, id=context.tool_call_id)
+            event = ToolResult(as_text(result), tool=context.tool_name, id=context.tool_call_id)
             self.owner._act(session, self.owner._observe(session, event), can_block=False)
 
     async def on_llm_end(self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse) -> None:

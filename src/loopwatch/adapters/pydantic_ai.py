@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import json
 import threading
 import uuid
 from collections import OrderedDict
@@ -69,6 +68,7 @@ from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ..guard import Guard
 from ..policy import Policy
 from ..verdict import LOOP_DETECTED, Verdict
+from ._shared import as_text
 
 try:
     from pydantic_ai import Agent, RunContext
@@ -121,20 +121,11 @@ class LoopStopped(LoopwatchError, RunCancelled):
         )
 
 
-def _text(value: object) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(value)
-
-
 def _arguments(call: ToolCallPart) -> dict[str, Any]:
     try:
         args = call.args_as_dict()
     except (TypeError, ValueError):
-        return {"arguments": _text(call.args)}
+        return {"arguments": as_text(call.args)}
     return dict(args) if isinstance(args, Mapping) else {"arguments": args}
 
 
@@ -320,7 +311,7 @@ class LoopwatchCapability(AbstractCapability[Any]):
     async def after_tool_execute(
         self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: Any, result: Any
     ) -> Any:
-        event = ToolResult(_text(result), tool=call.tool_name, id=call.tool_call_id)
+        event = ToolResult(as_text(result), tool=call.tool_name, id=call.tool_call_id)
         self._act(ctx, self._observe(event), can_block=False)
         return result
 
