@@ -236,7 +236,8 @@ def _run_lines(digest: RunDigest) -> list[str]:
 
 def _header(digest: RunDigest) -> str:
     cost = f", ${digest.loop_cost:,.2f} of ${digest.cost:,.2f} inside loops" if digest.cost is not None else ""
-    return f"{digest.id} ({digest.events} events, {digest.loop_steps} steps inside loops{cost})"
+    steps = f"{digest.loop_steps} step{'' if digest.loop_steps == 1 else 's'}"
+    return f"{digest.id} ({digest.events} events, {steps} inside loops{cost})"
 
 
 def _plain_summary(rows: list[tuple[str, Any]], worst: list[RunDigest], out: TextIO) -> None:
