@@ -8,6 +8,8 @@
   (``LoopwatchMiddleware``; extra ``langchain``).
 - :mod:`loopwatch.adapters.openai_agents`: the OpenAI Agents SDK (``LoopwatchGuard``; extra ``openai-agents``).
 - :mod:`loopwatch.adapters.pydantic_ai`: PydanticAI agents (``LoopwatchCapability``; extra ``pydantic-ai``).
+- :mod:`loopwatch.adapters.autogen`: AutoGen AgentChat (``LoopwatchAutoGen``: a workbench that blocks, a model
+  context that nudges, a termination condition that stops; extra ``autogen``).
 - :mod:`loopwatch.adapters.claude_agent_sdk`: the Claude Agent SDK (``loopwatch_hooks`` for
   ``ClaudeAgentOptions(hooks=...)``; extra ``claude-agent-sdk``).
 
