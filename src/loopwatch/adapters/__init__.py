@@ -10,6 +10,8 @@
 - :mod:`loopwatch.adapters.pydantic_ai`: PydanticAI agents (``LoopwatchCapability``; extra ``pydantic-ai``).
 - :mod:`loopwatch.adapters.autogen`: AutoGen AgentChat (``LoopwatchAutoGen``: a workbench that blocks, a model
   context that nudges, a termination condition that stops; extra ``autogen``).
+- :mod:`loopwatch.adapters.smolagents`: smolagents (``LoopwatchAgent``, a ``ToolCallingAgent`` that refuses
+  looping calls, and ``LoopwatchCallback`` for any agent; extra ``smolagents``).
 - :mod:`loopwatch.adapters.claude_agent_sdk`: the Claude Agent SDK (``loopwatch_hooks`` for
   ``ClaudeAgentOptions(hooks=...)``; extra ``claude-agent-sdk``).
 
