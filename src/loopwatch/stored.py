@@ -10,7 +10,9 @@ are added once per event, before judging.
 from __future__ import annotations
 
 import json
+import random
 import threading
+import time
 from collections import OrderedDict
 from typing import Any, Final
 
@@ -57,8 +59,16 @@ def decode_state(text: str) -> Any:
     return fast.loads(text) if fast is not None else json.loads(text)
 
 
-MAX_ATTEMPTS: Final = 16
+MAX_ATTEMPTS: Final = 100
 """Compare-and-set attempts per event before giving up with a :class:`StoreError` (heavy contention)."""
+_BACKOFF_START: Final = 0.0001
+_BACKOFF_MAX: Final = 0.01
+
+
+def _back_off(attempt: int) -> None:
+    """After a lost compare-and-set: wait a random while, longer after each loss (writers that keep
+    colliding spread out instead of losing to each other in lockstep)."""
+    time.sleep(random.uniform(0, min(_BACKOFF_MAX, _BACKOFF_START * 2**attempt)))
 
 
 class StoredSessions:
@@ -119,7 +129,7 @@ class StoredSessions:
         version, state, saved_swarm = self.current(session)
         swarm = swarm or saved_swarm
         tally = self._tally(session, event, swarm)
-        for _ in range(MAX_ATTEMPTS):
+        for attempt in range(MAX_ATTEMPTS):
             was_stopped = state["stopped"] is not None
             verdict = self.engine.observe(state, event, now=now, swarm=tally, worker=session)
             lost = self.store.compare_and_set(session, version, self._encode(state, swarm))
@@ -128,6 +138,8 @@ class StoredSessions:
                 return verdict, was_stopped, swarm
             version, state, saved_swarm = self._decode(lost)
             swarm = swarm or saved_swarm
+            if attempt:  # the first loss is retried at once: usually one other writer got in between
+                _back_off(attempt)
         raise StoreError(f"{self.store!r}: session {session!r} kept changing under {MAX_ATTEMPTS} attempts")
 
     def _tally(self, session: str, event: Event, swarm: str | None) -> SwarmTally | None:
@@ -139,24 +151,28 @@ class StoredSessions:
     def update(self, session: str, change: Any) -> None:
         """Apply ``change(state)`` (in place) to the stored state, with the same retry as :meth:`observe`."""
         version, state, swarm = self.current(session)
-        for _ in range(MAX_ATTEMPTS):
+        for attempt in range(MAX_ATTEMPTS):
             change(state)
             lost = self.store.compare_and_set(session, version, self._encode(state, swarm))
             if lost is None:
                 self._remember(session, (version + 1, state, swarm))
                 return
             version, state, swarm = self._decode(lost)
+            if attempt:
+                _back_off(attempt)
         raise StoreError(f"{self.store!r}: session {session!r} kept changing under {MAX_ATTEMPTS} attempts")
 
     def replace(self, session: str, state: State, swarm: str | None) -> None:
         """Store ``state`` as the session's state, whatever was there."""
         version = self.current(session)[0]
-        for _ in range(MAX_ATTEMPTS):
+        for attempt in range(MAX_ATTEMPTS):
             lost = self.store.compare_and_set(session, version, self._encode(state, swarm))
             if lost is None:
                 self._remember(session, (version + 1, state, swarm))
                 return
             version = lost.version
+            if attempt:
+                _back_off(attempt)
         raise StoreError(f"{self.store!r}: session {session!r} kept changing under {MAX_ATTEMPTS} attempts")
 
     def delete(self, session: str) -> None:
