@@ -68,7 +68,7 @@ from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ..guard import Guard
 from ..policy import Policy
 from ..verdict import LOOP_DETECTED, Verdict
-from ._shared import as_text
+from ._shared import as_text, guard_of
 
 try:
     from autogen_agentchat.base import TaskResult, Team, TerminatedException, TerminationCondition
@@ -134,11 +134,9 @@ class LoopwatchAutoGen:
         session: str | None = None,
         swarm: str | None = None,
     ) -> None:
-        if guard is not None and preset is not None:
-            raise ConfigError("give either guard or preset, not both", field="preset")
         if session is not None and not isinstance(session, str):
             raise ConfigError("must be a string", field="session")
-        self.guard = guard if guard is not None else Guard(preset)
+        self.guard = guard_of(guard, preset)
         self.session = session
         self.swarm = swarm
         self._lock = threading.Lock()

@@ -63,6 +63,7 @@ from ..events import Event, Message, ToolCall, ToolResult
 from ..guard import Guard
 from ..policy import Policy
 from ..verdict import Verdict
+from ._shared import guard_of
 
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
@@ -183,11 +184,9 @@ class LoopwatchMiddleware(AgentMiddleware[LoopwatchState, Any]):
         swarm: str | None = None,
     ) -> None:
         super().__init__()
-        if guard is not None and preset is not None:
-            raise ConfigError("give either guard or preset, not both", field="preset")
         if on_stop not in ("end", "raise"):
             raise ConfigError("must be 'end' or 'raise'", field="on_stop")
-        self.guard = guard if guard is not None else Guard(preset)
+        self.guard = guard_of(guard, preset)
         self.session_key = session_key
         self.on_stop = on_stop
         self.swarm = swarm

@@ -68,7 +68,7 @@ from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ..guard import Guard
 from ..policy import Policy
 from ..verdict import LOOP_DETECTED, Verdict
-from ._shared import as_text
+from ._shared import as_text, guard_of
 
 try:
     from pydantic_ai import Agent, RunContext
@@ -166,11 +166,9 @@ class LoopwatchCapability(AbstractCapability[Any]):
         session: str | SessionOf | None = None,
         swarm: str | None = None,
     ) -> None:
-        if guard is not None and preset is not None:
-            raise ConfigError("give either guard or preset, not both", field="preset")
         if session is not None and not isinstance(session, str) and not callable(session):
             raise ConfigError("must be a string or a function of the run context", field="session")
-        self.guard = guard if guard is not None else Guard(preset)
+        self.guard = guard_of(guard, preset)
         self.session = session
         self.swarm = swarm
         self._shared = _Shared()
