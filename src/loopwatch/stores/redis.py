@@ -349,6 +349,18 @@ class _Base:
         return f"{type(self).__name__}({_redact(self.url)!r})"
 
 
+def _client_options(timeout: float, retry: Any) -> dict[str, Any]:
+    """redis-py client settings of both twins: fail fast, never retry (a resent write could land twice)."""
+    return {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "retry": retry,
+        "health_check_interval": 0,
+        "decode_responses": True,
+        "protocol": 2,
+    }
+
+
 class RedisStore(_Base, Store):
     """Sessions and swarms in a Redis or Valkey server (see the module's docstring); thread-safe."""
 
@@ -357,15 +369,7 @@ class RedisStore(_Base, Store):
         super().__init__(url, config)
         retry = _import("redis.retry").Retry(_import("redis.backoff").NoBackoff(), 0)
         self._noscript: type[Exception] = _import("redis.exceptions").NoScriptError
-        self._client: Any = _import("redis").Redis.from_url(
-            config.client_url,
-            socket_timeout=config.timeout,
-            socket_connect_timeout=config.timeout,
-            retry=retry,
-            health_check_interval=0,
-            decode_responses=True,
-            protocol=2,
-        )
+        self._client: Any = _import("redis").Redis.from_url(config.client_url, **_client_options(config.timeout, retry))
         exceptions = _import("redis.exceptions")
         self._reply_error: type[Exception] = exceptions.ResponseError
         self._stale_errors: tuple[type[BaseException], ...] = (
@@ -543,13 +547,7 @@ class AsyncRedisStore(_Base):
         retry = _import("redis.asyncio.retry").Retry(_import("redis.backoff").NoBackoff(), 0)
         self._noscript: type[Exception] = _import("redis.exceptions").NoScriptError
         self._client: Any = _import("redis.asyncio").Redis.from_url(
-            config.client_url,
-            socket_timeout=config.timeout,
-            socket_connect_timeout=config.timeout,
-            retry=retry,
-            health_check_interval=0,
-            decode_responses=True,
-            protocol=2,
+            config.client_url, **_client_options(config.timeout, retry)
         )
 
     async def _script(self, script: _Script, keys: tuple[str, ...], args: tuple[str, ...]) -> Any:
