@@ -6,9 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import subprocess
-import sys
-import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +23,7 @@ from autogen_core.models import CreateResult, FunctionExecutionResultMessage, LL
 from autogen_core.tools import FunctionTool
 from autogen_ext.models.replay import ReplayChatCompletionClient
 
+from adapter_support import check_missing_framework
 from loopwatch import ConfigError, Guard
 from loopwatch.adapters.autogen import STOP_SOURCE, LoopStopped, LoopwatchAutoGen
 from loopwatch.verdict import LOOP_DETECTED, Verdict
@@ -258,22 +256,4 @@ def test_configuration_errors_and_repr() -> None:
 
 
 def test_loopwatch_imports_without_autogen_and_the_adapter_names_the_extra() -> None:
-    code = textwrap.dedent(
-        """
-        import sys
-        sys.modules["autogen_agentchat"] = None
-        import loopwatch, loopwatch.adapters
-        from loopwatch import Guard, ToolCall
-        assert Guard().observe("s", ToolCall("t")).action == "ok"
-        try:
-            import loopwatch.adapters.autogen
-        except loopwatch.MissingExtraError as exc:
-            assert isinstance(exc, ImportError) and exc.extra == "autogen", exc
-            print(exc)
-        else:
-            raise SystemExit("imported without AutoGen")
-        """
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr
-    assert "pip install 'loopwatch[autogen]'" in done.stdout
+    check_missing_framework("autogen_agentchat", "autogen", "autogen")

@@ -12,7 +12,6 @@ import json
 import logging
 import subprocess
 import sys
-import textwrap
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any, cast
@@ -34,6 +33,7 @@ from claude_agent_sdk.types import (
     UserPromptSubmitHookInput,
 )
 
+from adapter_support import check_missing_framework
 from loopwatch import Guard
 from loopwatch.adapters.claude_agent_sdk import HOOK_EVENTS, hook_output, loopwatch_hooks
 
@@ -465,22 +465,6 @@ def test_the_example_runs_offline() -> None:
 
 
 def test_loopwatch_imports_without_the_sdk_and_the_adapter_names_the_extra() -> None:
-    code = textwrap.dedent(
-        """
-        import sys
-        sys.modules["claude_agent_sdk"] = None
-        import loopwatch, loopwatch.adapters, loopwatch.adapters.claude_code
-        from loopwatch import Guard, ToolCall
-        assert Guard().observe("s", ToolCall("t")).action == "ok"
-        try:
-            import loopwatch.adapters.claude_agent_sdk
-        except loopwatch.MissingExtraError as exc:
-            assert isinstance(exc, ImportError) and exc.extra == "claude-agent-sdk", exc
-            print(exc)
-        else:
-            raise SystemExit("imported without the SDK")
-        """
+    check_missing_framework(
+        "claude_agent_sdk", "claude_agent_sdk", "claude-agent-sdk", also_import="loopwatch.adapters.claude_code"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr
-    assert "pip install 'loopwatch[claude-agent-sdk]'" in done.stdout

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
-import textwrap
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -34,6 +31,7 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
+from adapter_support import check_missing_framework
 from loopwatch import ConfigError, Guard, LoopwatchError, Message, ToolCall, ToolResult
 from loopwatch.adapters.openai_agents import DEFAULT_SESSION, LoopStopped, LoopwatchGuard, LoopwatchHooks
 from loopwatch.events import Event
@@ -441,22 +439,4 @@ def test_pending_nudges_are_delivered_once_with_the_chosen_role() -> None:
 
 
 def test_loopwatch_imports_without_the_sdk_and_the_adapter_names_the_extra() -> None:
-    code = textwrap.dedent(
-        """
-        import sys
-        sys.modules["agents"] = None
-        import loopwatch, loopwatch.adapters
-        from loopwatch import Guard, ToolCall
-        assert Guard().observe("s", ToolCall("t")).action == "ok"
-        try:
-            import loopwatch.adapters.openai_agents
-        except loopwatch.MissingExtraError as exc:
-            assert isinstance(exc, ImportError) and exc.extra == "openai-agents", exc
-            print(exc)
-        else:
-            raise SystemExit("imported without the SDK")
-        """
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr
-    assert "pip install 'loopwatch[openai-agents]'" in done.stdout
+    check_missing_framework("agents", "openai_agents", "openai-agents")

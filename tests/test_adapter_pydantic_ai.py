@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import subprocess
-import sys
-import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +24,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from adapter_support import check_missing_framework
 from loopwatch import ConfigError, Guard, LoopwatchError, Message, ToolCall, ToolResult, Usage
 from loopwatch.adapters.pydantic_ai import DEFAULT_SESSION, LoopStopped, LoopwatchCapability
 from loopwatch.events import Event
@@ -391,22 +389,4 @@ def test_configuration_errors_and_repr() -> None:
 
 
 def test_loopwatch_imports_without_pydantic_ai_and_the_adapter_names_the_extra() -> None:
-    code = textwrap.dedent(
-        """
-        import sys
-        sys.modules["pydantic_ai"] = None
-        import loopwatch, loopwatch.adapters
-        from loopwatch import Guard, ToolCall
-        assert Guard().observe("s", ToolCall("t")).action == "ok"
-        try:
-            import loopwatch.adapters.pydantic_ai
-        except loopwatch.MissingExtraError as exc:
-            assert isinstance(exc, ImportError) and exc.extra == "pydantic-ai", exc
-            print(exc)
-        else:
-            raise SystemExit("imported without PydanticAI")
-        """
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr
-    assert "pip install 'loopwatch[pydantic-ai]'" in done.stdout
+    check_missing_framework("pydantic_ai", "pydantic_ai", "pydantic-ai")

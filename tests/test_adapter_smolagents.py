@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +14,7 @@ from smolagents.models import ChatMessageToolCall, ChatMessageToolCallFunction, 
 from smolagents.monitoring import LogLevel
 from smolagents.utils import AgentError
 
+from adapter_support import check_missing_framework
 from loopwatch import ConfigError, Guard, LoopwatchError, ToolCall, ToolResult
 from loopwatch.adapters.smolagents import LoopStopped, LoopwatchAgent, LoopwatchCallback
 from loopwatch.events import Event
@@ -317,22 +315,4 @@ def test_configuration_errors() -> None:
 
 
 def test_loopwatch_imports_without_smolagents_and_the_adapter_names_the_extra() -> None:
-    code = textwrap.dedent(
-        """
-        import sys
-        sys.modules["smolagents"] = None
-        import loopwatch, loopwatch.adapters
-        from loopwatch import Guard, ToolCall
-        assert Guard().observe("s", ToolCall("t")).action == "ok"
-        try:
-            import loopwatch.adapters.smolagents
-        except loopwatch.MissingExtraError as exc:
-            assert isinstance(exc, ImportError) and exc.extra == "smolagents", exc
-            print(exc)
-        else:
-            raise SystemExit("imported without smolagents")
-        """
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr
-    assert "pip install 'loopwatch[smolagents]'" in done.stdout
+    check_missing_framework("smolagents", "smolagents", "smolagents")
