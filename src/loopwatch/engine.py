@@ -60,6 +60,8 @@ class Engine:
         self.policy = policy
         self._detectors = policy.detectors
         self._reprs = [repr(d) for d in policy.detectors]
+        self.counts_swarms = any(isinstance(d, SwarmDetector) for d in policy.detectors)
+        """Does the policy have a rule that uses swarm-wide counts (so a store must count them)?"""
         # per step kind, the detectors that look at it (index into the session's detector states)
         self._by_kind = {
             kind: [i for i, d in enumerate(policy.detectors) if kind in d.kinds]
@@ -181,10 +183,6 @@ class Engine:
         keep = settings.keep_keys if settings else None
         return project(args, ignore_keys=ignore, keep_keys=keep)
 
-    @property
-    def counts_swarms(self) -> bool:
-        """Does the policy have a rule that uses swarm-wide counts?"""
-        return any(isinstance(d, SwarmDetector) for d in self._detectors)
 
     def _exempt(self, step: Step) -> bool:
         settings = self.policy.tool(step.tool) if step.tool else None
