@@ -183,7 +183,6 @@ class Engine:
         keep = settings.keep_keys if settings else None
         return project(args, ignore_keys=ignore, keep_keys=keep)
 
-
     def _exempt(self, step: Step) -> bool:
         settings = self.policy.tool(step.tool) if step.tool else None
         return settings is not None and settings.exempt
