@@ -7,7 +7,6 @@ stripe) and never lets a malformed event or an internal error escape into the ag
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 import zlib
@@ -26,7 +25,13 @@ from .stored import StoredSessions
 from .stores import Store, StoreError, store_from_url
 from .verdict import Verdict
 
-logger = logging.getLogger("loopwatch")
+
+def _logger() -> Any:
+    """The ``loopwatch`` logger (``logging`` is imported on first use: a hook process rarely logs)."""
+    import logging
+
+    return logging.getLogger("loopwatch")
+
 
 Listener = Callable[[dict[str, Any]], None]
 OnError = Literal["allow", "raise"]
@@ -133,7 +138,7 @@ class Guard:
                 raise
             except Exception as exc:  # an internal error must not crash the agent
                 self.stats["errors"] += 1
-                logger.exception("loopwatch: internal error on an event of session %r", session)
+                _logger().exception("loopwatch: internal error on an event of session %r", session)
                 if self.on_error == "raise":
                     raise
                 return Verdict(index=-1, reason=f"internal error: {exc!r}")
@@ -302,7 +307,7 @@ class Guard:
         self, session: str, event: Event, exc: StoreError, ts: float | None
     ) -> tuple[Verdict, list[dict[str, Any]]]:
         self.stats["store_errors"] += 1
-        logger.warning("loopwatch: store error on session %r: %s", session, exc)
+        _logger().warning("loopwatch: store error on session %r: %s", session, exc)
         if self.on_store_error == "raise":
             raise exc
         record = {
@@ -322,7 +327,7 @@ class Guard:
 
     def _skip(self, session: str, exc: EventError) -> Verdict:
         self.stats["skipped"] += 1
-        logger.warning("loopwatch: skipped a malformed event of session %r: %s", session, exc)
+        _logger().warning("loopwatch: skipped a malformed event of session %r: %s", session, exc)
         if self.on_error == "raise":
             raise exc
         return Verdict(index=-1, reason=f"skipped malformed event: {exc}")
@@ -342,7 +347,7 @@ class Guard:
                 sink.emit(record)
             except Exception:
                 self.stats["audit_errors"] += 1
-                logger.exception("loopwatch: audit sink %r failed; record: %s", sink, record.get("event"))
+                _logger().exception("loopwatch: audit sink %r failed; record: %s", sink, record.get("event"))
                 if self.on_audit_error == "raise":
                     raise
         for listener in self.listeners:
@@ -350,7 +355,7 @@ class Guard:
                 listener(record)
             except Exception:
                 self.stats["errors"] += 1
-                logger.exception("loopwatch: listener %r failed", listener)
+                _logger().exception("loopwatch: listener %r failed", listener)
 
 
 def _record(

@@ -10,7 +10,6 @@ are added once per event, before judging.
 from __future__ import annotations
 
 import json
-import random
 import threading
 import time
 from collections import OrderedDict
@@ -41,6 +40,13 @@ def _fast() -> Any:
     return _orjson
 
 
+def use_orjson(enabled: bool) -> None:
+    """Encode states with orjson (when installed) or always with ``json``. A process that handles a single
+    event (a command hook) does better without: importing orjson costs more than it saves on one state."""
+    global _orjson
+    _orjson = _UNLOADED if enabled else None
+
+
 def encode_state(data: Any) -> str:
     """Compact JSON text of a session's state (orjson when installed, else json: the same JSON)."""
     fast = _fast()
@@ -68,6 +74,8 @@ _BACKOFF_MAX: Final = 0.01
 def _back_off(attempt: int) -> None:
     """After a lost compare-and-set: wait a random while, longer after each loss (writers that keep
     colliding spread out instead of losing to each other in lockstep)."""
+    import random  # here: a process that never collides does not pay for importing it
+
     time.sleep(random.uniform(0, min(_BACKOFF_MAX, _BACKOFF_START * 2**attempt)))
 
 

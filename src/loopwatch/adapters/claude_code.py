@@ -334,8 +334,10 @@ def _policy(preset: str | None, config: str | None) -> Policy:
 
 def _guard(store: str | None, preset: str | None, config: str | None, fail_closed: bool) -> Guard:
     from ..guard import Guard
+    from ..stored import use_orjson
     from ..stores import Store, store_from_url
 
+    use_orjson(False)  # one event per process: importing orjson would cost more than it saves
     policy = _policy(preset, config)
     url = store or os.environ.get("LOOPWATCH_STORE") or None
     backend: Store

@@ -23,7 +23,6 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
-from urllib.parse import parse_qs, urlsplit
 
 from ..detectors.swarm import SwarmTally
 from ..errors import ConfigError, LoopwatchError
@@ -366,6 +365,8 @@ def async_store_from_url(url: str) -> AsyncStore:
 
 
 def _parse(url: str, schemes: dict[str, Any]) -> tuple[Callable[[str, dict[str, str]], Any], dict[str, str]]:
+    from urllib.parse import parse_qs, urlsplit  # here: opening a store by path needs no URL parsing
+
     parts = urlsplit(url)
     factory = schemes.get(parts.scheme.lower())
     if factory is None:

@@ -33,10 +33,11 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any, Final, TypeVar
-from urllib.parse import unquote, urlsplit
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import ConfigError
 from . import MAX_SWARM_FINGERPRINTS, MAX_SWARM_WORKERS, Store, StoreError, SwarmTally, Versioned
@@ -581,6 +582,8 @@ class AsyncSqliteStore:
     async def _call(self, function: Callable[..., _T], *args: Any) -> _T:
         with self._executor_lock:
             if self._executor is None:
+                from concurrent.futures import ThreadPoolExecutor  # the async store only
+
                 self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="loopwatch-sqlite")
             executor = self._executor
         import asyncio  # the async twin only: the sync store (a hook process) never imports it
@@ -643,6 +646,8 @@ class AsyncSqliteStore:
 
 
 def _parse(url: str, options: dict[str, str]) -> dict[str, Any]:
+    from urllib.parse import unquote, urlsplit  # here: opening a store by path needs no URL parsing
+
     parts = urlsplit(url)
     if parts.scheme.lower() != "sqlite":
         raise _config(f"not a sqlite:// URL: {url!r}")
