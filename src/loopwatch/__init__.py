@@ -18,6 +18,7 @@ from .errors import (
 )
 from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, event_to_json, parse_event
 from .guard import AsyncGuard, Guard
+from .judge import JudgeAnswer, JudgeRequest, LoopJudge
 from .limits import Limits, max_consecutive_failures, max_cost, max_iterations, max_runtime, max_tokens
 from .messages import Messages
 from .policy import Ladder, Policy, Rung, ToolSettings
@@ -36,8 +37,11 @@ __all__ = [
     "EventError",
     "Guard",
     "InputError",
+    "JudgeAnswer",
+    "JudgeRequest",
     "Ladder",
     "Limits",
+    "LoopJudge",
     "LoopwatchError",
     "Message",
     "Messages",

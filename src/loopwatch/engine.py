@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .detectors.base import Finding, State, Step
+from .detectors.base import Detector, Finding, State, Step
 from .detectors.swarm import SwarmDetector, SwarmTally
 from .errors import StateError
 from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
@@ -60,6 +60,8 @@ class Engine:
         self.policy = policy
         self._detectors = policy.detectors
         self._reprs = [repr(d) for d in policy.detectors]
+        self._undecided = [i for i, d in enumerate(policy.detectors) if type(d).suspicion is not Detector.suspicion]
+        """The rules that can be undecided (see :meth:`Detector.suspicion`): asked only when nothing fired."""
         self.counts_swarms = any(isinstance(d, SwarmDetector) for d in policy.detectors)
         """Does the policy have a rule that uses swarm-wide counts (so a store must count them)?"""
         # per step kind, the detectors that look at it (index into the session's detector states)
@@ -165,11 +167,20 @@ class Engine:
             session["last_user"] = signature
         best = _stronger(self._run_detectors(session, step), self._check_limits(session, index))
         if best is None:
-            return ok(index)
+            return self._undecided_ok(session, index) if self._undecided else ok(index)
         session["last"] = [index, best.action, best.pattern, best.level]
         if best.action == "stop":
             session["stopped"] = {k: v for k, v in best.to_json().items() if k in _STOP_FIELDS}
         return best
+
+    def _undecided_ok(self, session: State, index: int) -> Verdict:
+        """``ok``, with ``evidence["undecided"]`` when a rule is undecided about this step (for a judge)."""
+        states = session["detectors"]
+        for i in self._undecided:
+            suspicion = self._detectors[i].suspicion(states[i], index)
+            if suspicion is not None:
+                return Verdict(index=index, detector=self._reprs[i], evidence={"undecided": suspicion})
+        return ok(index)
 
     def call_fingerprint(self, event: ToolCall) -> str:
         """The exact fingerprint the engine gives ``event`` (what swarm-wide counts are kept by)."""

@@ -19,6 +19,8 @@ from .detectors.swarm import new_swarm_state
 from .engine import Engine
 from .errors import ConfigError, EventError, LoopwatchError, StateError
 from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, parse_event
+from .judge import JudgeMemory, LoopJudge
+from .messages import render
 from .policy import Policy
 from .presets import preset as get_preset
 from .stored import StoredSessions
@@ -92,6 +94,7 @@ class Guard:
         on_audit_error: OnError = "allow",
         store: str | Store | None = None,
         on_store_error: OnStoreError = "allow",
+        judge: LoopJudge | None = None,
     ) -> None:
         if on_error not in ("allow", "raise") or on_audit_error not in ("allow", "raise"):
             raise ConfigError("must be 'allow' or 'raise'", field="on_error")
@@ -105,7 +108,14 @@ class Guard:
         self.max_sessions = max_sessions
         self.on_error = on_error
         self.on_audit_error = on_audit_error
-        self.stats = {"events": 0, "skipped": 0, "errors": 0, "audit_errors": 0, "evicted": 0, "store_errors": 0}
+        if judge is not None and not isinstance(judge, LoopJudge):
+            raise ConfigError("must be a LoopJudge (LoopJudge(your_callable, ...))", field="judge")
+        self.judge = judge
+        self._judged: OrderedDict[str, JudgeMemory] = OrderedDict()
+        self.stats = {
+            "events": 0, "skipped": 0, "errors": 0, "audit_errors": 0, "evicted": 0, "store_errors": 0,
+            "judge_calls": 0, "judge_errors": 0,
+        }  # fmt: skip
         self.on_store_error = on_store_error
         self.store = _store_of(store)
         self._stored = StoredSessions(self.engine, self.store, cache_size=max_sessions) if self.store else None
@@ -142,10 +152,14 @@ class Guard:
                 if self.on_error == "raise":
                     raise
                 return Verdict(index=-1, reason=f"internal error: {exc!r}")
-            # outside the try: a sink's error is governed by on_audit_error, not taken for an internal error
-            for record in records:
-                self._emit(record)
-            return verdict
+            memory = self._remember(session, verdict, parsed) if self.judge is not None else None
+            if memory is None or not verdict.evidence.get("undecided"):
+                # a sink's error is governed by on_audit_error, not taken for an internal error
+                for record in records:
+                    self._emit(record)
+                return verdict
+        # an undecided ok, and a judge: asked outside the lock (it may take seconds)
+        return self._consult(session, parsed, verdict, memory)
 
     def reset(self, session: str, *, limits: bool = False) -> None:
         """Clear a session's loop state (and its limits' counters with ``limits=True``)."""
@@ -253,6 +267,59 @@ class Guard:
         return len(idle)
 
     # -- internals -------------------------------------------------------------------------------------
+
+    def _remember(self, session: str, verdict: Verdict, event: Event) -> JudgeMemory | None:
+        """Keep the event in the session's recent history for the judge (in this process)."""
+        assert self.judge is not None
+        if verdict.index < 0:
+            return None
+        with self._table_lock:
+            memory = self._judged.get(session)
+            if memory is None:
+                memory = self._judged[session] = JudgeMemory()
+                while len(self._judged) > self.max_sessions:
+                    self._judged.popitem(last=False)
+            else:
+                self._judged.move_to_end(session)
+        self.judge.remember(memory, verdict.index, event)
+        return memory
+
+    def _consult(self, session: str, event: Event, verdict: Verdict, memory: JudgeMemory) -> Verdict:
+        """Ask the judge about an undecided step when it is due; a confident "loop" becomes a nudge."""
+        judge = self.judge
+        assert judge is not None
+        if not judge.due(memory, verdict.index):
+            return verdict
+        suspicion = str(verdict.evidence["undecided"])
+        self.stats["judge_calls"] += 1
+        ts = event.ts if event.ts is not None else self._now()
+        base = {"ts": ts, "session": session, "index": verdict.index}
+        try:
+            answer = judge.ask(memory, session, verdict.index, suspicion)
+        except Exception as exc:  # the judge's failure never reaches the agent
+            self.stats["judge_errors"] += 1
+            _logger().warning("loopwatch: the judge failed on session %r: %r", session, exc)
+            self._emit({"event": "judge.error", **base, "judge": repr(judge), "error": repr(exc)})
+            return verdict
+        answered = {"loop": answer.loop, "confidence": answer.confidence, "reason": answer.reason}
+        self._emit({"event": "judge.verdict", **base, "judge": repr(judge), "suspicion": suspicion, **answered})
+        if not answer.loop or answer.confidence < judge.min_confidence:
+            return verdict
+        reason = f"the loop judge says: {answer.reason or 'the agent is going in circles'}"
+        template = self.policy.messages.template("judged_loop", 1, "nudge")
+        nudge = Verdict(
+            action="nudge",
+            index=verdict.index,
+            pattern="judged_loop",
+            count=1,
+            level=1,
+            message=render(template, {"reason": answer.reason or "the same thing again", "count": 1}),
+            reason=reason,
+            detector=repr(judge),
+            evidence={"undecided": suspicion, "undecided_by": verdict.detector, "judge": answered},
+        )
+        self._emit(_record("loop.nudge", session, event, nudge, ts, self._session_swarm.get(session)))
+        return nudge
 
     def _lock(self, session: str) -> threading.Lock:
         return self._locks[zlib.crc32(session.encode("utf-8", "surrogatepass")) % _STRIPES]

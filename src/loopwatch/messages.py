@@ -82,6 +82,15 @@ _SWARM = (
     "approach.\n1. Try a fundamentally different strategy\n2. Do NOT retry the same tool/parameters\n"
     "3. Consider whether the task goal itself needs re-evaluation"
 )
+_REPHRASE = (
+    "You have stated the same intent {count} times in different words and learned nothing new in between "
+    "({intent}). Rewording the same request or plan will not change the outcome: say what is blocking you, "
+    "use what you already have, or try a genuinely different approach."
+)
+_JUDGED = (
+    "You appear to be going in circles: {reason}. Step back, summarise what you have learned so far, and "
+    "change your approach instead of repeating it."
+)
 _STOP = "Stopping this run: {reason}. The loop was not going to end by itself."
 _LIMIT = "{reason}."
 
@@ -99,6 +108,8 @@ DEFAULT_MESSAGES: Final[dict[str, dict[int | str, str]]] = {
     "monologue": {1: _MONOLOGUE, "stop": _STOP},
     "repeat_message": {1: _REPEAT_MESSAGE, "stop": _STOP},
     "swarm_repeat": {1: _SWARM, "block": _SWARM, "stop": _STOP},
+    "rephrase": {1: _REPHRASE, "stop": _STOP},
+    "judged_loop": {1: _JUDGED},
     "limit": {1: _LIMIT, "stop": _LIMIT},
 }
 

@@ -15,6 +15,7 @@ from .failures import (
 from .fuzzy import BehavioralDetector, DoomLoopDetector, behavioral, doom_loop
 from .progress import NoProgressDetector, no_progress
 from .repeat import RepeatDetector, repeat
+from .semantic import RephraseDetector, rephrase
 from .swarm import SwarmDetector, swarm
 from .text import (
     ChantingDetector,
@@ -38,6 +39,7 @@ __all__ = [
     "MonologueDetector",
     "NoProgressDetector",
     "RepeatDetector",
+    "RephraseDetector",
     "SimilarTextDetector",
     "Step",
     "SwarmDetector",
@@ -52,6 +54,7 @@ __all__ = [
     "monologue",
     "no_progress",
     "repeat",
+    "rephrase",
     "similar_text",
     "swarm",
     "test_fix_cycle",

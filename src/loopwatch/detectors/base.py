@@ -89,6 +89,11 @@ class Detector(Configured, ABC):
     def observe(self, state: State, step: Step) -> Finding | None:
         """Update ``state`` with ``step`` and report a finding, if any."""
 
+    def suspicion(self, state: State, index: int) -> str | None:
+        """What this rule found suggestive but not enough at step ``index`` (something an LLM judge may be
+        asked about), or ``None``. Most rules are never undecided."""
+        return None
+
     def dump_state(self, state: State) -> dict[str, Any]:
         """The JSON form of ``state`` (states are plain JSON data unless a detector says otherwise)."""
         return state

@@ -1,0 +1,252 @@
+"""Rephrase loops: the same intent in other words, while nothing new comes back.
+
+An *intent* is what the agent says it will do: an assistant message, or the reasoning that comes with a tool
+call. Two intents are "the same" when their embeddings are close (cosine, with an embedder such as
+:func:`loopwatch.semantic.builtin_embedder`) or, without one, when their words overlap (a bottom-k word
+sketch). An *observation* is what comes back: a tool result or a user reply. Its *information gain* is the
+number of its words the session has not seen in an observation before (capped per observation, so one page
+of new noise does not count as a discovery forever).
+
+A repeated intent is evidence of a loop only when the observations since its earlier occurrence brought
+(almost) nothing new: an agent working through new material in similar words is not flagged.
+"""
+
+from __future__ import annotations
+
+import binascii
+import re
+import zlib
+from array import array
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Protocol
+
+from ..fingerprint import preview
+from .base import Detector, Finding, State, Step, push, sketch_of, sketch_similarity
+
+_WORD: Final = re.compile(r"[^\W\d_]{2,}")
+_SEEN_BITS: Final = 4096
+_SEEN_FULL: Final = _SEEN_BITS // 2
+"""When half the bits of the seen-words filter are set it starts afresh: "new" means new lately."""
+_OBSERVATION_CHARS: Final = 2_000
+_CHANNELS: Final = 3
+_SCALE: Final = 127.0
+
+
+class TextEmbedder(Protocol):
+    """Texts in, vectors out (see :class:`loopwatch.semantic.Embedder`)."""
+
+    def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]: ...
+
+
+def word_set(text: str, limit: int) -> set[int]:
+    """CRC-32 hashes of the distinct lowercased words (two letters or more) of ``text[:limit]``."""
+    return {zlib.crc32(word.encode("utf-8", "surrogatepass")) for word in _WORD.findall(text[:limit].lower())}
+
+
+def quantize(vector: Sequence[float]) -> str:
+    """An L2-normalised vector as int8 (base64 text: 512 characters for 384 dimensions)."""
+    raw = array("b", (max(-127, min(127, round(value * _SCALE))) for value in vector))
+    return binascii.b2a_base64(raw.tobytes(), newline=False).decode("ascii")
+
+
+def quantized_cosine(a: str, b: str) -> float:
+    """The cosine of two :func:`quantize`-d vectors (0.0 if either is empty or they differ in size)."""
+    x = array("b", binascii.a2b_base64(a))
+    y = array("b", binascii.a2b_base64(b))
+    if not x or len(x) != len(y):
+        return 0.0
+    dot = sum(map(int.__mul__, x, y))
+    norms = (sum(map(int.__mul__, x, x)) * sum(map(int.__mul__, y, y))) ** 0.5
+    return dot / norms if norms else 0.0
+
+
+class RephraseDetector(Detector):
+    """The same intent reworded (see the module docstring), per channel: tool-call reasoning, or one
+    worker's messages.
+
+    An intent of at least ``min_chars`` characters (its first ``max_chars`` compared) *repeats* when it is at
+    least ``threshold`` similar (cosine with ``embedder``, else ``lexical_threshold`` word overlap) to one of
+    the channel's last ``window`` intents and the observations since that one brought at most ``max_gain``
+    new words. ``count`` repeats in a row (the earlier occurrence counts) are reported as pattern
+    ``rephrase``; an intent that does not repeat ends the streak. ``state["undecided"]`` is set on a step
+    where the cheap evidence is suggestive but not enough (a streak of repeats short of ``count``, or a
+    similarity within ``margin`` under the threshold with no new information): what an LLM judge may be
+    asked about.
+
+    Intents of tool calls are judged when the call's result arrives (the embedding then stays off the
+    call's path); messages when they arrive. User replies do not reset this rule: they are observations.
+    """
+
+    name = "rephrase"
+    kinds = frozenset({"call", "result", "message"})
+    patterns = ("rephrase",)
+    reset_on_user = False
+
+    def __init__(
+        self,
+        *,
+        embedder: TextEmbedder | None = None,
+        threshold: float = 0.8,
+        lexical_threshold: float = 0.6,
+        window: int = 4,
+        max_gain: int = 6,
+        count: int = 3,
+        min_chars: int = 40,
+        max_chars: int = 400,
+        gain_cap: int = 20,
+        margin: float = 0.1,
+    ) -> None:
+        if not 0.0 < threshold <= 1.0 or not 0.0 < lexical_threshold <= 1.0:
+            raise ValueError("threshold and lexical_threshold must be in (0, 1]")
+        if window < 1 or count < 2 or max_gain < 0 or gain_cap < 1:
+            raise ValueError("window >= 1, count >= 2, max_gain >= 0 and gain_cap >= 1 are required")
+        self._embedder = embedder
+        self.similarity = "embedding" if embedder is not None else "lexical"
+        self.threshold = threshold if embedder is not None else lexical_threshold
+        self.window = window
+        self.max_gain = max_gain
+        self.count = count
+        self.min_chars = min_chars
+        self.max_chars = max_chars
+        self.gain_cap = gain_cap
+        self.margin = margin
+        self._compare: Callable[[str, str], float] = quantized_cosine if embedder is not None else sketch_similarity
+
+    def _params(self) -> dict[str, Any]:
+        params = super()._params()
+        if self._embedder is not None:
+            params["embedder"] = self._embedder
+        return params
+
+    def new_state(self) -> State:
+        return {"seen": "", "bits": 0, "gain": 0, "channels": {}, "pending": None, "undecided": None}
+
+    def observe(self, state: State, step: Step) -> Finding | None:
+        state["undecided"] = None
+        if step.kind == "call":
+            text = step.text or ""
+            state["pending"] = [step.index, "calls", text[: self.max_chars]] if len(text) >= self.min_chars else None
+            return None
+        if step.kind == "result":
+            pending, state["pending"] = state["pending"], None
+            finding = None
+            if pending is not None and pending[0] == step.call_index:
+                finding = self._intent(state, pending[1], pending[2], pending[0], step.index)
+            self._observe(state, step.output or "")
+            return finding
+        if step.role == "assistant":
+            text = step.text or ""
+            if len(text) < self.min_chars:
+                return None
+            return self._intent(state, f"said:{step.worker or ''}", text[: self.max_chars], step.index, step.index)
+        if step.role == "user":
+            self._observe(state, step.text or "")
+        return None
+
+    def suspicion(self, state: State, index: int) -> str | None:
+        if state["undecided"] != index:
+            return None
+        return "the agent may be restating an earlier intent in other words, with nothing new learned since"
+
+    # -- information gain --------------------------------------------------------------------------------
+
+    def _observe(self, state: State, text: str) -> None:
+        """Count the words of an observation the session has not seen before, and remember them."""
+        seen = int.from_bytes(binascii.a2b_base64(state["seen"]), "big") if state["seen"] else 0
+        bits = state["bits"]
+        if bits >= _SEEN_FULL:
+            seen, bits = 0, 0
+        new = 0
+        for word in word_set(text, _OBSERVATION_CHARS):
+            bit = 1 << (word % _SEEN_BITS)
+            if not seen & bit:
+                seen |= bit
+                bits += 1
+                new += 1
+        state["gain"] += min(new, self.gain_cap)
+        state["bits"] = bits
+        state["seen"] = binascii.b2a_base64(seen.to_bytes(_SEEN_BITS // 8, "big"), newline=False).decode("ascii")
+
+    # -- intents -----------------------------------------------------------------------------------------
+
+    def _intent(self, state: State, channel: str, text: str, index: int, report_at: int) -> Finding | None:
+        rep = self._represent(text)
+        if not rep:
+            return None
+        channels: dict[str, Any] = state["channels"]
+        entry = channels.pop(channel, None) or {"past": [], "n": 0, "start": None, "idx": [], "sim": 0.0}
+        channels[channel] = entry  # most recently used last
+        while len(channels) > _CHANNELS:
+            del channels[next(iter(channels))]
+        match, similarity, near = self._match(state, entry["past"], rep)
+        push(entry["past"], [index, rep, state["gain"]], self.window)
+        if match is None:
+            entry.update(n=0, start=None, idx=[], sim=0.0)
+            if near:
+                state["undecided"] = index
+            return None
+        if entry["n"] == 0:
+            entry.update(n=1, start=match, idx=[match])
+        entry["n"] += 1
+        entry["sim"] = similarity
+        push(entry["idx"], index, 8)
+        if entry["n"] < self.count:
+            state["undecided"] = index
+            return None
+        return self._finding(entry, text, report_at)
+
+    def _represent(self, text: str) -> str:
+        if self._embedder is None:
+            words = word_set(text, self.max_chars)
+            return sketch_of(words, 48) if words else ""
+        vectors = self._embedder.embed([text])
+        return quantize(vectors[0]) if vectors else ""
+
+    def _match(self, state: State, past: list[Any], rep: str) -> tuple[int | None, float, bool]:
+        """(index of the most similar earlier intent that repeats, its similarity, near miss?)."""
+        best: tuple[int | None, float] = (None, 0.0)
+        near = False
+        for index, other, gain_then in reversed(past):
+            if state["gain"] - gain_then > self.max_gain:
+                break  # older intents are further back still: new information came since
+            similarity = self._compare(rep, other)
+            if similarity >= self.threshold and similarity > best[1]:
+                best = (index, similarity)
+            elif similarity >= self.threshold - self.margin:
+                near = True
+        return best[0], best[1], near and best[0] is None
+
+    def _finding(self, entry: dict[str, Any], text: str, index: int) -> Finding:
+        n = entry["n"]
+        return Finding(
+            pattern="rephrase",
+            count=n,
+            key=f"rephrase:{entry['start']}",
+            loop_start=entry["start"],
+            reason=(
+                f"the same intent {n} times in other words ({self.similarity} similarity {entry['sim']:.2f}) "
+                f"with nothing new learned in between: {preview(text, 120)}"
+            ),
+            indices=tuple(entry["idx"]),
+            facts={"similarity": round(entry["sim"], 3), "intent": preview(text, 200), "match": self.similarity},
+        )
+
+
+def rephrase(
+    *,
+    embedder: TextEmbedder | None = None,
+    threshold: float = 0.8,
+    lexical_threshold: float = 0.6,
+    window: int = 4,
+    max_gain: int = 6,
+    count: int = 3,
+) -> RephraseDetector:
+    """The rephrase detector (see :class:`RephraseDetector`)."""
+    return RephraseDetector(
+        embedder=embedder,
+        threshold=threshold,
+        lexical_threshold=lexical_threshold,
+        window=window,
+        max_gain=max_gain,
+        count=count,
+    )
