@@ -13,6 +13,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .adapters.claude_code import main as hook_main
 
         return hook_main(arguments[1:])
+    if arguments[:1] == ["mcp-proxy"]:
+        from .adapters.mcp import main as mcp_main
+
+        return mcp_main(arguments[1:])
     from .cli import main as cli_main
 
     return cli_main(arguments)

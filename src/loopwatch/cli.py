@@ -5,6 +5,7 @@
     loopwatch explain PATH... --id RUN [--index N]
     loopwatch sessions --store URL [--reset ID | --forget ID | --swarm ID [--clear]] [--json]
     loopwatch hook claude-code [--install [--project|--user|--local] | --uninstall]   (a Claude Code hook)
+    loopwatch mcp-proxy [--preset NAME] [--store URL] [--session ID] -- SERVER COMMAND...   (an MCP server's guard)
 
 Formats: the canonical ``events`` and ``trajectory`` (FORMAT.md), and foreign traces (``openai``,
 ``openai-responses``, ``anthropic``, ``claude-code``, ``swe-agent``, ``mini-swe-agent``, ``openhands``,
@@ -79,6 +80,12 @@ def _parser() -> argparse.ArgumentParser:
         help="Claude Code hook: loopwatch hook claude-code [--install [--project|--user|--local] | --uninstall] "
         "[--store URL] [--preset NAME] [--config FILE] [--fail-closed]",
     )
+    commands.add_parser(
+        "mcp-proxy",
+        add_help=False,
+        help="front an MCP server (stdio) and refuse looping tool calls: loopwatch mcp-proxy [--preset NAME] "
+        "[--config FILE] [--store URL] [--session ID] [--audit FILE] -- SERVER COMMAND...",
+    )
     sessions = commands.add_parser("sessions", help="list, reset or clear the sessions and swarms kept in a store")
     sessions.add_argument("--store", required=True, metavar="URL", help="sqlite:///path.db, redis://host:6379/0...")
     sessions.add_argument("--preset", default=None, help="the preset the guards use (default: default)")
@@ -110,6 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .adapters.claude_code import main as hook_main
 
         return hook_main(arguments[1:])
+    if arguments[:1] == ["mcp-proxy"]:  # the proxy parses its own options (its command follows --)
+        from .adapters.mcp import main as mcp_main
+
+        return mcp_main(arguments[1:])
     args = _parser().parse_args(arguments)
     spec = PolicySpec(args.preset, args.config)
     try:
