@@ -21,9 +21,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
 from ..fingerprint import preview
-from .base import Detector, Finding, State, Step, push, sketch_of, sketch_similarity
+from .base import Detector, Finding, State, Step, mutates, push, sketch_of, sketch_similarity
 
 _WORD: Final = re.compile(r"[^\W\d_]{2,}")
+_CODE: Final = re.compile(r"```.*?(?:```|\Z)", re.S)
+_LABEL: Final = re.compile(r"^\s*(?:THOUGHT|DISCUSSION|Thought|Reasoning|REASONING)\s*:?\s*")
 _SEEN_BITS: Final = 4096
 _SEEN_FULL: Final = _SEEN_BITS // 2
 """When half the bits of the seen-words filter are set it starts afresh: "new" means new lately."""
@@ -36,6 +38,13 @@ class TextEmbedder(Protocol):
     """Texts in, vectors out (see :class:`loopwatch.semantic.Embedder`)."""
 
     def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]: ...
+
+
+def intent_text(text: str, limit: int) -> str:
+    """The prose of an intent: code blocks (the call itself, again) and labels such as ``THOUGHT:`` removed,
+    whitespace collapsed, at most ``limit`` characters."""
+    prose = _LABEL.sub("", _CODE.sub(" ", text[: 4 * limit]))
+    return " ".join(prose.split())[:limit]
 
 
 def word_set(text: str, limit: int) -> set[int]:
@@ -73,8 +82,10 @@ class RephraseDetector(Detector):
     similarity within ``margin`` under the threshold with no new information): what an LLM judge may be
     asked about.
 
-    Intents of tool calls are judged when the call's result arrives (the embedding then stays off the
-    call's path); messages when they arrive. User replies do not reset this rule: they are observations.
+    Intents are compared without their code blocks (the call itself, again) and labels (``THOUGHT:``). Intents
+    of tool calls are judged when the call's result arrives (the embedding then stays off the call's path); a
+    call that changes something (an edit, a write) and works counts as new information. Messages are judged
+    when they arrive. User replies do not reset this rule: they are observations.
     """
 
     name = "rephrase"
@@ -124,21 +135,25 @@ class RephraseDetector(Detector):
     def observe(self, state: State, step: Step) -> Finding | None:
         state["undecided"] = None
         if step.kind == "call":
-            text = step.text or ""
-            state["pending"] = [step.index, "calls", text[: self.max_chars]] if len(text) >= self.min_chars else None
+            text = intent_text(step.text, self.max_chars) if step.text else ""
+            state["pending"] = None
+            if len(text) >= self.min_chars:
+                state["pending"] = [step.index, text, mutates(step)]
             return None
         if step.kind == "result":
             pending, state["pending"] = state["pending"], None
             finding = None
             if pending is not None and pending[0] == step.call_index:
-                finding = self._intent(state, pending[1], pending[2], pending[0], step.index)
+                if pending[2] and not step.failed:
+                    state["gain"] += self.gain_cap  # a change that worked: something new happened
+                finding = self._intent(state, "calls", pending[1], pending[0], step.index)
             self._observe(state, step.output or "")
             return finding
         if step.role == "assistant":
-            text = step.text or ""
+            text = intent_text(step.text or "", self.max_chars)
             if len(text) < self.min_chars:
                 return None
-            return self._intent(state, f"said:{step.worker or ''}", text[: self.max_chars], step.index, step.index)
+            return self._intent(state, f"said:{step.worker or ''}", text, step.index, step.index)
         if step.role == "user":
             self._observe(state, step.text or "")
         return None
