@@ -98,14 +98,15 @@ def test_with_an_embedder_rewordings_that_share_few_words_are_caught() -> None:
 def test_tool_call_reasoning_is_judged_when_its_result_arrives() -> None:
     thought = "Let me search the repository for the installation instructions of the build tool {}."
     events: list[object] = []
-    for n in range(3):
+    for n in range(4):
         events += [
             ToolCall("search_dir", {"term": f"install guide {n}"}, thought=thought.format(n), id=str(n)),
             ToolResult(f'No matches found for "install guide {n}"', id=str(n)),
         ]
     actions = _run(rephrase(), events)
-    assert actions[5] == "nudge" and actions[4] == "ok"  # on the third result, not on the call
-    assert set(actions[:5]) == {"ok"}
+    # the first "no matches" was news; the next two taught nothing: the 4th search is the 3rd repeat in a row
+    assert actions[7] == "nudge" and actions[6] == "ok"  # on the result, not on the call
+    assert set(actions[:7]) == {"ok"}
 
 
 def test_one_short_of_the_count_is_undecided() -> None:

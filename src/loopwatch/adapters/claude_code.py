@@ -50,7 +50,8 @@ ahead: refusing a prompt or a tool result helps nobody).
 State: ``--store URL``, else ``$LOOPWATCH_STORE``, else ``sqlite:///CACHE/loopwatch/claude-code.db?ttl=604800``
 (``CACHE``: ``$XDG_CACHE_HOME``, ``~/Library/Caches`` on macOS, ``%LOCALAPPDATA%`` on Windows, else
 ``~/.cache``); sessions expire 7 days after their last event, and expired rows are deleted on each prompt.
-Policy: ``--preset NAME`` (default ``default``), ``--config FILE`` (a ``loopwatch.toml`` or ``pyproject.toml``).
+Policy: ``--preset NAME`` (default ``default-lexical``: ``default`` without the embedding model, which a
+process per event cannot afford to load), ``--config FILE`` (a ``loopwatch.toml`` or ``pyproject.toml``).
 
 ``--install`` writes one entry per event into ``.claude/settings.json`` of the current directory
 (``--project``, the default), ``~/.claude/settings.json`` (``--user``) or ``.claude/settings.local.json``
@@ -138,6 +139,8 @@ _VOLATILE: Final = frozenset(
     }
 )
 _VALUED: Final = ("--store", "--preset", "--config")
+HOOK_PRESET: Final = "default-lexical"
+"""The hook's preset unless ``--preset`` says otherwise: ``default`` without the embedding model."""
 
 
 class HookInputError(ValueError):
@@ -329,7 +332,9 @@ def _policy(preset: str | None, config: str | None) -> Policy:
         return loaded.policy()
     from ..presets import preset as named
 
-    return named(preset or "default")
+    # a hook is a new process per event: loading an embedding model in each would cost a second, so the
+    # default here compares rephrased intents by their words (--preset default to use the model anyway)
+    return named(preset or HOOK_PRESET)
 
 
 def _guard(store: str | None, preset: str | None, config: str | None, fail_closed: bool) -> Guard:
@@ -614,7 +619,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--store", metavar="URL", help="session store (default: $LOOPWATCH_STORE, else a SQLite file in the cache)"
     )
-    parser.add_argument("--preset", metavar="NAME", help="policy preset (default: default)")
+    parser.add_argument("--preset", metavar="NAME", help="policy preset (default: default-lexical)")
     parser.add_argument("--config", metavar="FILE", help="a loopwatch TOML file or a pyproject.toml")
     parser.add_argument("--fail-closed", action="store_true", help="deny tool calls when the guard cannot judge")
     return parser
