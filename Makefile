@@ -39,7 +39,7 @@ CORPUS ?= ../shared/corpus
 
 eval: $(STAMP_DEMO)
 	$(BIN)/loopwatch eval $(CORPUS)/*.jsonl.gz --labels $(CORPUS)/labels/dev.jsonl \
-		--compare jaccard-turns call-cycles ralph doom-loop behavioral
+		--compare default-lexical jaccard-turns call-cycles ralph doom-loop behavioral
 
 bench: $(STAMP_TEST)
 	$(BIN)/python benchmarks/bench_guard.py

@@ -14,6 +14,12 @@
   looping calls, and ``LoopwatchCallback`` for any agent; extra ``smolagents``).
 - :mod:`loopwatch.adapters.claude_agent_sdk`: the Claude Agent SDK (``loopwatch_hooks`` for
   ``ClaudeAgentOptions(hooks=...)``; extra ``claude-agent-sdk``).
+- :mod:`loopwatch.adapters.crewai`: CrewAI (``LoopwatchCrewAI``: before-tool-call and before-LLM-call hooks for
+  one run of one crew; extra ``crewai``).
+- :mod:`loopwatch.adapters.litellm`: LiteLLM (``LoopwatchGuardrail``: an SDK callback and a proxy guardrail that
+  judges each request's new messages and the model's response; extra ``litellm``).
+- :mod:`loopwatch.adapters.mcp`: ``loopwatch mcp-proxy -- <server command>``, a stdio MCP proxy that refuses
+  looping tool calls with ``isError`` results. Standard library only.
 
 Nothing is imported here, so ``python -m loopwatch.adapters.<name>`` loads only the adapter it runs.
 """

@@ -21,8 +21,8 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
-from ..fingerprint import preview
-from .base import Detector, Finding, State, Step, mutates, push, sketch_of, sketch_similarity
+from ..fingerprint import is_mutation, preview
+from .base import Detector, Finding, State, Step, push, sketch_of, sketch_similarity
 
 _WORD: Final = re.compile(r"[^\W\d_]{2,}")
 _CODE: Final = re.compile(r"```.*?(?:```|\Z)", re.S)
@@ -151,18 +151,21 @@ class RephraseDetector(Detector):
     def observe(self, state: State, step: Step) -> Finding | None:
         state["undecided"] = None
         if step.kind == "call":
-            text = intent_text(step.text, self.max_chars) if step.text else ""
-            state["pending"] = None
-            if len(text) >= self.min_chars:
-                state["pending"] = [step.index, text, mutates(step)]
+            # kept raw: the work (and the embedding) waits for the result, off the tool call's path
+            text = step.text
+            state["pending"] = (
+                [step.index, text[: 4 * self.max_chars]] if text and len(text) >= self.min_chars else None
+            )
             return None
         if step.kind == "result":
             pending, state["pending"] = state["pending"], None
             finding = None
             if pending is not None and pending[0] == step.call_index:
-                if pending[2] and not step.failed:
+                if not step.failed and is_mutation(step.tool or "", {}, command=step.command):
                     state["gain"] += self.gain_cap  # a change that worked: something new happened
-                finding = self._intent(state, "calls", pending[1], pending[0], step.index)
+                text = intent_text(pending[1], self.max_chars)
+                if len(text) >= self.min_chars:
+                    finding = self._intent(state, "calls", text, pending[0], step.index)
             self._observe(state, step.output or "")
             return finding
         if step.role == "assistant":
