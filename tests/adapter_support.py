@@ -1,10 +1,16 @@
-"""What every adapter's tests check the same way: loopwatch without the framework installed."""
+"""What every adapter's tests share: a guard that records its verdicts, and loopwatch without the framework."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import textwrap
+from typing import Any
+
+from loopwatch import Guard, ToolCall, ToolResult
+from loopwatch.events import Event
+from loopwatch.policy import Policy
+from loopwatch.verdict import Verdict
 
 
 def check_missing_framework(hidden: str, adapter: str, extra: str, *, also_import: str = "") -> None:
@@ -29,3 +35,29 @@ def check_missing_framework(hidden: str, adapter: str, extra: str, *, also_impor
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert f"pip install 'loopwatch[{extra}]'" in done.stdout
+
+
+class RecordingGuard(Guard):
+    """A guard that remembers every event it judged and its verdict, in ``seen``."""
+
+    def __init__(self, preset: str | Policy = "default") -> None:
+        super().__init__(preset)
+        self.seen: list[tuple[str, Event, Verdict]] = []
+
+    def observe(self, session: str, event: Any, *, swarm: str | None = None) -> Verdict:
+        verdict = super().observe(session, event, swarm=swarm)
+        self.seen.append((session, event, verdict))
+        return verdict
+
+    def calls(self) -> list[ToolCall]:
+        return [e for _, e, _ in self.seen if isinstance(e, ToolCall)]
+
+    def results(self) -> list[ToolResult]:
+        return [e for _, e, _ in self.seen if isinstance(e, ToolResult)]
+
+    def actions(self, kind: type = ToolCall) -> list[str]:
+        """The actions of the verdicts on events of type ``kind``."""
+        return [v.action for _, e, v in self.seen if isinstance(e, kind)]
+
+    def verdicts(self, action: str) -> list[Verdict]:
+        return [v for _, _, v in self.seen if v.action == action]

@@ -31,11 +31,12 @@ from crewai import hooks as crewai_hooks
 from crewai.llms.base_llm import BaseLLM
 from crewai.tools import tool
 
-from adapter_support import check_missing_framework
-from loopwatch import ConfigError, Guard, LoopwatchError, ToolCall, ToolResult
+from adapter_support import RecordingGuard, check_missing_framework
+from loopwatch import ConfigError, Guard, LoopwatchError, ToolCall
 from loopwatch.adapters.crewai import LoopStopped, LoopwatchCrewAI
-from loopwatch.events import Event, Usage
+from loopwatch.events import Usage
 from loopwatch.limits import max_tokens
+from loopwatch.policy import Policy
 from loopwatch.verdict import LOOP_DETECTED, Verdict
 
 BLOCKED = "Tool execution blocked by hook. Tool:"  # what CrewAI shows the model for a refused call
@@ -83,31 +84,17 @@ def _text(messages: Any) -> str:
     return "\n".join(str(m.get("content", "")) for m in messages)
 
 
-class RecordingGuard(Guard):
-    """A guard that remembers every event it judged and its verdict, in ``log`` (shared with the tools)."""
+class LoggingGuard(RecordingGuard):
+    """A recording guard that also appends every (event, verdict) to ``log`` (shared with the tools)."""
 
-    def __init__(self, preset: Any = "default", log: list[Any] | None = None) -> None:
+    def __init__(self, preset: str | Policy = "default", log: list[Any] | None = None) -> None:
         super().__init__(preset)
-        self.seen: list[tuple[str, Event, Verdict]] = []
         self.log = log if log is not None else []
 
     def observe(self, session: str, event: Any, *, swarm: str | None = None) -> Verdict:
         verdict = super().observe(session, event, swarm=swarm)
-        self.seen.append((session, event, verdict))
         self.log.append((event, verdict))
         return verdict
-
-    def calls(self) -> list[ToolCall]:
-        return [e for _, e, _ in self.seen if isinstance(e, ToolCall)]
-
-    def results(self) -> list[ToolResult]:
-        return [e for _, e, _ in self.seen if isinstance(e, ToolResult)]
-
-    def actions(self) -> list[str]:
-        return [v.action for _, e, v in self.seen if isinstance(e, ToolCall)]
-
-    def verdicts(self, action: str) -> list[Verdict]:
-        return [v for _, _, v in self.seen if v.action == action]
 
 
 def runs_per_call(log: list[Any]) -> list[tuple[str, int]]:
@@ -183,7 +170,7 @@ def global_hooks() -> list[list[Any]]:
 def test_repeat_nudges_then_blocks_then_stops() -> None:
     llm = Scripted(lambda n: action("search", "I should search.", query="weather in Paris"))
     log: list[Any] = []
-    guard = RecordingGuard(log=log)
+    guard = LoggingGuard(log=log)
     crew = make_crew(llm, make_tools(log))
     hooks_before = global_hooks()
 
@@ -235,7 +222,7 @@ def test_ab_cycle_is_caught_and_refused_calls_never_run() -> None:
 
     llm = Scripted(script)
     log: list[Any] = []
-    guard = RecordingGuard(log=log)
+    guard = LoggingGuard(log=log)
     crew = make_crew(llm, make_tools(log), cache=False)
 
     with pytest.raises(LoopStopped) as caught:
@@ -272,7 +259,7 @@ def test_polling_with_changing_results_completes() -> None:
     phases = iter(PHASES)
     llm = Scripted(polling(12), tokens=(10, 5))
     log: list[Any] = []
-    guard = RecordingGuard(log=log)
+    guard = LoggingGuard(log=log)
     crew = make_crew(llm, make_tools(log, info=lambda: f"build 42: {next(phases)}"), cache=False)
 
     output = LoopwatchCrewAI(guard).kickoff(crew)
@@ -290,7 +277,7 @@ def test_polling_with_changing_results_completes() -> None:
 def test_the_same_polling_loop_with_a_constant_result_is_stopped() -> None:
     llm = Scripted(polling(40))
     log: list[Any] = []
-    guard = RecordingGuard(log=log)
+    guard = LoggingGuard(log=log)
     crew = make_crew(llm, make_tools(log), cache=False)  # build_info: always "running: 40% done"
 
     with pytest.raises(LoopStopped) as caught:
@@ -322,7 +309,7 @@ def test_crewai_defences_alone_do_not_end_the_loop_and_do_not_hide_it_from_the_g
     # with loopwatch: CrewAI's refusal still comes first, yet loopwatch sees every call, nudges the model before
     # CrewAI would end anything, and ends the run itself with its documented stop
     llm = Scripted(looping)
-    guard = RecordingGuard()
+    guard = LoggingGuard()
     with pytest.raises(LoopStopped):
         LoopwatchCrewAI(guard).kickoff(make_crew(llm, make_tools([])))
     nudge = guard.verdicts("nudge")[0].message
@@ -337,7 +324,7 @@ def test_crewai_defences_alone_do_not_end_the_loop_and_do_not_hide_it_from_the_g
 def test_a_failing_call_retried_is_seen_as_an_error_and_refused() -> None:
     llm = Scripted(lambda n: action("search", query="x"))
     log: list[Any] = []
-    guard = RecordingGuard(log=log)
+    guard = LoggingGuard(log=log)
 
     with pytest.raises(LoopStopped) as caught:
         LoopwatchCrewAI(guard).kickoff(make_crew(llm, make_tools(log, fail=True)))
@@ -370,7 +357,7 @@ def test_a_stop_on_the_last_response_is_raised_with_the_output() -> None:
 
 def test_two_runs_do_not_share_state() -> None:
     llm = Scripted(lambda n: action("search", query="x") if n % 3 < 2 else final("ok"))
-    guard = RecordingGuard()
+    guard = LoggingGuard()
     crew = make_crew(llm, make_tools([]))
     lw = LoopwatchCrewAI(guard)
 
@@ -396,7 +383,7 @@ def test_a_crew_started_inside_a_tool_is_not_watched_by_the_outer_guard() -> Non
         return inner_outputs[-1]
 
     outer_llm = Scripted(lambda n: action("delegate", question="why?") if n == 0 else final("outer done"))
-    guard = RecordingGuard()
+    guard = LoggingGuard()
     output = LoopwatchCrewAI(guard).kickoff(make_crew(outer_llm, [delegate]))
 
     assert "outer done" in output.raw and inner_outputs and "inner done" in inner_outputs[0]
@@ -425,7 +412,7 @@ def test_two_crews_with_two_guards_at_the_same_time() -> None:
         first.func = waiting
         return make_crew(Scripted(meet), tools, cache=False)
 
-    guards = {"search": RecordingGuard(), "fetch": RecordingGuard()}
+    guards = {"search": LoggingGuard(), "fetch": LoggingGuard()}
     crews = {"search": crew_of("search", {"query": "a"}), "fetch": crew_of("fetch", {"url": "b"})}
     outputs: dict[str, Any] = {}
 
@@ -447,7 +434,7 @@ def test_two_crews_with_two_guards_at_the_same_time() -> None:
 
 def test_run_session_by_hand_and_configuration() -> None:
     llm = Scripted(lambda n: action("search", query="x"))
-    guard = RecordingGuard()
+    guard = LoggingGuard()
     lw = LoopwatchCrewAI(guard, session="fixed")
     crew = make_crew(llm, make_tools([]))
     with lw.run_session(crew) as run, pytest.raises(Exception):  # noqa: B017 - CrewAI's own error or LoopStopped

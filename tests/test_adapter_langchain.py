@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from adapter_support import RecordingGuard
 from loopwatch import Guard, Message, ToolCall, ToolResult
-from loopwatch.verdict import Verdict
 
 HAVE_LANGCHAIN = importlib.util.find_spec("langchain") is not None and importlib.util.find_spec("langgraph") is not None
 needs_langchain = pytest.mark.skipif(not HAVE_LANGCHAIN, reason="needs loopwatch[langchain]")
@@ -49,25 +49,6 @@ if HAVE_LANGCHAIN:
             self.seen.append(list(messages))
             reply = self.script(len(self.seen), list(messages))
             return ChatResult(generations=[ChatGeneration(message=reply)])
-
-
-class SpyGuard(Guard):
-    """A guard that records every event and verdict it judged."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.seen: list[tuple[str, Any, Verdict]] = []
-
-    def observe(self, session: str, event: Any, *, swarm: str | None = None) -> Verdict:
-        verdict = super().observe(session, event, swarm=swarm)
-        self.seen.append((session, event, verdict))
-        return verdict
-
-    def calls(self) -> list[ToolCall]:
-        return [e for _, e, _ in self.seen if isinstance(e, ToolCall)]
-
-    def verdicts(self, action: str) -> list[Verdict]:
-        return [v for _, _, v in self.seen if v.action == action]
 
 
 def call(name: str, args: dict[str, Any], call_id: str, text: str = "") -> Any:
@@ -140,7 +121,7 @@ def test_adapter_without_langchain_names_the_extra() -> None:
 
 def _run_same_call_forever(middleware_kwargs: dict[str, Any] | None = None) -> tuple[Any, ...]:
     ran: list[str] = []
-    guard = SpyGuard()
+    guard = RecordingGuard()
     model = ScriptedModel(script=lambda n, _: call("search", {"q": "x"}, f"call-{n}"))
     agent = create_agent(
         model, [make_search(ran)], middleware=[LoopwatchMiddleware(guard, **(middleware_kwargs or {}))]
@@ -221,7 +202,7 @@ def test_ab_cycle_is_caught() -> None:
             return AIMessage(content="giving up")
         return call("open_file", {"path": "a.py" if n % 2 else "b.py"}, f"call-{n}")
 
-    guard = SpyGuard()
+    guard = RecordingGuard()
     model = ScriptedModel(script=script)
     agent = create_agent(model, [open_file], middleware=[LoopwatchMiddleware(guard)])
     result = agent.invoke(USER, {"recursion_limit": 200})
@@ -266,7 +247,7 @@ def test_polling_with_changing_results_completes() -> None:
             return AIMessage(content="The build is done.")
         return call("get_job_status", {"job": "job-7"}, f"poll-{n}")
 
-    guard = SpyGuard()
+    guard = RecordingGuard()
     model = ScriptedModel(script=script)
     agent = create_agent(model, [get_job_status], middleware=[LoopwatchMiddleware(guard)])
     result = agent.invoke(USER, {"recursion_limit": 100})
@@ -300,7 +281,7 @@ def _last_user(messages: list[BaseMessage]) -> BaseMessage:
 @needs_langchain
 def test_two_threads_do_not_share_state() -> None:
     ran: list[str] = []
-    guard = SpyGuard()
+    guard = RecordingGuard()
     middleware = LoopwatchMiddleware(guard)
     model = ScriptedModel(script=_three_searches_then_answer("c"))
     agent = create_agent(model, [make_search(ran)], middleware=[middleware], checkpointer=InMemorySaver())
@@ -318,7 +299,7 @@ def test_two_threads_do_not_share_state() -> None:
 @needs_langchain
 def test_runs_without_a_thread_get_sessions_of_their_own() -> None:
     ran: list[str] = []
-    guard = SpyGuard()
+    guard = RecordingGuard()
     model = ScriptedModel(script=_three_searches_then_answer("c"))
     agent = create_agent(model, [make_search(ran)], middleware=[LoopwatchMiddleware(guard)])
 
@@ -334,7 +315,7 @@ def test_runs_without_a_thread_get_sessions_of_their_own() -> None:
 @needs_langchain
 def test_a_stopped_thread_starts_afresh_on_the_next_prompt() -> None:
     ran: list[str] = []
-    guard = SpyGuard()
+    guard = RecordingGuard()
 
     def script(n: int, messages: list[BaseMessage]) -> AIMessage:
         if messages[-1].content == "try something else":
@@ -355,7 +336,7 @@ def test_a_stopped_thread_starts_afresh_on_the_next_prompt() -> None:
 
 @needs_langchain
 def test_session_key_callable() -> None:
-    guard = SpyGuard()
+    guard = RecordingGuard()
     middleware = LoopwatchMiddleware(guard, session_key=lambda config: config["configurable"].get("user"))
     model = ScriptedModel(script=_three_searches_then_answer("c"))
     agent = create_agent(model, [make_search([])], middleware=[middleware])
@@ -391,7 +372,7 @@ def test_interrupt_and_resume_keep_the_session_and_count_once() -> None:
             )
         return AIMessage(content="done")
 
-    guard = SpyGuard()
+    guard = RecordingGuard()
     model = ScriptedModel(script=script)
     agent = create_agent(
         model, [make_search(ran), deploy], middleware=[LoopwatchMiddleware(guard)], checkpointer=InMemorySaver()
@@ -426,7 +407,7 @@ def test_tool_errors_are_observed_and_propagate() -> None:
         """Always fails."""
         raise RuntimeError("backend down")
 
-    guard = SpyGuard()
+    guard = RecordingGuard()
     model = ScriptedModel(script=lambda n, _: call("flaky", {"q": "x"}, f"call-{n}"))
     agent = create_agent(model, [flaky], middleware=[LoopwatchMiddleware(guard)])
     with pytest.raises(RuntimeError, match="backend down"):
@@ -437,7 +418,7 @@ def test_tool_errors_are_observed_and_propagate() -> None:
 
 @needs_langchain
 def test_assistant_text_is_observed() -> None:
-    guard = SpyGuard()
+    guard = RecordingGuard()
 
     def script(n: int, _: list[BaseMessage]) -> AIMessage:
         if n == 1:

@@ -24,13 +24,12 @@ from litellm.proxy.types_utils.utils import get_instance_fn
 from litellm.types.guardrails import GuardrailEventHooks, LitellmParams
 from litellm.types.utils import ChatCompletionMessageToolCall, Choices, Function, Message, Usage
 
-from adapter_support import check_missing_framework
-from loopwatch import ConfigError, Guard, LoopwatchError, ToolCall, ToolResult
+from adapter_support import RecordingGuard, check_missing_framework
+from loopwatch import ConfigError, Guard, LoopwatchError, ToolCall
 from loopwatch.adapters.litellm import MARK, LoopStopped, LoopwatchGuardrail, default_session
-from loopwatch.events import Event
 from loopwatch.events import Message as LoopMessage
 from loopwatch.events import Usage as LoopUsage
-from loopwatch.verdict import LOOP_DETECTED, Verdict
+from loopwatch.verdict import LOOP_DETECTED
 
 # litellm queues its async success logging on the event loop of the call; each asyncio.run closes its loop
 pytestmark = pytest.mark.filterwarnings("ignore:coroutine 'Logging.async_success_handler' was never awaited")
@@ -79,31 +78,6 @@ class Scripted(CustomLLM):  # type: ignore[misc]
     def got(self, text: str) -> list[int]:
         """The requests whose messages contain ``text``."""
         return [n for n in range(len(self.inputs)) if any(text in t for t in self.texts(n))]
-
-
-class RecordingGuard(Guard):
-    """A guard that remembers every event it judged and its verdict."""
-
-    def __init__(self, preset: str = "default") -> None:
-        super().__init__(preset)
-        self.seen: list[tuple[str, Event, Verdict]] = []
-
-    def observe(self, session: str, event: Any, *, swarm: str | None = None) -> Verdict:
-        verdict = super().observe(session, event, swarm=swarm)
-        self.seen.append((session, event, verdict))
-        return verdict
-
-    def calls(self) -> list[ToolCall]:
-        return [e for _, e, _ in self.seen if isinstance(e, ToolCall)]
-
-    def results(self) -> list[ToolResult]:
-        return [e for _, e, _ in self.seen if isinstance(e, ToolResult)]
-
-    def actions(self) -> list[str]:
-        return [v.action for _, e, v in self.seen if isinstance(e, ToolCall)]
-
-    def verdicts(self, action: str) -> list[Verdict]:
-        return [v for _, _, v in self.seen if v.action == action]
 
 
 @pytest.fixture

@@ -31,10 +31,9 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from adapter_support import check_missing_framework
-from loopwatch import ConfigError, Guard, LoopwatchError, Message, ToolCall, ToolResult
+from adapter_support import RecordingGuard, check_missing_framework
+from loopwatch import ConfigError, LoopwatchError, Message, ToolCall, ToolResult
 from loopwatch.adapters.openai_agents import DEFAULT_SESSION, LoopStopped, LoopwatchGuard, LoopwatchHooks
-from loopwatch.events import Event
 from loopwatch.verdict import LOOP_DETECTED, Verdict
 
 agents.set_tracing_disabled(True)
@@ -89,28 +88,6 @@ class ScriptedModel(Model):
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         raise NotImplementedError
-
-
-class RecordingGuard(Guard):
-    """A guard that remembers every event it judged and its verdict."""
-
-    def __init__(self, preset: str = "default") -> None:
-        super().__init__(preset)
-        self.seen: list[tuple[str, Event, Verdict]] = []
-
-    def observe(self, session: str, event: Any, *, swarm: str | None = None) -> Verdict:
-        verdict = super().observe(session, event, swarm=swarm)
-        self.seen.append((session, event, verdict))
-        return verdict
-
-    def calls(self) -> list[ToolCall]:
-        return [e for _, e, _ in self.seen if isinstance(e, ToolCall)]
-
-    def actions(self, kind: type = ToolCall) -> list[str]:
-        return [v.action for _, e, v in self.seen if isinstance(e, kind)]
-
-    def verdicts(self, action: str) -> list[Verdict]:
-        return [v for _, _, v in self.seen if v.action == action]
 
 
 def text_of(item: Any) -> str:

@@ -24,10 +24,9 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from adapter_support import check_missing_framework
+from adapter_support import RecordingGuard, check_missing_framework
 from loopwatch import ConfigError, Guard, LoopwatchError, Message, ToolCall, ToolResult, Usage
 from loopwatch.adapters.pydantic_ai import DEFAULT_SESSION, LoopStopped, LoopwatchCapability
-from loopwatch.events import Event
 from loopwatch.verdict import LOOP_DETECTED, Verdict
 
 # -- the scripted model ----------------------------------------------------------------------------------
@@ -74,28 +73,6 @@ def returns(messages: list[ModelMessage]) -> dict[str, Any]:
         for p in m.parts
         if isinstance(p, ToolReturnPart)
     }
-
-
-class RecordingGuard(Guard):
-    """A guard that remembers every event it judged and its verdict."""
-
-    def __init__(self, preset: str = "default") -> None:
-        super().__init__(preset)
-        self.seen: list[tuple[str, Event, Verdict]] = []
-
-    def observe(self, session: str, event: Any, *, swarm: str | None = None) -> Verdict:
-        verdict = super().observe(session, event, swarm=swarm)
-        self.seen.append((session, event, verdict))
-        return verdict
-
-    def calls(self) -> list[ToolCall]:
-        return [e for _, e, _ in self.seen if isinstance(e, ToolCall)]
-
-    def actions(self, kind: type = ToolCall) -> list[str]:
-        return [v.action for _, e, v in self.seen if isinstance(e, kind)]
-
-    def verdicts(self, action: str) -> list[Verdict]:
-        return [v for _, _, v in self.seen if v.action == action]
 
 
 def search_agent(model: Scripted, **kwargs: Any) -> tuple[Agent[Any, str], list[str]]:

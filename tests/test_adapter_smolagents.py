@@ -14,11 +14,10 @@ from smolagents.models import ChatMessageToolCall, ChatMessageToolCallFunction, 
 from smolagents.monitoring import LogLevel
 from smolagents.utils import AgentError
 
-from adapter_support import check_missing_framework
+from adapter_support import RecordingGuard, check_missing_framework
 from loopwatch import ConfigError, Guard, LoopwatchError, ToolCall, ToolResult
 from loopwatch.adapters.smolagents import LoopStopped, LoopwatchAgent, LoopwatchCallback
-from loopwatch.events import Event
-from loopwatch.verdict import LOOP_DETECTED, Verdict
+from loopwatch.verdict import LOOP_DETECTED
 
 # -- the scripted model ----------------------------------------------------------------------------------
 
@@ -52,28 +51,6 @@ def _text(messages: list[Any]) -> str:
         elif content:
             out.append(str(content))
     return "\n".join(out)
-
-
-class RecordingGuard(Guard):
-    """A guard that remembers every event it judged and its verdict."""
-
-    def __init__(self, preset: str = "default") -> None:
-        super().__init__(preset)
-        self.seen: list[tuple[str, Event, Verdict]] = []
-
-    def observe(self, session: str, event: Any, *, swarm: str | None = None) -> Verdict:
-        verdict = super().observe(session, event, swarm=swarm)
-        self.seen.append((session, event, verdict))
-        return verdict
-
-    def calls(self) -> list[ToolCall]:
-        return [e for _, e, _ in self.seen if isinstance(e, ToolCall)]
-
-    def actions(self) -> list[str]:
-        return [v.action for _, e, v in self.seen if isinstance(e, ToolCall)]
-
-    def verdicts(self, action: str) -> list[Verdict]:
-        return [v for _, _, v in self.seen if v.action == action]
 
 
 def tools(ran: list[str], results: Callable[[], str] | None = None) -> list[Any]:

@@ -24,3 +24,22 @@ def guard_of(guard: Guard | None, preset: str | Policy | None) -> Guard:
     if guard is not None and preset is not None:
         raise ConfigError("give either guard or preset, not both", field="preset")
     return guard if guard is not None else Guard(preset)
+
+
+class GuardedAdapter:
+    """What adapters with a fixed session share: ``guard`` (else a new one with ``preset``), ``session`` (a
+    string or ``None``) and ``swarm``, checked and kept as attributes of the same names."""
+
+    def __init__(
+        self,
+        guard: Guard | None = None,
+        *,
+        preset: str | Policy | None = None,
+        session: str | None = None,
+        swarm: str | None = None,
+    ) -> None:
+        if session is not None and not isinstance(session, str):
+            raise ConfigError("must be a string", field="session")
+        self.guard = guard_of(guard, preset)
+        self.session = session
+        self.swarm = swarm

@@ -63,12 +63,12 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
-from ..errors import ConfigError, LoopwatchError, MissingExtraError
+from ..errors import LoopwatchError, MissingExtraError
 from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ..guard import Guard
 from ..policy import Policy
 from ..verdict import LOOP_DETECTED, Verdict
-from ._shared import as_text, guard_of
+from ._shared import GuardedAdapter, as_text
 
 try:
     from autogen_agentchat.base import TaskResult, Team, TerminatedException, TerminationCondition
@@ -118,7 +118,7 @@ def _stop_reason(verdict: Verdict) -> str:
     return f"{STOP_SOURCE}: {status}{pattern}: {verdict.reason or verdict.message or 'stopped'}"
 
 
-class LoopwatchAutoGen:
+class LoopwatchAutoGen(GuardedAdapter):
     """Loop detection for AutoGen AgentChat: hands out the workbench, model context and termination condition.
 
     ``guard``: the :class:`~loopwatch.guard.Guard` to use (else one is made with ``preset``: a preset's name or
@@ -134,11 +134,7 @@ class LoopwatchAutoGen:
         session: str | None = None,
         swarm: str | None = None,
     ) -> None:
-        if session is not None and not isinstance(session, str):
-            raise ConfigError("must be a string", field="session")
-        self.guard = guard_of(guard, preset)
-        self.session = session
-        self.swarm = swarm
+        super().__init__(guard, preset=preset, session=session, swarm=swarm)
         self._lock = threading.Lock()
         self._nudges: dict[str, list[str]] = {}
         self._stops: dict[str, Verdict] = {}  # pending: not yet seen by a termination condition

@@ -75,10 +75,8 @@ from typing import Any, Final
 
 from ..errors import ConfigError, LoopwatchError, MissingExtraError
 from ..events import Event, Message, ToolCall, ToolResult, Usage
-from ..guard import Guard
-from ..policy import Policy
 from ..verdict import LOOP_DETECTED, Verdict
-from ._shared import as_text, guard_of
+from ._shared import GuardedAdapter, as_text
 
 try:
     from crewai import hooks as crewai_hooks
@@ -342,27 +340,13 @@ def _scoped(hooks: _Hooks) -> Iterator[None]:
         yield
 
 
-class LoopwatchCrewAI:
+class LoopwatchCrewAI(GuardedAdapter):
     """Loop detection for CrewAI crews: runs a crew with loopwatch's hooks installed for that run.
 
     ``guard``: the :class:`~loopwatch.guard.Guard` to use (else one is made with ``preset``: a preset's name or
     a :class:`~loopwatch.policy.Policy`). ``session``: a fixed loopwatch session for every run. ``swarm``: passed
     to ``observe``.
     """
-
-    def __init__(
-        self,
-        guard: Guard | None = None,
-        *,
-        preset: str | Policy | None = None,
-        session: str | None = None,
-        swarm: str | None = None,
-    ) -> None:
-        if session is not None and not isinstance(session, str):
-            raise ConfigError("must be a string", field="session")
-        self.guard = guard_of(guard, preset)
-        self.session = session
-        self.swarm = swarm
 
     def __repr__(self) -> str:
         return f"LoopwatchCrewAI({self.guard!r})"

@@ -59,7 +59,7 @@ from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ..guard import Guard
 from ..policy import Policy
 from ..verdict import LOOP_DETECTED, Verdict
-from ._shared import as_text, guard_of
+from ._shared import GuardedAdapter, as_text
 
 try:
     from smolagents import ActionStep, ToolCallingAgent  # type: ignore[import-untyped]
@@ -115,27 +115,13 @@ def _arguments(raw: Any) -> dict[str, Any]:
     return {} if raw is None else {"arguments": as_text(raw)}
 
 
-class LoopwatchCallback:
+class LoopwatchCallback(GuardedAdapter):
     """The ``ActionStep`` callback: ``ToolCallingAgent(..., step_callbacks={ActionStep: cb})``.
 
     ``guard``: the :class:`~loopwatch.guard.Guard` to use (else one is made with ``preset``: a preset's name or
     a :class:`~loopwatch.policy.Policy`). ``session``: a fixed loopwatch session for every run. ``swarm``:
     passed to ``observe``.
     """
-
-    def __init__(
-        self,
-        guard: Guard | None = None,
-        *,
-        preset: str | Policy | None = None,
-        session: str | None = None,
-        swarm: str | None = None,
-    ) -> None:
-        if session is not None and not isinstance(session, str):
-            raise ConfigError("must be a string", field="session")
-        self.guard = guard_of(guard, preset)
-        self.session = session
-        self.swarm = swarm
 
     def __repr__(self) -> str:
         return f"LoopwatchCallback({self.guard!r})"
