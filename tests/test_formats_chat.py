@@ -473,7 +473,10 @@ def test_loop_is_reported_at_record_indices(
     detections = report["detections"]
     assert detections, "the loop was not detected"
     assert (detections[0]["index"], detections[0]["loop_start"]) == (first_index, loop_start)
-    assert {d["loop_start"] for d in detections} == {loop_start}
+    # the call rules all see the loop from its first call; the rephrase rule counts from the first reworded
+    # intent after which nothing new came back (the first failure was news), so it may start later
+    assert {d["loop_start"] for d in detections if d["pattern"] != "rephrase"} == {loop_start}
+    assert all(d["loop_start"] >= loop_start for d in detections)
     # every detection is the engine's verdict on an event, reported at the record the event came from
     run = read_one(path)
     assert run.indices is not None
