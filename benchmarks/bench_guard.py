@@ -1,4 +1,7 @@
-"""Per-event latency and per-session memory of ``Guard(preset="default", clock=None)`` on realistic traffic.
+"""Per-event latency and per-session memory of ``Guard(preset="default-lexical", clock=None)`` on realistic traffic.
+
+``default-lexical`` is the default preset's rules without the ``semantic`` extra's model (``--preset`` picks
+another); with the model, each assistant message also pays one embedding: ``bench_embed.py`` measures it.
 
     python benchmarks/bench_guard.py                  # 10,000 sessions x 50 events
     python benchmarks/bench_guard.py --quick          # 1,000 sessions
@@ -284,12 +287,12 @@ def waves(content: Content, sessions: int, events: int, size: int, seed: int) ->
 
 def timed_run(args: argparse.Namespace, content: Content) -> dict[str, Any]:
     # warm-up: a throw-away guard (imports, regex caches, code paths of every detector)
-    warm = Guard(preset="default", clock=None)
+    warm = Guard(preset=args.preset, clock=None)
     for name, _kind, event in wave(content, 10**6, min(50, args.sessions), args.events, args.seed + 1):
         warm.observe(name, event)
     del warm
 
-    guard = Guard(preset="default", clock=None)
+    guard = Guard(preset=args.preset, clock=None)
     latencies = {kind: array("q") for kind in KINDS}
     sizes: dict[str, list[int]] = {kind: [] for kind in KINDS}
     actions: Counter[str] = Counter()
@@ -381,14 +384,14 @@ def _stats(values: list[int]) -> dict[str, Any]:
 def memory_run(args: argparse.Namespace, content: Content) -> dict[str, Any]:
     sessions = args.memory_sessions
     # allocations of first use (imports, caches) must not count: warm up before tracing
-    warm = Guard(preset="default", clock=None)
+    warm = Guard(preset=args.preset, clock=None)
     for name, _kind, event in wave(content, 2 * 10**6, 50, args.events, args.seed + 2):
         warm.observe(name, event)
     del warm
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.take_snapshot()
-    guard = Guard(preset="default", clock=None)
+    guard = Guard(preset=args.preset, clock=None)
     for batch in waves(content, sessions, args.events, args.wave, args.seed):
         for name, _kind, event in batch:
             guard.observe(name, event)
@@ -420,7 +423,7 @@ def _verdict(ok: bool | None) -> str:
 
 def report(result: dict[str, Any], args: argparse.Namespace) -> tuple[str, bool]:
     lines = [
-        f"loopwatch Guard(preset='default', clock=None): {args.sessions:,} sessions x {args.events} events, "
+        f"loopwatch Guard(preset={args.preset!r}, clock=None): {args.sessions:,} sessions x {args.events} events, "
         f"waves of {min(args.wave, args.sessions)} interleaved sessions",
         f"garbage collector {'DISABLED' if args.no_gc else 'enabled'} during the timed loop; "
         f"timer overhead ~{result['timer_overhead_ns']} ns per event (not subtracted); "
@@ -485,6 +488,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=None, help="sessions (default 10,000; --quick: 1,000)")
     parser.add_argument("--events", type=int, default=50, help="events per session (default 50)")
     parser.add_argument("--quick", action="store_true", help="1,000 sessions")
+    parser.add_argument(
+        "--preset",
+        default="default-lexical",
+        help="the policy (default: default-lexical, the default preset's rules without the semantic extra's model; "
+        "with it, each message also pays an embedding: see bench_embed.py)",
+    )
     parser.add_argument("--wave", type=int, default=500, help="sessions active (interleaved) at a time")
     parser.add_argument("--memory-sessions", type=int, default=None, help="sessions of the memory pass (0: skip)")
     parser.add_argument("--no-gc", action="store_true", help="disable the garbage collector in the timed loop")

@@ -4,7 +4,7 @@
     python benchmarks/bench_store.py --stores sqlite --sessions 200 --events 50 --json
     python benchmarks/bench_store.py --redis redis://127.0.0.1:6379/0   # an existing server
 
-Each process runs one ``Guard(store=URL)`` over its own sessions of realistic mixed traffic (the same
+Each process runs one ``Guard("default-lexical", store=URL)`` over its own sessions of realistic mixed traffic (the same
 generator as ``bench_guard.py``: tool calls with ~1 KB arguments, results of ~4 KB, messages of ~1 KB),
 interleaved. With 2 processes both write to the same store at once (distinct sessions). ``memory`` is the
 in-process guard without a store, for reference. Redis: a server is started from the test helper
@@ -39,7 +39,7 @@ def _work(args: tuple[str | None, int, int, int, int]) -> dict[str, Any]:
     url, first, sessions, events, seed = args
     content = bench_guard.Content(seed)
     traffic = bench_guard.wave(content, first, sessions, events, seed)
-    guard = Guard(clock=None, store=url)
+    guard = Guard("default-lexical", clock=None, store=url)  # the model would load in every process
     store = guard.store
     trips_before = getattr(store, "round_trips", None)
     latencies = []
