@@ -37,6 +37,9 @@ _SEEN_FULL: Final = _SEEN_BITS // 2
 _BIT: Final = tuple(1 << i for i in range(_SEEN_BITS))
 """When half the bits of the seen-lines filter are set it starts afresh: "new" means new lately."""
 _OBSERVATION_CHARS: Final = 2_000
+_SHORT: Final = 600
+"""Quoted strings are dropped from short observations only ("No matches found for "x"": a search that found
+nothing), where the quote is what varies; in long ones they tell lines apart (file names in a traceback)."""
 _CHANNELS: Final = 2
 _LEVELS: Final = 127
 
@@ -55,12 +58,12 @@ def intent_text(text: str, limit: int) -> str:
 
 
 def line_set(text: str, limit: int) -> set[int]:
-    """CRC-32 hashes of the distinct lines of ``text[:limit]``, lowercased, without quoted strings, digits and
-    spacing (so ``No matches found for "x"`` and ``No matches found for "y"`` are one line). At C speed but for
-    the lines that hold a quote."""
+    """CRC-32 hashes of the distinct lines of ``text[:limit]``, lowercased, without digits and spacing, and, in a
+    short text, without quoted strings (so ``No matches found for "x"`` and ``No matches found for "y"`` are one
+    line). At C speed but for the lines of a short text that hold a quote."""
     raw = text[:limit].lower().encode("utf-8", "surrogatepass").translate(None, _DIGITS_AND_SPACES)
     lines = raw.split(b"\n")
-    if b'"' in raw or b"'" in raw or b"`" in raw:
+    if len(raw) <= _SHORT and (b'"' in raw or b"'" in raw or b"`" in raw):
         lines = [_QUOTES.sub(b"", line) if b'"' in line or b"'" in line or b"`" in line else line for line in lines]
     keys = set(map(zlib.crc32, lines))
     keys.discard(zlib.crc32(b""))
