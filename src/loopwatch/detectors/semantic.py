@@ -32,7 +32,7 @@ _DIGITS_AND_SPACES: Final = b"0123456789 \t\r\f\v"
 _QUOTES: Final = re.compile(rb'"[^"\n]*"|\'[^\'\n]*\'|`[^`\n]*`')
 _CODE: Final = re.compile(r"```.*?(?:```|\Z)", re.S)
 _LABEL: Final = re.compile(r"^\s*(?:THOUGHT|DISCUSSION|Thought|Reasoning|REASONING)\s*:?\s*")
-_SEEN_BITS: Final = 2048
+_SEEN_BITS: Final = 1024
 _SEEN_FULL: Final = _SEEN_BITS // 2
 _BIT: Final = tuple(1 << i for i in range(_SEEN_BITS))
 """When half the bits of the seen-lines filter are set it starts afresh: "new" means new lately."""
@@ -126,7 +126,7 @@ class RephraseDetector(Detector):
         embedder: TextEmbedder | None = None,
         threshold: float = 0.88,
         lexical_threshold: float = 0.6,
-        window: int = 3,
+        window: int = 2,
         max_gain: int = 0,
         count: int = 3,
         min_chars: int = 40,
@@ -277,7 +277,7 @@ def rephrase(
     embedder: TextEmbedder | None = None,
     threshold: float = 0.88,
     lexical_threshold: float = 0.6,
-    window: int = 3,
+    window: int = 2,
     max_gain: int = 0,
     count: int = 3,
 ) -> RephraseDetector:
