@@ -165,7 +165,9 @@ class RephraseDetector(Detector):
             # kept raw: the work (and the embedding) waits for the result, off the tool call's path
             text = step.text
             state["pending"] = (
-                [step.index, text[: 2 * self.max_chars]] if text and len(text) >= self.min_chars else None
+                [step.index, text[: self.max_chars if "```" not in text[: self.max_chars] else 2 * self.max_chars]]
+                if text and len(text) >= self.min_chars
+                else None
             )
             return None
         if step.kind == "result":
@@ -238,7 +240,7 @@ class RephraseDetector(Detector):
     def _represent(self, text: str) -> str:
         if self._embedder is None:
             words = word_set(text, self.max_chars)
-            return sketch_of(words, 48) if words else ""
+            return sketch_of(words, 48, bits=512) if words else ""
         vectors = self._embedder.embed([text])
         return quantize(vectors[0]) if vectors else ""
 
