@@ -185,7 +185,7 @@ class RephraseDetector(Detector):
             text = intent_text(step.text or "", self.max_chars)
             if len(text) < self.min_chars:
                 return None
-            return self._intent(state, f"said:{step.worker or ''}", text, step.index, step.index)
+            return self._intent(state, f"said:{step.event.worker or ''}", text, step.index, step.index)
         if step.role == "user":
             self._observe(state, step.text or "")
         return None
