@@ -117,3 +117,30 @@ def test_bad_answers_and_settings_are_typed_errors() -> None:
         LoopJudge(ScriptedJudge(), every=0)
     with pytest.raises(ConfigError):
         Guard(judge=ScriptedJudge())  # type: ignore[arg-type]
+
+
+def test_the_async_guard_asks_the_judge_off_the_event_loop() -> None:
+    import asyncio
+    import threading
+
+    from loopwatch import AsyncGuard
+
+    threads: list[str] = []
+
+    def judge(request: JudgeRequest) -> JudgeAnswer:
+        threads.append(threading.current_thread().name)
+        return JudgeAnswer(True, 0.9, "asks again")
+
+    policy = Policy("t", (rephrase(count=4),), {"rephrase": Ladder.of(nudge=4)})
+    guard = AsyncGuard(policy=policy, clock=None, judge=LoopJudge(judge, after=0, every=1))
+
+    async def run() -> list[str]:
+        actions = []
+        for event in [Message("user", REPLY)] + [
+            Message(role, text) for _ in range(3) for role, text in (("assistant", ASK), ("user", REPLY))
+        ]:
+            actions.append((await guard.observe("s", event)).action)
+        return actions
+
+    assert "nudge" in asyncio.run(run())
+    assert threads and threading.main_thread().name not in threads

@@ -456,8 +456,8 @@ class AsyncGuard:
 
     Detection is CPU work done inline. Webhook sinks queue their I/O in their own threads, so awaiting
     ``observe`` never waits on the network; a JSONL audit sink writes (and fsyncs) inline, by design: the
-    record exists before the verdict is returned. With a ``store`` (SQLite, Redis...), every call that
-    touches it runs in a worker thread, so the event loop never waits on the store's I/O.
+    record exists before the verdict is returned. With a ``store`` (SQLite, Redis...) or a ``judge`` (an LLM
+    call), every call runs in a worker thread, so the event loop never waits on the store or the model.
     """
 
     def __init__(self, preset: str | Policy | None = None, **kwargs: Any) -> None:
@@ -475,7 +475,7 @@ class AsyncGuard:
         return f"Async{self._guard!r}"
 
     async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if self._guard.store is None:
+        if self._guard.store is None and self._guard.judge is None:
             return fn(*args, **kwargs)
         import asyncio  # only async callers pay for importing it
 
