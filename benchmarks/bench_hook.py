@@ -247,6 +247,34 @@ def import_profile(cmd: list[str], payload: bytes, env: dict[str, str], floor_ms
     return [row for row in rows if row["ms"] >= floor_ms and row["depth"] <= 5]
 
 
+def service_times(url: str, events: list[dict[str, Any]], env: dict[str, str], warmup: int) -> dict[str, float]:
+    """Wall time of one POST to ``loopwatch hook claude-code --serve`` (a new connection each, as a hook makes),
+    from this process to the service in another, over the same store."""
+    import http.client
+
+    cmd = [sys.executable, "-m", "loopwatch.adapters.claude_code", "--serve", "--port", "0", "--store", url]
+    service = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert service.stderr is not None
+        address = service.stderr.readline().split(" on http://", 1)[1].split()[0]
+        hostport, _, path = address.partition("/")
+        host, _, port = hostport.partition(":")
+        times = []
+        for n, payload in enumerate(events):
+            body = json.dumps(payload).encode()
+            start = time.perf_counter()
+            connection = http.client.HTTPConnection(host, int(port), timeout=30)
+            connection.request("POST", "/" + path, body, {"Content-Type": "application/json"})
+            connection.getresponse().read()
+            connection.close()
+            if n >= warmup:
+                times.append((time.perf_counter() - start) * 1000)
+        return _stats(times)
+    finally:
+        service.terminate()
+        service.wait(timeout=30)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=60, help="hook runs timed (default: 60)")
@@ -293,6 +321,7 @@ def main() -> int:
         results["wall_ms"] = wall
         results["hook_outputs"] = answered
         results["in_process_ms"] = decision_times(url, events[: args.runs])
+        results["service_ms"] = service_times(url, events, env, args.warmup)
         first = json.dumps(events[1]).encode()
         results["imports"] = import_profile(commands["python -m loopwatch.adapters.claude_code"], first, env)
     finally:
@@ -318,6 +347,9 @@ def _table(results: dict[str, Any]) -> None:
     wall = results["wall_ms"]
     own = wall["python -m loopwatch.adapters.claude_code"]["median"] - wall["python -c 'import loopwatch'"]["median"]
     print(f"{'the hook beyond importing loopwatch':<44} {own:>8.1f}", file=out)
+    row = results["service_ms"]
+    name = "http hook: one POST to --serve"
+    print(f"{name:<44} {row['median']:>8.1f} {row['p95']:>8.1f} {row['max']:>8.1f}", file=out)
     print(f"\n{'in the process (ms)':<44} {'median':>8} {'p95':>8} {'max':>8}", file=out)
     for name, row in results["in_process_ms"].items():
         print(f"{name.replace('_', ' '):<44} {row['median']:>8.2f} {row['p95']:>8.2f} {row['max']:>8.2f}", file=out)

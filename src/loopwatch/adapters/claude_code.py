@@ -62,6 +62,9 @@ exactly the handlers whose command runs ``loopwatch hook claude-code`` or ``loop
 ``CMD`` is the ``loopwatch`` script next to the running interpreter (else ``PYTHON -m
 loopwatch.adapters.claude_code``), with ``--store``, ``--preset``, ``--config`` and ``--fail-closed`` when given.
 
+``--serve`` runs the hook as a local HTTP service instead (:mod:`loopwatch.adapters.claude_code_server`), for
+Claude Code's ``http`` handlers: ``--install --http URL`` writes them.
+
 Speed: every event starts a Python process, so this module imports only what judging needs (``argparse``,
 ``pathlib`` and the settings code load for ``--install`` only); ``benchmarks/bench_hook.py`` measures it.
 """
@@ -117,6 +120,8 @@ HOOK_TIMEOUT: Final = 10
 MAX_TEXT: Final = 9_500
 """Characters of a message given to Claude Code (it moves anything over 10,000 to a file)."""
 MODULE: Final = "loopwatch.adapters.claude_code"
+SERVICE_PATH: Final = "/loopwatch/claude-code"
+"""The path of the hook service (``--serve``; :mod:`loopwatch.adapters.claude_code_server`)."""
 
 _EXIT_CODE: Final = re.compile(r"\s*Exit code (-?\d+)")
 _OURS: Final = re.compile(
@@ -461,8 +466,14 @@ def hook_command(
 
 
 def is_loopwatch_hook(handler: object) -> bool:
-    """Is this hook handler one that ``--install`` wrote (a command running loopwatch's Claude Code hook)?"""
-    if not isinstance(handler, Mapping) or handler.get("type", "command") != "command":
+    """Is this hook handler one that ``--install`` wrote (a command running loopwatch's Claude Code hook, or an
+    ``http`` handler posting to the hook service's path)?"""
+    if not isinstance(handler, Mapping):
+        return False
+    if handler.get("type") == "http":  # --install --http: the service's own path
+        url = handler.get("url")
+        return isinstance(url, str) and url.split("?", 1)[0].endswith(SERVICE_PATH)
+    if handler.get("type", "command") != "command":
         return False
     command = handler.get("command")
     return isinstance(command, str) and _OURS.search(command) is not None
@@ -497,8 +508,11 @@ def _strip(hooks: dict[str, Any]) -> int:
     return removed
 
 
-def install_hooks(settings: Mapping[str, Any], command: str) -> dict[str, Any]:
-    """A copy of ``settings`` with loopwatch's hook on each of :data:`HOOK_EVENTS` (replacing any earlier one)."""
+def install_hooks(settings: Mapping[str, Any], command: str | None = None, *, url: str | None = None) -> dict[str, Any]:
+    """A copy of ``settings`` with loopwatch's hook on each of :data:`HOOK_EVENTS` (replacing any earlier one):
+    a ``command`` handler, or with ``url`` an ``http`` handler posting to the hook service."""
+    if (command is None) == (url is None):
+        raise ValueError("give a command or a url")
     data: dict[str, Any] = json.loads(json.dumps(settings))
     hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict):
@@ -508,7 +522,11 @@ def install_hooks(settings: Mapping[str, Any], command: str) -> dict[str, Any]:
             raise SettingsError(f"'hooks.{event}' is a {type(hooks[event]).__name__}, not a list")
     _strip(hooks)
     for event in HOOK_EVENTS:
-        handler = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}
+        handler: dict[str, Any] = (
+            {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}
+            if url is None
+            else {"type": "http", "url": url, "timeout": HOOK_TIMEOUT}
+        )
         group: dict[str, Any] = {"matcher": "*", "hooks": [handler]} if event in TOOL_EVENTS else {"hooks": [handler]}
         hooks.setdefault(event, []).append(group)
     return data
@@ -571,16 +589,22 @@ def _settings_command(args: argparse.Namespace, stdout: IO[str]) -> int:
 
                 store_from_url(args.store).close()  # a bad URL fails now, not on every hook run
             _policy(args.preset, args.config)  # the same for a bad preset or configuration
-            command = hook_command(
-                store=args.store, preset=args.preset, config=args.config, fail_closed=args.fail_closed
-            )
-            changed = install_hooks(settings, command)
+            if args.http:
+                if not args.http.split("?", 1)[0].endswith(SERVICE_PATH):
+                    raise SettingsError(f"the hook service's URL ends with {SERVICE_PATH}, not {args.http!r}")
+                command = args.http
+                changed = install_hooks(settings, url=args.http)
+            else:
+                command = hook_command(
+                    store=args.store, preset=args.preset, config=args.config, fail_closed=args.fail_closed
+                )
+                changed = install_hooks(settings, command)
             if changed == settings:
                 print(f"loopwatch hooks already installed in {path}", file=stdout)
             else:
                 _save_settings(path, changed)
                 print(f"loopwatch hooks installed in {path} ({', '.join(HOOK_EVENTS)})", file=stdout)
-            print(f"command: {command}", file=stdout)
+            print(f"{'url' if args.http else 'command'}: {command}", file=stdout)
             return 0
         changed, removed = uninstall_hooks(settings)
         if removed:
@@ -608,6 +632,7 @@ def _parser() -> argparse.ArgumentParser:
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--install", action="store_true", help="add loopwatch's hooks to a settings.json")
     action.add_argument("--uninstall", action="store_true", help="remove loopwatch's hooks from a settings.json")
+    action.add_argument("--serve", action="store_true", help="run the hook as a local HTTP service (http hooks)")
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument(
         "--project", dest="scope", action="store_const", const="project", help="./.claude/settings.json (default)"
@@ -622,7 +647,21 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--preset", metavar="NAME", help="policy preset (default: default-lexical)")
     parser.add_argument("--config", metavar="FILE", help="a loopwatch TOML file or a pyproject.toml")
     parser.add_argument("--fail-closed", action="store_true", help="deny tool calls when the guard cannot judge")
+    parser.add_argument("--host", default="127.0.0.1", help="--serve: the address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=7349, help="--serve: the port (default 7349)")
+    parser.add_argument("--http", metavar="URL", help="--install: http handlers posting to a --serve service")
     return parser
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .claude_code_server import serve
+
+    try:
+        guard = _guard(args.store, args.preset, args.config, args.fail_closed)
+    except Exception as exc:  # a bad store, preset or configuration: one clear line
+        print(f"loopwatch: {exc}", file=sys.stderr)
+        return 2
+    return serve(guard, args.host, args.port, fail_closed=args.fail_closed)
 
 
 def _hook_options(argv: list[str]) -> dict[str, Any] | None:
@@ -662,6 +701,8 @@ def main(argv: list[str] | None = None, *, stdin: IO[str] | None = None, stdout:
             return 0  # a hook's exit 2 would block the tool call
         if args.install or args.uninstall:
             return _settings_command(args, out)
+        if args.serve:
+            return _serve(args)
         options = {"store": args.store, "preset": args.preset, "config": args.config, "fail_closed": args.fail_closed}
     return run_hook(stdin if stdin is not None else sys.stdin, out, **options)
 
