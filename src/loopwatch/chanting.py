@@ -50,7 +50,6 @@ C-speed searches; the chunk dict is rebuilt from it), a few integers, and CRC-32
 
 from __future__ import annotations
 
-import re
 import zlib
 from bisect import bisect_left
 from collections import Counter
@@ -58,6 +57,8 @@ from dataclasses import asdict, dataclass
 from itertools import accumulate, pairwise, repeat
 from operator import add, sub
 from typing import Any
+
+from ._lazy_re import lazy_compile
 
 __all__ = ["ChantHit", "ChantTracker"]
 
@@ -72,17 +73,17 @@ _TEXT_CAP = 120  # longest reported chunk
 _MAX_LINE_CYCLE = 3  # the line tracker looks for cycles of 1..3 lines
 _VERSION = 1
 
-_DIVIDER_ONLY = re.compile(r"[\s\-=_*~+#.·•…\u2500-\u257f]*\Z")
-_DIGITS_PREFIX = re.compile(r"\d{1,9}[.)]?\Z")
-_LIST_MARKER = re.compile(r"(?:[-*+•]|\d{1,9}[.)])[ \t]+")
-_HEADING = re.compile(r"#{1,6}[ \t]")
+_DIVIDER_ONLY = lazy_compile(r"[\s\-=_*~+#.·•…\u2500-\u257f]*\Z")
+_DIGITS_PREFIX = lazy_compile(r"\d{1,9}[.)]?\Z")
+_LIST_MARKER = lazy_compile(r"(?:[-*+•]|\d{1,9}[.)])[ \t]+")
+_HEADING = lazy_compile(r"#{1,6}[ \t]")
 # Sentence ends, where checkpoints go: (pattern, offset of the checkpoint in it). The checkpoint is
 # after the full stop / before the newline, so "S. " and "S.\n" end the same chunk.
 _ANCHORS = ((". ", 1), ("! ", 1), ("? ", 1), ("\n", 0))  # keep _no_anchor in step
-_BOUNDARY = re.compile(r"[.!?。！？]+\s+|\n\s*")
-_ALNUM = re.compile(r"[^\W_]")
+_BOUNDARY = lazy_compile(r"[.!?。！？]+\s+|\n\s*")
+_ALNUM = lazy_compile(r"[^\W_]")
 # Fast path that agrees with _classify: a whole line that is blank (group 1) or starts like prose.
-_PLAIN_START = re.compile(
+_PLAIN_START = lazy_compile(
     r"[ \t\r\f\v]{0,255}"  # indentation, then a newline (blank) or a character that starts prose
     r"(?:(\n)|[^\s\d\-=_*~+#.·•…\u2500-\u257f|>`]|`[^`\n]|\d{1,9}[^\d.)\n])"
 )

@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any, Final
 
+from ._lazy_re import lazy_compile
 from .canonical import canonical_json, digest, digest_bytes, flat_payload, fold_string
 from .masking import mask_volatile
 
@@ -42,8 +43,8 @@ _SUBCOMMAND_PROGRAMS: Final = frozenset(
     }
 )  # fmt: skip
 _PREFIX_WORDS: Final = frozenset({"sudo", "time", "nohup", "env", "exec", "timeout", "nice", "stdbuf"})
-_FILE_READ: Final = re.compile(r"^\s*(cat|head|tail)((?:\s+-{1,2}[\w=-]+(?:\s+\d+)?)*)\s+(\S+)\s*$")
-_ASSIGNMENT: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_FILE_READ: Final = lazy_compile(r"^\s*(cat|head|tail)((?:\s+-{1,2}[\w=-]+(?:\s+\d+)?)*)\s+(\S+)\s*$")
+_ASSIGNMENT: Final = lazy_compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def is_shell_tool(tool: str) -> bool:
@@ -203,12 +204,12 @@ def exact_serialized(tool: str, args: Mapping[str, Any]) -> str:
 
 # -- seed 004 normalisation ----------------------------------------------------------------------------
 
-_UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_TIMESTAMP: Final = re.compile(
+_UUID: Final = lazy_compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_TIMESTAMP: Final = lazy_compile(
     r"\d{4}-\d{2}-\d{2}(?:[t ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?|\b\d{10}(?:\d{3})?\b"
 )
-_NUMERIC_ID: Final = re.compile(r"\b\d+\b")
-_PATH: Final = re.compile(r"(?:[\w.~-]*/)+([\w.-]+)")
+_NUMERIC_ID: Final = lazy_compile(r"\b\d+\b")
+_PATH: Final = lazy_compile(r"(?:[\w.~-]*/)+([\w.-]+)")
 
 
 def _normalize_text(value: str) -> str:
@@ -254,7 +255,7 @@ ID_CHARS: Final = b"0123456789abcdefABCDEF"
 """Digits and hex letters: what timestamps, UUIDs, hex ids, PIDs, counters and line numbers are made of."""
 _VOLATILE_BYTES: Final = ID_CHARS + b" \t\r\n\x0b\x0c"
 _TEMP_PATHS: Final = tuple(
-    (prefix, re.compile(re.escape(prefix) + r"[^\s'\":,)\]]*"))
+    (prefix, lazy_compile(re.escape(prefix) + r"[^\s'\":,)\]]*"))
     for prefix in ("/tmp/", "/var/folders/", "/private/var/")
 )
 _OUTCOME_LIMIT: Final = 65_536
@@ -314,19 +315,19 @@ def preview(value: Any, limit: int = 160) -> str:
 
 # -- what a call does ---------------------------------------------------------------------------------
 
-_MUTATING_TOOLS: Final = re.compile(
+_MUTATING_TOOLS: Final = lazy_compile(
     r"edit|write|create|insert|replace|patch|apply|update|delete|remove|rename|move|append|save|set_|put|"
     r"post|submit|commit|install|str_replace|modify|book|cancel|send|upload",
     re.I,
 )
-_MUTATING_COMMAND: Final = re.compile(
+_MUTATING_COMMAND: Final = lazy_compile(
     r"(?:^|[\s;&|(])(?:sed\s+(?:-\w+\s+)*-i|perl\s+-\w*i|tee|patch|mv|cp|rm|mkdir|touch|chmod|ln|"
     r"git\s+(?:apply|checkout|commit|add|reset|stash|restore|am|cherry-pick|rebase|merge)|"
     r"(?:pip3?|uv\s+pip|npm|yarn|pnpm|apt-get|apt|brew|conda|cargo)\s+(?:install|add|remove|uninstall)|"
     r"python3?\s+-m\s+pip\s+install|create|edit|insert|str_replace|apply_patch|truncate|dd)\b"
     r"|(?<![0-9&>])>{1,2}\s*(?!/dev/null)[^\s&>|]|<<",
 )
-_SEARCH_TOOLS: Final = re.compile(
+_SEARCH_TOOLS: Final = lazy_compile(
     r"^(?:find|find_file|search|search_dir|search_file|grep|rg|ag|ack|glob|list|ls|list_dir|list_files|"
     r"locate|which|whereis|web_search|search_web|lookup|query|get_\w+|read\w*|open\w*|cat|view\w*|"
     r"echo|printenv|env|pwd|type|head|tail|less|more|file|stat|du|df)$",
@@ -349,12 +350,12 @@ def is_mutation(tool: str, args: Mapping[str, Any], *, command: str | None = Non
     return bool(_MUTATING_TOOLS.search(tool))
 
 
-_POLL_COMMAND: Final = re.compile(
+_POLL_COMMAND: Final = lazy_compile(
     r"(?:^|[\s;&|(])(?:sleep\s+\d|wait\b|watch\b|tail\s+-[fF]|timeout\s+\d+\s+tail|"
     r"gh\s+(?:run|pr\s+checks)\s+(?:view|watch|list)|gh\s+pr\s+checks|kubectl\s+(?:get|rollout\s+status|wait)|"
     r"docker\s+(?:ps|logs)|squeue|qstat|ps\s+(?:aux|-)|curl\b[^\n]*/(?:status|health|progress|jobs?/))"
 )
-_POLL_TOOLS: Final = re.compile(r"poll|status|progress|wait|output|check_run|job_state", re.I)
+_POLL_TOOLS: Final = lazy_compile(r"poll|status|progress|wait|output|check_run|job_state", re.I)
 
 
 _POLL_WORDS: Final = ("sleep", "wait", "watch", "tail", "gh", "kubectl", "docker", "squeue", "qstat", "ps", "curl")

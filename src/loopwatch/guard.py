@@ -12,20 +12,22 @@ import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .detectors.base import State
 from .detectors.swarm import new_swarm_state
 from .engine import Engine
 from .errors import ConfigError, EventError, LoopwatchError, StateError
 from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, parse_event
-from .judge import JudgeMemory, LoopJudge
 from .messages import render
 from .policy import Policy
 from .presets import preset as get_preset
 from .stored import StoredSessions
 from .stores import Store, StoreError, store_from_url
 from .verdict import Verdict
+
+if TYPE_CHECKING:
+    from .judge import JudgeMemory, LoopJudge
 
 
 def _logger() -> Any:
@@ -108,8 +110,11 @@ class Guard:
         self.max_sessions = max_sessions
         self.on_error = on_error
         self.on_audit_error = on_audit_error
-        if judge is not None and not isinstance(judge, LoopJudge):
-            raise ConfigError("must be a LoopJudge (LoopJudge(your_callable, ...))", field="judge")
+        if judge is not None:
+            from .judge import LoopJudge  # here: guards without a judge (a hook process) never load it
+
+            if not isinstance(judge, LoopJudge):
+                raise ConfigError("must be a LoopJudge (LoopJudge(your_callable, ...))", field="judge")
         self.judge = judge
         self._judged: OrderedDict[str, JudgeMemory] = OrderedDict()
         self.stats = {
@@ -276,6 +281,8 @@ class Guard:
         with self._table_lock:
             memory = self._judged.get(session)
             if memory is None:
+                from .judge import JudgeMemory
+
                 memory = self._judged[session] = JudgeMemory()
                 while len(self._judged) > self.max_sessions:
                     self._judged.popitem(last=False)

@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 from typing import Final
 
-_VOLATILE: Final = re.compile(
+from ._lazy_re import lazy_compile
+
+_VOLATILE: Final = lazy_compile(
     r"""
     (?P<uuid>\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b)
   | (?P<ts>\d{4}-\d{2}-\d{2}(?:[T\ ]\d{1,2}:\d{2}(?::\d{2})?(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)?)

@@ -14,9 +14,10 @@ Everything here is pure: no I/O, no clock, no global state besides the optional 
 from __future__ import annotations
 
 import importlib.util
-import re
 from collections.abc import Callable, Hashable, Set
 from typing import Any
+
+from ._lazy_re import lazy_compile
 
 __all__ = [
     "HAVE_RAPIDFUZZ",
@@ -53,7 +54,7 @@ HAVE_RAPIDFUZZ: bool = importlib.util.find_spec("rapidfuzz") is not None
 
 # JavaScript's ``\s`` (ECMAScript WhiteSpace + LineTerminator). It differs from Python's ``\s``: it
 # includes U+FEFF and excludes U+001C..U+001F and U+0085.
-_JS_WS = re.compile("[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+")
+_JS_WS = lazy_compile("[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+")
 
 
 def jaccard_sets(a: Set[Hashable], b: Set[Hashable]) -> float:

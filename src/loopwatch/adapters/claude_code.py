@@ -74,11 +74,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import sys
 from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, Any, Final
 
+from .._lazy_re import lazy_compile
 from ..events import Event, Message, ToolCall, ToolResult
 from ..verdict import Verdict
 
@@ -123,8 +123,8 @@ MODULE: Final = "loopwatch.adapters.claude_code"
 SERVICE_PATH: Final = "/loopwatch/claude-code"
 """The path of the hook service (``--serve``; :mod:`loopwatch.adapters.claude_code_server`)."""
 
-_EXIT_CODE: Final = re.compile(r"\s*Exit code (-?\d+)")
-_OURS: Final = re.compile(
+_EXIT_CODE: Final = lazy_compile(r"\s*Exit code (-?\d+)")
+_OURS: Final = lazy_compile(
     r"(?:^|[\s/\\\"'])loopwatch(?:\.exe)?[\"']?\s+hook\s+[\"']?claude-code(?:[\"'\s]|$)|loopwatch\.adapters\.claude_code\b"
 )
 # fields of a tool response that change on every run while the result does not

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from typing import Final
 
+from .._lazy_re import lazy_compile
 from ..fingerprint import error_signature, preview, word_hashes
 from .base import Detector, Finding, State, Step, mutates, push, sketch_of, sketch_similarity
 from .repeat import loose_fp
 
-_FILE_OPS: Final = re.compile(r"^\s*(cat|echo|sed|printf|tee|head|tail|awk)\b")
+_FILE_OPS: Final = lazy_compile(r"^\s*(cat|echo|sed|printf|tee|head|tail|awk)\b")
 
 
 _ERROR_WORDS: Final = ("error", "exception", "fail", "not found", "no such", "denied", "invalid", "cannot")
@@ -204,13 +204,13 @@ def _advice(file_ops: bool) -> str:
     return "Read the errors before the next command: they say what to change."
 
 
-_TEST_COMMAND: Final = re.compile(
+_TEST_COMMAND: Final = lazy_compile(
     r"\b(pytest|py\.test|unittest|nosetests|tox|go\s+test|cargo\s+(?:test|nextest)|"
     r"(?:npm|yarn|pnpm|bun)\s+(?:run\s+)?test|jest|vitest|mocha|mvn\b[^\n]*\b(?:test|verify)|"
     r"gradlew?\b[^\n]*\btest|dotnet\s+test|rspec|phpunit|ctest|make\s+(?:test|check)|manage\.py\s+test|"
     r"runtests\.py|bin/test)\b"
 )
-_TEST_FAILED: Final = re.compile(
+_TEST_FAILED: Final = lazy_compile(
     r"\b(FAILED|FAILURES?!?|failed|ERRORS?\b|BUILD FAILURE|Tests run:.*(?:Failures|Errors): [1-9]|"
     r"test result: FAILED|AssertionError|panicked|Traceback)\b"
 )

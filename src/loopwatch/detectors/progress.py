@@ -11,6 +11,7 @@ import re
 import zlib
 from typing import Final
 
+from .._lazy_re import lazy_compile
 from ..fingerprint import ID_CHARS, preview, word_hashes
 from ..masking import mask_volatile
 from ..similarity import jaccard_sets
@@ -28,7 +29,7 @@ from .base import (
     sketch_similarity,
 )
 
-_NO_RESULT: Final = re.compile(
+_NO_RESULT: Final = lazy_compile(
     r"^\s*(?:No matches found|No such file|Found 0|0 results|No results|Nothing found|not found|"
     r"\[\]|\{\}|None|null|grep: .*: No such file)",
     re.I,
@@ -37,7 +38,7 @@ _SEEN: Final = 8
 _MIN_OUTPUT: Final = 24
 
 
-_TOKEN: Final = re.compile(r"[^\W_]+")
+_TOKEN: Final = lazy_compile(r"[^\W_]+")
 
 
 def _words(text: str, limit: int = 64) -> list[int]:
