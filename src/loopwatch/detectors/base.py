@@ -158,21 +158,33 @@ SKETCH_BITS: Final = 1024
 _BITS: Final = tuple(1 << i for i in range(SKETCH_BITS))
 
 
+def fold(hashes: Iterable[int], bits: int = SKETCH_BITS) -> int:
+    """The set of ``hashes`` folded into ``bits`` bits (a power of two up to 1,024), as an integer; at C speed."""
+    return reduce(or_, map(_BITS.__getitem__, map((bits - 1).__and__, hashes)), 0)
+
+
+def bits_text(value: int, bits: int = SKETCH_BITS) -> str:
+    """A folded set of ``bits`` bits as JSON-able base64 text (172 characters for 1,024 bits)."""
+    return binascii.b2a_base64(value.to_bytes(bits // 8, "big"), newline=False).decode("ascii")
+
+
+def text_bits(text: str) -> int:
+    """The folded set :func:`bits_text` wrote (0 for empty text)."""
+    return int.from_bytes(binascii.a2b_base64(text), "big") if text else 0
+
+
 def sketch_of(hashes: Iterable[int], k: int, bits: int = SKETCH_BITS) -> str:
     """A bottom-k sketch: the k smallest distinct hashes, folded into a set of ``bits`` bits (1,024 by default;
     a power of two up to that), as base64 text.
 
     JSON-able, 172 characters whatever k (88 for 512 bits), and compared with two integer operations.
     """
-    smallest = sorted(set(hashes))[:k]
-    folded = reduce(or_, map(_BITS.__getitem__, map((bits - 1).__and__, smallest)), 0)  # all at C speed
-    return binascii.b2a_base64(folded.to_bytes(bits // 8, "big"), newline=False).decode("ascii")
+    return bits_text(fold(sorted(set(hashes))[:k], bits), bits)
 
 
 def sketch_similarity(a: str, b: str) -> float:
     """Estimated Jaccard similarity of the sets two sketches were made from (0.0 when either is empty)."""
-    x = int.from_bytes(binascii.a2b_base64(a), "big") if a else 0
-    y = int.from_bytes(binascii.a2b_base64(b), "big") if b else 0
+    x, y = text_bits(a), text_bits(b)
     union = (x | y).bit_count()
     return (x & y).bit_count() / union if union else 0.0
 

@@ -19,12 +19,10 @@ import re
 import zlib
 from array import array
 from collections.abc import Callable, Sequence
-from functools import reduce
-from operator import or_
 from typing import Any, Final, Protocol
 
 from ..fingerprint import is_mutation, preview
-from .base import Detector, Finding, State, Step, push, sketch_of, sketch_similarity
+from .base import Detector, Finding, State, Step, bits_text, fold, push, sketch_of, sketch_similarity, text_bits
 
 _NOT_LETTERS: Final = bytes(c if 65 <= c <= 90 or 97 <= c <= 122 or c >= 128 else 32 for c in range(256))
 """Every ASCII byte that is not a letter becomes a space (UTF-8 bytes of other scripts stay: word parts)."""
@@ -34,7 +32,6 @@ _CODE: Final = re.compile(r"```.*?(?:```|\Z)", re.S)
 _LABEL: Final = re.compile(r"^\s*(?:THOUGHT|DISCUSSION|Thought|Reasoning|REASONING)\s*:?\s*")
 _SEEN_BITS: Final = 1024
 _SEEN_FULL: Final = _SEEN_BITS // 2
-_BIT: Final = tuple(1 << i for i in range(_SEEN_BITS))
 """When half the bits of the seen-lines filter are set it starts afresh: "new" means new lately."""
 _OBSERVATION_CHARS: Final = 2_000
 _SHORT: Final = 600
@@ -157,7 +154,7 @@ class RephraseDetector(Detector):
         return params
 
     def new_state(self) -> State:
-        return {"seen": "", "bits": 0, "gain": 0, "channels": {}, "pending": None, "undecided": None}
+        return {"seen": "", "gain": 0, "channels": {}, "pending": None, "undecided": None}
 
     def observe(self, state: State, step: Step) -> Finding | None:
         state["undecided"] = None
@@ -199,15 +196,14 @@ class RephraseDetector(Detector):
 
     def _observe(self, state: State, text: str) -> None:
         """Count the lines of an observation the session has not seen before, and remember them."""
-        seen = int.from_bytes(binascii.a2b_base64(state["seen"]), "big") if state["seen"] else 0
-        if state["bits"] >= _SEEN_FULL:
+        seen = text_bits(state["seen"])
+        if seen.bit_count() >= _SEEN_FULL:
             seen = 0
-        lines = reduce(or_, map(_BIT.__getitem__, map((_SEEN_BITS - 1).__and__, line_set(text, _OBSERVATION_CHARS))), 0)
+        lines = fold(line_set(text, _OBSERVATION_CHARS), _SEEN_BITS)
         new = (lines & ~seen).bit_count()
         seen |= lines
         state["gain"] += min(new, self.gain_cap)
-        state["bits"] = seen.bit_count()
-        state["seen"] = binascii.b2a_base64(seen.to_bytes(_SEEN_BITS // 8, "big"), newline=False).decode("ascii")
+        state["seen"] = bits_text(seen, _SEEN_BITS)
 
     # -- intents -----------------------------------------------------------------------------------------
 
