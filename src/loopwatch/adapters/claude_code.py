@@ -75,7 +75,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from .._lazy_re import lazy_compile
@@ -93,6 +93,8 @@ __all__ = [
     "HOOK_EVENTS",
     "HookInputError",
     "SettingsError",
+    "answer",
+    "decode_input",
     "default_store_path",
     "event_of",
     "handle",
@@ -367,10 +369,40 @@ def _note(message: str) -> None:
         print(f"loopwatch hook: {message}", file=sys.stderr)
 
 
-def _read(stdin: IO[str]) -> Any:
-    buffer = getattr(stdin, "buffer", None)
-    raw: str | bytes = buffer.read() if buffer is not None else stdin.read()
-    return json.loads(raw)
+def decode_input(raw: str | bytes) -> dict[str, Any] | None:
+    """A hook input from its JSON text, or ``None`` (with a note on stderr) when it is not one."""
+    try:
+        payload = json.loads(raw)
+    except ValueError as exc:
+        _note(f"the input is not a Claude Code hook event ({exc}); nothing judged")
+        return None
+    if not isinstance(payload, dict):
+        _note(f"the input is JSON {type(payload).__name__}, not a hook event object; nothing judged")
+        return None
+    return payload
+
+
+def answer(
+    payload: Mapping[str, Any], guard: Callable[[], Guard], *, fail_closed: bool = False
+) -> dict[str, Any] | None:
+    """The hook output for one input, judged by the guard ``guard()`` gives (built here, so that a store that
+    cannot be opened fails like any other error): open, or closed for tool calls with ``fail_closed``."""
+    built = None
+    try:
+        built = guard()
+        return handle(built, payload)
+    except HookInputError as exc:
+        _note(f"{exc}; nothing judged")
+        return None
+    except Exception as exc:  # a hook must never break Claude Code: fail open (or closed, for tool calls)
+        _note(f"could not judge the {payload.get('hook_event_name')} event: {exc}")
+        if not (fail_closed and payload.get("hook_event_name") == "PreToolUse"):
+            return None
+        refused = f"The loop guard could not judge this call ({exc}), so it was refused."
+        return {"hookSpecificOutput": _deny(refused)}
+    finally:
+        if built is not None and payload.get("hook_event_name") == "UserPromptSubmit":
+            _expire(built)
 
 
 def run_hook(
@@ -383,30 +415,16 @@ def run_hook(
     fail_closed: bool = False,
 ) -> int:
     """Read one hook input from ``stdin``, write the hook's output to ``stdout``; always 0 (Claude Code goes on)."""
+    buffer = getattr(stdin, "buffer", None)
     try:
-        payload = _read(stdin)
+        raw: str | bytes = buffer.read() if buffer is not None else stdin.read()
     except (ValueError, OSError) as exc:
         _note(f"the input is not a Claude Code hook event ({exc}); nothing judged")
         return 0
-    if not isinstance(payload, dict):
-        _note(f"the input is JSON {type(payload).__name__}, not a hook event object; nothing judged")
+    payload = decode_input(raw)
+    if payload is None:
         return 0
-    guard = None
-    try:
-        guard = _guard(store, preset, config, fail_closed)
-        response = handle(guard, payload)
-    except HookInputError as exc:
-        _note(f"{exc}; nothing judged")
-        return 0
-    except Exception as exc:  # a hook must never break Claude Code: fail open (or closed, for tool calls)
-        _note(f"could not judge the {payload.get('hook_event_name')} event: {exc}")
-        if not (fail_closed and payload.get("hook_event_name") == "PreToolUse"):
-            return 0
-        refused = f"The loop guard could not judge this call ({exc}), so it was refused."
-        response = {"hookSpecificOutput": _deny(refused)}
-    finally:
-        if guard is not None and payload.get("hook_event_name") == "UserPromptSubmit":
-            _expire(guard)
+    response = answer(payload, lambda: _guard(store, preset, config, fail_closed), fail_closed=fail_closed)
     if response is not None:
         stdout.write(json.dumps(response, ensure_ascii=True) + "\n")
         stdout.flush()

@@ -23,7 +23,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Final
 
-from .claude_code import SERVICE_PATH, _deny, _expire, _note, handle
+from .claude_code import SERVICE_PATH, answer, decode_input
 
 if TYPE_CHECKING:
     from ..guard import Guard
@@ -56,28 +56,14 @@ class HookServer(ThreadingHTTPServer):
         return f"http://{name}:{port}{PATH}"
 
     def answer(self, body: bytes) -> dict[str, Any]:
-        """The hook output for one request body (``{}`` when there is nothing to say or nothing was judged)."""
+        """The hook output for one request body (``{}`` when there is nothing to say or nothing was judged): the
+        command hook's, from :func:`~loopwatch.adapters.claude_code.answer`."""
         with self._count:
             self.handled += 1
-        try:
-            payload = json.loads(body)
-        except ValueError as exc:
-            _note(f"the request is not JSON ({exc}); nothing judged")
+        payload = decode_input(body)
+        if payload is None:
             return {}
-        if not isinstance(payload, dict):
-            _note(f"the request is JSON {type(payload).__name__}, not a hook event object; nothing judged")
-            return {}
-        try:
-            response = handle(self.guard, payload)
-        except Exception as exc:  # fail open (or closed, for tool calls), as the command hook does
-            _note(f"could not judge the {payload.get('hook_event_name')} event: {exc}")
-            if self.fail_closed and payload.get("hook_event_name") == "PreToolUse":
-                refused = f"The loop guard could not judge this call ({exc}), so it was refused."
-                return {"hookSpecificOutput": _deny(refused)}
-            return {}
-        if payload.get("hook_event_name") == "UserPromptSubmit":
-            _expire(self.guard)
-        return response or {}
+        return answer(payload, lambda: self.guard, fail_closed=self.fail_closed) or {}
 
 
 class _Handler(BaseHTTPRequestHandler):
