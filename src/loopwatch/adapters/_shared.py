@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import uuid
+from collections.abc import Iterator
+from contextvars import ContextVar
 
 from ..errors import ConfigError
 from ..guard import Guard
@@ -43,3 +47,14 @@ class GuardedAdapter:
         self.guard = guard_of(guard, preset)
         self.session = session
         self.swarm = swarm
+
+
+@contextlib.contextmanager
+def session_scope(var: ContextVar[str | None], name: str | None, prefix: str) -> Iterator[str]:
+    """Sets ``var`` to session ``name`` (a fresh ``<prefix>-<hex>`` when not given) inside the block; yields it."""
+    session = name or f"{prefix}-{uuid.uuid4().hex[:12]}"
+    token = var.set(session)
+    try:
+        yield session
+    finally:
+        var.reset(token)

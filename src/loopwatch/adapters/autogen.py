@@ -59,8 +59,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
-import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from ..errors import LoopwatchError, MissingExtraError
@@ -68,7 +67,7 @@ from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ..guard import Guard
 from ..policy import Policy
 from ..verdict import LOOP_DETECTED, Verdict
-from ._shared import GuardedAdapter, as_text
+from ._shared import GuardedAdapter, as_text, session_scope
 
 try:
     from autogen_agentchat.base import TaskResult, Team, TerminatedException, TerminationCondition
@@ -166,16 +165,10 @@ class LoopwatchAutoGen(GuardedAdapter):
         """The loopwatch session of the current run."""
         return _RUN_SESSION.get() or self.session or DEFAULT_SESSION
 
-    @contextlib.contextmanager
-    def run_session(self, name: str | None = None) -> Iterator[str]:
+    def run_session(self, name: str | None = None) -> contextlib.AbstractContextManager[str]:
         """Runs started inside the block use loopwatch session ``name`` (a fresh ``autogen-<hex>`` when not given);
         yields it."""
-        session = name or f"{DEFAULT_SESSION}-{uuid.uuid4().hex[:12]}"
-        token = _RUN_SESSION.set(session)
-        try:
-            yield session
-        finally:
-            _RUN_SESSION.reset(token)
+        return session_scope(_RUN_SESSION, name, DEFAULT_SESSION)
 
     async def run(
         self,

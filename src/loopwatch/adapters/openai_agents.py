@@ -70,7 +70,7 @@ import threading
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal, TypeVar, cast
 
 from ..errors import ConfigError, LoopwatchError, MissingExtraError
@@ -78,7 +78,7 @@ from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ..guard import Guard
 from ..policy import Policy
 from ..verdict import LOOP_DETECTED, Verdict
-from ._shared import as_text
+from ._shared import as_text, session_scope
 
 try:
     from agents import (
@@ -261,16 +261,10 @@ class LoopwatchGuard:
         with self.run_session(loop_session):
             return Runner.run_sync(starting_agent, input, **kwargs)
 
-    @contextlib.contextmanager
-    def run_session(self, name: str | None = None) -> Iterator[str]:
+    def run_session(self, name: str | None = None) -> contextlib.AbstractContextManager[str]:
         """Runs started inside the block (and the tasks they start) use loopwatch session ``name`` (a fresh
         ``openai-agents-<hex>`` when not given); yields it."""
-        session = name or f"{DEFAULT_SESSION}-{uuid.uuid4().hex[:12]}"
-        token = _RUN_SESSION.set(session)
-        try:
-            yield session
-        finally:
-            _RUN_SESSION.reset(token)
+        return session_scope(_RUN_SESSION, name, DEFAULT_SESSION)
 
     # -- state -----------------------------------------------------------------------------------------
 

@@ -60,7 +60,7 @@ import contextvars
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from ..errors import ConfigError, LoopwatchError, MissingExtraError
@@ -68,7 +68,7 @@ from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ..guard import Guard
 from ..policy import Policy
 from ..verdict import LOOP_DETECTED, Verdict
-from ._shared import as_text, guard_of
+from ._shared import as_text, guard_of, session_scope
 
 try:
     from pydantic_ai import Agent, RunContext
@@ -206,16 +206,10 @@ class LoopwatchCapability(AbstractCapability[Any]):
             except RunCancelled as exc:
                 raise self._stopped_or(exc) from exc
 
-    @contextlib.contextmanager
-    def run_session(self, name: str | None = None) -> Iterator[str]:
+    def run_session(self, name: str | None = None) -> contextlib.AbstractContextManager[str]:
         """Runs started inside the block use loopwatch session ``name`` (a fresh ``pydantic-ai-<hex>`` when not
         given); yields it."""
-        session = name or f"{DEFAULT_SESSION}-{uuid.uuid4().hex[:12]}"
-        token = _RUN_SESSION.set(session)
-        try:
-            yield session
-        finally:
-            _RUN_SESSION.reset(token)
+        return session_scope(_RUN_SESSION, name, DEFAULT_SESSION)
 
     def stopped(self, error: BaseException) -> LoopStopped | None:
         """The :class:`LoopStopped` for a ``RunCancelled`` (or a ``CancelledError`` carrying one) of a run this
