@@ -61,3 +61,19 @@ class RecordingGuard(Guard):
 
     def verdicts(self, action: str) -> list[Verdict]:
         return [v for _, _, v in self.seen if v.action == action]
+
+
+BUILD_STAGES = [  # what a polled build reports, one stage per poll: a changing result
+    "queued",
+    "fetching sources",
+    "compiling core",
+    "compiling plugins",
+    "linking",
+    "running unit tests",
+    "running integration tests",
+    "packaging",
+    "uploading artifacts",
+    "publishing docs",
+    "cleaning workspace",
+    "done: success",
+]

@@ -31,7 +31,7 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from adapter_support import RecordingGuard, check_missing_framework
+from adapter_support import BUILD_STAGES, RecordingGuard, check_missing_framework
 from loopwatch import ConfigError, LoopwatchError, Message, ToolCall, ToolResult
 from loopwatch.adapters.openai_agents import DEFAULT_SESSION, LoopStopped, LoopwatchGuard, LoopwatchHooks
 from loopwatch.verdict import LOOP_DETECTED, Verdict
@@ -201,21 +201,6 @@ def test_ab_cycle_is_caught() -> None:
 
 # -- (3) polling with a changing result: never stopped ------------------------------------------------------
 
-STAGES = [
-    "queued",
-    "fetching sources",
-    "compiling core",
-    "compiling plugins",
-    "linking",
-    "running unit tests",
-    "running integration tests",
-    "packaging",
-    "uploading artifacts",
-    "publishing docs",
-    "cleaning workspace",
-    "done: success",
-]
-
 
 def test_polling_with_changing_results_completes() -> None:
     polls: list[int] = []
@@ -224,7 +209,7 @@ def test_polling_with_changing_results_completes() -> None:
     def build_status(build_id: str) -> str:
         """The status of a build."""
         polls.append(1)
-        return f"build {build_id}: {STAGES[len(polls) - 1]}"
+        return f"build {build_id}: {BUILD_STAGES[len(polls) - 1]}"
 
     def script(n: int, items: list[Any]) -> Step:
         outputs = list(outputs_of(items).values())
@@ -240,7 +225,7 @@ def test_polling_with_changing_results_completes() -> None:
     result = lw.run_sync(agent, "Wait for build 42.", max_turns=30)
 
     assert result.final_output == "The build succeeded."
-    assert len(polls) == len(STAGES)
+    assert len(polls) == len(BUILD_STAGES)
     assert [c.id for c in guard.calls()] == model.emitted
     assert {v.action for _, _, v in guard.seen} == {"ok"}  # progress: not even a nudge
     # the final answer was observed as an assistant message

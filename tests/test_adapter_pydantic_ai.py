@@ -24,7 +24,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from adapter_support import RecordingGuard, check_missing_framework
+from adapter_support import BUILD_STAGES, RecordingGuard, check_missing_framework
 from loopwatch import ConfigError, Guard, LoopwatchError, Message, ToolCall, ToolResult, Usage
 from loopwatch.adapters.pydantic_ai import DEFAULT_SESSION, LoopStopped, LoopwatchCapability
 from loopwatch.verdict import LOOP_DETECTED, Verdict
@@ -176,21 +176,6 @@ def test_ab_cycle_is_caught() -> None:
 
 # -- (3) polling with a changing result: never stopped ------------------------------------------------------
 
-STAGES = [
-    "queued",
-    "fetching sources",
-    "compiling core",
-    "compiling plugins",
-    "linking",
-    "running unit tests",
-    "running integration tests",
-    "packaging",
-    "uploading artifacts",
-    "publishing docs",
-    "cleaning workspace",
-    "done: success",
-]
-
 
 def test_polling_with_changing_results_completes() -> None:
     def script(n: int, messages: list[ModelMessage]) -> ModelResponse:
@@ -209,12 +194,12 @@ def test_polling_with_changing_results_completes() -> None:
     def build_status(build_id: str) -> str:
         """The status of a build."""
         polls.append(1)
-        return f"build {build_id}: {STAGES[len(polls) - 1]}"
+        return f"build {build_id}: {BUILD_STAGES[len(polls) - 1]}"
 
     result = lw.run_sync(agent, "Wait for build 42.")
 
     assert result.output == "The build succeeded."
-    assert len(polls) == len(STAGES)
+    assert len(polls) == len(BUILD_STAGES)
     assert [c.id for c in guard.calls()] == model.emitted
     assert {v.action for _, _, v in guard.seen} == {"ok"}  # progress: not even a nudge
     assert [e.text for _, e, _ in guard.seen if isinstance(e, Message)] == ["The build succeeded."]
