@@ -21,8 +21,20 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
-from ..fingerprint import is_mutation, preview
-from .base import Detector, Finding, State, Step, bits_text, fold, push, sketch_of, sketch_similarity, text_bits
+from ..fingerprint import preview
+from .base import (
+    Detector,
+    Finding,
+    State,
+    Step,
+    bits_text,
+    fold,
+    mutates,
+    push,
+    sketch_of,
+    sketch_similarity,
+    text_bits,
+)
 
 _NOT_LETTERS: Final = bytes(c if 65 <= c <= 90 or 97 <= c <= 122 or c >= 128 else 32 for c in range(256))
 """Every ASCII byte that is not a letter becomes a space (UTF-8 bytes of other scripts stay: word parts)."""
@@ -171,7 +183,7 @@ class RephraseDetector(Detector):
             pending, state["pending"] = state["pending"], None
             finding = None
             if pending is not None and pending[0] == step.call_index:
-                if not step.failed and is_mutation(step.tool or "", {}, command=step.command):
+                if not step.failed and mutates(step):
                     state["gain"] += self.gain_cap  # a change that worked: something new happened
                 text = intent_text(pending[1], self.max_chars)
                 if len(text) >= self.min_chars:
