@@ -38,6 +38,14 @@ def digest_bytes(data: bytes) -> str:
     return blake2b(data, digest_size=8).hexdigest()
 
 
+def digest_parts(*parts: bytes) -> str:
+    """:func:`digest_bytes` of the parts joined, without joining them (no copy of a large part)."""
+    hasher = blake2b(parts[0], digest_size=8)
+    for part in parts[1:]:
+        hasher.update(part)
+    return hasher.hexdigest()
+
+
 def fold_string(text: str, limit: int = MAX_STRING) -> str:
     """``text`` if short; otherwise head + length + digest of the middle + tail (bounded)."""
     if len(text) <= limit:

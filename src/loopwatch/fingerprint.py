@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import re
 import zlib
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
+from functools import partial
 from typing import Any, Final
 
 from ._lazy_re import lazy_compile
-from .canonical import canonical_json, digest, digest_bytes, flat_payload, fold_string
+from .canonical import canonical_json, digest, digest_bytes, digest_parts, flat_payload, fold_string
 from .masking import mask_volatile
 
 # -- calls --------------------------------------------------------------------------------------------
@@ -43,6 +44,7 @@ _SUBCOMMAND_PROGRAMS: Final = frozenset(
     }
 )  # fmt: skip
 _PREFIX_WORDS: Final = frozenset({"sudo", "time", "nohup", "env", "exec", "timeout", "nice", "stdbuf"})
+_SETUP_WORDS: Final = frozenset({"cd", "export", "source", ".", "set", "pushd", "popd"})
 _FILE_READ: Final = lazy_compile(r"^\s*(cat|head|tail)((?:\s+-{1,2}[\w=-]+(?:\s+\d+)?)*)\s+(\S+)\s*$")
 _ASSIGNMENT: Final = lazy_compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -69,26 +71,28 @@ def program_of(command: str) -> str:
     ``cd repo && python -m pytest -x`` -> ``python:-m pytest``... simplified to ``python:pytest``;
     ``FOO=1 sudo git status`` -> ``git:status``; ``cat a | grep b`` -> ``cat``.
     """
-    head = command[:300]
     # split on &&, ||, ; and newlines (str.replace is several times faster than a regular expression here)
-    head = head.replace("&&", "\n").replace("||", "\n").replace(";", "\n")
-    segments = [s for s in head.split("\n") if s.strip()]
-    # Skip leading `cd X` / `export X=...` / `source ...` segments: they set up, they are not the work.
+    segments = command[:300].replace("&&", "\n").replace("||", "\n").replace(";", "\n").split("\n")
+    several: bool | None = None  # more than one non-blank segment? (counted only when it matters)
     for segment in segments:
-        words = _words(segment.split("|")[0])
-        while words and (_ASSIGNMENT.match(words[0]) or words[0] in _PREFIX_WORDS or words[0].isdigit()):
+        words = _words(segment.split("|", 1)[0])
+        while words and (words[0] in _PREFIX_WORDS or words[0].isdigit() or _ASSIGNMENT.match(words[0])):
             words = words[1:]
         if not words:
             continue
-        if words[0] in ("cd", "export", "source", ".", "set", "pushd", "popd") and len(segments) > 1:
-            continue
+        if words[0] in _SETUP_WORDS:
+            # `cd X` / `export X=...` / `source ...` before other work set up; they are not the work
+            if several is None:
+                several = sum(1 for other in segments if other.strip()) > 1
+            if several:
+                continue
         return _name_with_subcommand(words)
     return ""
 
 
 def _words(text: str) -> list[str]:
     """The first words of a shell segment, quotes dropped (enough to name the program, and fast)."""
-    return [word.strip("'\"") for word in text[:300].split()[:8]]
+    return [word.strip("'\"") for word in text.split(None, 8)[:8]]
 
 
 def _name_with_subcommand(words: list[str]) -> str:
@@ -164,7 +168,7 @@ def call_payload(args: Mapping[str, Any]) -> tuple[bytes, str | None]:
 
 def payload_fingerprint(tool: str, payload: bytes) -> str:
     """The exact call fingerprint of a tool name and its arguments' :func:`call_payload`."""
-    return digest_bytes(tool.encode("utf-8", "surrogatepass") + b"\x00" + payload)
+    return digest_parts(tool.encode("utf-8", "surrogatepass"), b"\x00", payload)
 
 
 def canonical_fingerprint(tool: str, canonical_args: str) -> str:
@@ -174,7 +178,10 @@ def canonical_fingerprint(tool: str, canonical_args: str) -> str:
 
 def loose_fingerprint(tool: str, payload: bytes) -> str:
     """Fingerprint that ignores every digit in the arguments (the same edit at other line numbers)."""
-    return digest_bytes((tool.encode("utf-8", "surrogatepass") + b"\x00" + payload).translate(None, b"0123456789"))
+    return payload_fingerprint(tool.translate(_NO_DIGITS), payload.translate(None, b"0123456789"))
+
+
+_NO_DIGITS: Final = str.maketrans("", "", "0123456789")
 
 
 def bash_file_read(command: str) -> str | None:
@@ -370,12 +377,25 @@ def is_poll(tool: str, command: str | None) -> bool:
     return bool(_POLL_TOOLS.search(tool))
 
 
-def is_search(tool: str, key: str | None, args: Mapping[str, Any], *, command: str | None = None) -> bool:
-    """Is this call a read-only look-up (find, grep, ls, read a file, a web search...)?"""
+def is_search(
+    tool: str,
+    key: str | None,
+    args: Mapping[str, Any],
+    *,
+    command: str | None = None,
+    changes: Callable[[], bool] | None = None,
+) -> bool:
+    """Is this call a read-only look-up (find, grep, ls, read a file, a web search...)?
+
+    ``changes`` says whether the call changes something when that is already known (default:
+    :func:`is_mutation`); it is asked only for calls that look like a look-up.
+    """
     command = command if command is not None else command_of(args)
+    if changes is None:
+        changes = partial(is_mutation, tool, args, command=command)
     if key and ":" in key and is_shell_tool(tool):
         program = key.split(":", 1)[1]
-        return program in _SEARCH_PROGRAMS and not is_mutation(tool, args, command=command)
+        return program in _SEARCH_PROGRAMS and not changes()
     if _SEARCH_TOOLS.match(tool):
-        return not is_mutation(tool, args, command=command) if command else True
+        return not changes() if command else True
     return False

@@ -150,7 +150,10 @@ def searches(step: Step) -> bool:
     """Is the step's tool call a read-only look-up (cached on the step)?"""
     cached = step.extra.get("search")
     if cached is None:
-        cached = step.extra["search"] = is_search(step.tool or "", step.tool_key, step.args or {}, command=step.command)
+        tool, args = step.tool or "", step.args or {}
+        cached = step.extra["search"] = is_search(
+            tool, step.tool_key, args, command=step.command, changes=lambda: mutates(step)
+        )
     return bool(cached)
 
 

@@ -57,8 +57,31 @@ class CycleDetector(Detector):
         return None
 
     def _call(self, state: State, step: Step) -> Finding | None:
-        fps, match, starts = state["fps"], state["match"], state["starts"]
+        fps, match = state["fps"], state["match"]
         fingerprint = loose_fp(step) if self.loose else step.call_fp
+        # Only a call that repeats one of the last calls can belong to a unit seen twice, so only such
+        # calls pay for the per-period comparison, a label, and the mutation and polling checks.
+        repeated = fingerprint in fps
+        if repeated:
+            self._match(state, fingerprint)
+        else:
+            match[1:] = self._no_match
+        limit = self.max_period + 1
+        push(fps, fingerprint, limit)
+        push(state["idx"], step.index, limit)
+        push(state["tools"], call_label(step, 60) if repeated else None, limit)
+        # a change's own output (the file it wrote) differs every time; only look-ups and runs tell progress
+        push(state["outs"], "" if repeated and mutates(step) else None, limit)
+        push(state["polls"], repeated and self.polls_exempt and polls(step), limit)
+        period = self._period(match) if repeated else None
+        if period is None or any(state["polls"][-period:]):
+            return None  # a unit with a wait or status check in it is polling, not a loop
+        reps = 1 + match[period] // period
+        return self._finding(state, step, period, reps)
+
+    def _match(self, state: State, fingerprint: str | None) -> None:
+        """Count, per period p, one more call equal to the call p positions earlier (or restart at 0)."""
+        fps, match, starts = state["fps"], state["match"], state["starts"]
         for p in range(1, self.max_period + 1):
             if len(fps) >= p and fps[-p] == fingerprint:
                 if match[p] == 0:
@@ -66,21 +89,10 @@ class CycleDetector(Detector):
                 match[p] += 1
             else:
                 match[p] = 0
-        limit = self.max_period + 1
-        # Only a call that repeats one of the last calls can belong to a unit seen twice, so only such
-        # calls pay for a label and for the mutation and polling checks.
-        repeated = fingerprint in fps
-        push(fps, fingerprint, limit)
-        push(state["idx"], step.index, limit)
-        push(state["tools"], call_label(step, 60) if repeated else None, limit)
-        # a change's own output (the file it wrote) differs every time; only look-ups and runs tell progress
-        push(state["outs"], "" if repeated and mutates(step) else None, limit)
-        push(state["polls"], repeated and self.polls_exempt and polls(step), limit)
-        period = self._period(match)
-        if period is None or any(state["polls"][-period:]):
-            return None  # a unit with a wait or status check in it is polling, not a loop
-        reps = 1 + match[period] // period
-        return self._finding(state, step, period, reps)
+
+    @property
+    def _no_match(self) -> list[int]:
+        return [0] * self.max_period
 
     def _period(self, match: list[int]) -> int | None:
         for p in range(self.min_period, self.max_period + 1):

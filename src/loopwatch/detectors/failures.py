@@ -78,7 +78,7 @@ class ErrorRetryDetector(Detector):
         streaks: dict[str, State] = state["streaks"]
         key = step.tool_key or step.tool or "?"
         if step.kind == "call":
-            if mutates(step):
+            if streaks and mutates(step):
                 for other_key, other in streaks.items():
                     other["mut"] = other["mut"] or other_key != key
             shapes: dict[str, str] = state["shapes"]
@@ -243,7 +243,7 @@ class TestFixDetector(Detector):
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind == "call":
             command = step.command or step.tool or ""
-            state["pending"] = step.index if is_test_command(f"{step.tool} {command}") else None
+            state["pending"] = step.index if is_test_command(f"{step.tool} {command[:400]}") else None
             return None
         if step.kind != "result" or state["pending"] is None or step.call_index != state["pending"]:
             return None
