@@ -7,6 +7,7 @@ another); with the model, each assistant message also pays one embedding: ``benc
     python benchmarks/bench_guard.py --quick          # 1,000 sessions
     python benchmarks/bench_guard.py --sessions 5000 --events 80 --json
     python benchmarks/bench_guard.py --no-gc          # garbage collector off during the timed loop
+    python benchmarks/bench_guard.py --floor-sessions 0   # skip the floor pass (the preset without rules)
 
 Traffic: each session is an agent at work. It opens with a ~1 KB assistant message, then goes round
 "call, result, call, result, call, result, message": tool calls carry ~1 KB of JSON arguments (a bash
@@ -22,6 +23,10 @@ interleaved at random (each session's own order kept). A wave's events are all b
 is timed; only ``Guard.observe`` sits between the two ``time.perf_counter_ns()`` calls. The guard
 keeps every session for the whole run (its memory is measured at the end). A throw-away guard is
 warmed up first.
+
+The floor: the same traffic (at most ``--floor-sessions`` sessions, default 1,000) through the same guard and
+preset with every rule and limit removed: what parsing, fingerprinting and keeping sessions cost before any
+rule runs.
 
 Memory: a second, untimed pass over ``--memory-sessions`` sessions (default: all, at most 1,000, as
 tracemalloc slows the guard down about 5x) with tracemalloc on: the memory still held after the run (snapshot
@@ -46,6 +51,9 @@ from typing import Any
 
 from loopwatch.events import Event, Message, ToolCall, ToolResult
 from loopwatch.guard import Guard
+from loopwatch.limits import Limits
+from loopwatch.policy import Policy
+from loopwatch.presets import preset
 
 KINDS = ("tool_call", "tool_result", "message")
 TARGET_MEDIAN_US = {"tool_call": 10.0, "tool_result": None, "message": 40.0}
@@ -285,14 +293,21 @@ def waves(content: Content, sessions: int, events: int, size: int, seed: int) ->
 # -- measuring -----------------------------------------------------------------------------------------
 
 
-def timed_run(args: argparse.Namespace, content: Content) -> dict[str, Any]:
+def _policy(args: argparse.Namespace, rules: bool) -> Policy:
+    """The benchmarked preset, or (``rules=False``) the same preset with no rules at all."""
+    policy = preset(args.preset)
+    return policy if rules else policy.replace(name=f"{policy.name} without rules", detectors=(), limits=Limits())
+
+
+def timed_run(args: argparse.Namespace, content: Content, *, rules: bool = True) -> dict[str, Any]:
+    """Every session's events through the guard, each ``observe`` timed; ``rules=False``: the floor."""
     # warm-up: a throw-away guard (imports, regex caches, code paths of every detector)
-    warm = Guard(preset=args.preset, clock=None)
+    warm = Guard(_policy(args, rules), clock=None)
     for name, _kind, event in wave(content, 10**6, min(50, args.sessions), args.events, args.seed + 1):
         warm.observe(name, event)
     del warm
 
-    guard = Guard(preset=args.preset, clock=None)
+    guard = Guard(_policy(args, rules), clock=None)
     latencies = {kind: array("q") for kind in KINDS}
     sizes: dict[str, list[int]] = {kind: [] for kind in KINDS}
     actions: Counter[str] = Counter()
@@ -417,6 +432,10 @@ def memory_run(args: argparse.Namespace, content: Content) -> dict[str, Any]:
 # -- report --------------------------------------------------------------------------------------------
 
 
+def _floor_median(stats: dict[str, Any] | None) -> str:
+    return "" if not stats or stats["median_us"] is None else f"{stats['median_us']:.1f}"
+
+
 def _verdict(ok: bool | None) -> str:
     return "" if ok is None else ("ok" if ok else "MISSED")
 
@@ -436,8 +455,9 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> tuple[str, bool]
         ),
         "",
         f"{'event type':<12} {'payload':>9} {'count':>9} {'median us':>10} {'target':>8} {'p99 us':>9} "
-        f"{'p99/med':>8} {'target':>7}  {'max us':>9}  result",
+        f"{'p99/med':>8} {'target':>7}  {'max us':>9}  {'no rules':>8}  result",
     ]
+    floor = result.get("floor", {})
     all_ok = True
     for kind, stats in result["per_type"].items():
         median, p99 = stats["median_us"], stats["p99_us"]
@@ -454,7 +474,13 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> tuple[str, bool]
         lines.append(
             f"{kind:<12} {payload:>9} {stats['count']:>9,} {median:>10.1f} "
             f"{('<= ' + format(target, 'g')) if target else '-':>8} {p99:>9.1f} {ratio or 0:>8.1f} "
-            f"{'<= 5' if kind != 'all' else '-':>7}  {stats['max_us']:>9.1f}  {_verdict(ok)}"
+            f"{'<= 5' if kind != 'all' else '-':>7}  {stats['max_us']:>9.1f}  "
+            f"{_floor_median(floor.get(kind)):>8}  {_verdict(ok)}"
+        )
+    if floor:
+        lines.append(
+            "no rules: the median of the same traffic through the same guard with no rules at all (events parsed, "
+            "fingerprinted, sessions kept): the floor under any rule"
         )
     memory = result.get("memory")
     snap = result["snapshot_json_bytes"]
@@ -496,6 +522,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--wave", type=int, default=500, help="sessions active (interleaved) at a time")
     parser.add_argument("--memory-sessions", type=int, default=None, help="sessions of the memory pass (0: skip)")
+    parser.add_argument(
+        "--floor-sessions",
+        type=int,
+        default=1_000,
+        help="sessions of the floor pass: the same traffic through the preset without rules (0: skip)",
+    )
     parser.add_argument("--no-gc", action="store_true", help="disable the garbage collector in the timed loop")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
@@ -510,6 +542,9 @@ def main(argv: list[str] | None = None) -> int:
 
     content = Content(args.seed)
     result = timed_run(args, content)
+    if args.floor_sessions > 0:
+        floor_args = argparse.Namespace(**{**vars(args), "sessions": min(args.sessions, args.floor_sessions)})
+        result["floor"] = timed_run(floor_args, content, rules=False)["per_type"]
     if args.memory_sessions > 0:
         result["memory"] = memory_run(args, content)
     text, all_ok = report(result, args)
