@@ -16,13 +16,25 @@ _ERROR_WORDS: Final = ("error", "exception", "fail", "not found", "no such", "de
 
 
 def error_excerpt(output: str, limit: int = 200) -> str:
-    """The most telling line of an error output (the last non-empty line that mentions an error)."""
-    lines = [line.strip() for line in output[-2_000:].splitlines() if line.strip()]
-    for line in reversed(lines[-40:]):
+    """The most telling line of an error output (the last non-empty line that mentions an error).
+
+    Only the last 40 non-empty lines of the last 2,000 characters are read, from the end: the line that
+    says what went wrong is usually the last one.
+    """
+    last = None
+    read = 0
+    for raw in reversed(output[-2_000:].splitlines()):
+        line = raw.strip()
+        if not line:
+            continue
+        last = last or line
         lowered = line.lower()
         if any(word in lowered for word in _ERROR_WORDS):
             return preview(line, limit)
-    return preview(lines[-1] if lines else output, limit)
+        read += 1
+        if read == 40:
+            break
+    return preview(last or output, limit)
 
 
 def excerpt_of(step: Step) -> str:
