@@ -279,9 +279,14 @@ def outcome_bytes(output: str) -> bytes:
     return output.encode("utf-8", "surrogatepass").translate(None, _VOLATILE_BYTES)
 
 
+ASCII_LOWER: Final = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
+"""A ``bytes.translate`` table that lowercases ASCII letters (what ``bytes.lower`` does), so that dropping bytes
+and lowercasing take one pass."""
+
+
 def word_hashes(text: str) -> Iterator[int]:
     """CRC-32 hashes of the lowercased words of ``text``, digits and hex letters dropped (at C speed)."""
-    return map(zlib.crc32, text.encode("utf-8", "surrogatepass").translate(None, ID_CHARS).lower().split())
+    return map(zlib.crc32, text.encode("utf-8", "surrogatepass").translate(ASCII_LOWER, ID_CHARS).split())
 
 
 def outcome_fingerprint(output: str, is_error: bool | None = None, exit_code: int | None = None) -> str:

@@ -182,7 +182,8 @@ def sketch_of(hashes: Iterable[int], k: int, bits: int = SKETCH_BITS) -> str:
 
     JSON-able, 172 characters whatever k (88 for 512 bits), and compared with two integer operations.
     """
-    return bits_text(fold(sorted(set(hashes))[:k], bits), bits)
+    distinct = hashes if isinstance(hashes, (set, frozenset)) else set(hashes)
+    return bits_text(fold(sorted(distinct)[:k], bits), bits)
 
 
 def sketch_similarity(a: str, b: str) -> float:

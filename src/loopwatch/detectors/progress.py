@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from itertools import islice, repeat
 from typing import Final
 
 from .._lazy_re import lazy_compile
@@ -26,7 +27,7 @@ from .base import (
     push,
     searches,
     sketch_of,
-    sketch_similarity,
+    text_bits,
 )
 
 _NO_RESULT: Final = lazy_compile(
@@ -43,29 +44,49 @@ _TOKEN: Final = lazy_compile(r"[^\W_]+")
 
 def _words(text: str, limit: int = 64) -> list[int]:
     """Hashes of the first distinct words of a call's arguments (a small, JSON-able sketch)."""
-    words: dict[int, None] = {}
-    for word in _TOKEN.findall(text[:600].lower()):
-        words[zlib.crc32(word.encode("utf-8", "surrogatepass"))] = None
-        if len(words) >= limit:
-            break
-    return list(words)
+    words = _TOKEN.findall(text[:600].lower())
+    encoded = map(str.encode, words, repeat("utf-8"), repeat("surrogatepass"))
+    return list(islice(dict.fromkeys(map(zlib.crc32, encoded)), limit))  # first-seen order, at C speed
 
 
 _SKETCH: Final = 24
+_BLANKS: Final = b" \t\r"
+_ID_CHARS_AND_BLANKS: Final = ID_CHARS + _BLANKS
 
 
 def word_sketch(output: str) -> str:
     """A bottom-k sketch of an output's distinct words (digits and hex letters dropped)."""
-    return sketch_of(word_hashes(output[:2_000]), _SKETCH)
+    return sketch_of(set(word_hashes(output[:2_000])), _SKETCH)
 
 
 def line_sketch(output: str, precise: bool = False) -> str:
     """A bottom-k sketch of an output's distinct lines (whitespace, digits and hex ids ignored)."""
     raw = (mask_volatile(output[:1_500]) if precise else output[:1_500]).encode("utf-8", "surrogatepass")
-    text = raw.translate(None, b" \t\r" if precise else ID_CHARS + b" \t\r")
+    text = raw.translate(None, _BLANKS if precise else _ID_CHARS_AND_BLANKS)
     hashes = set(map(zlib.crc32, text.splitlines()))
     hashes.discard(zlib.crc32(b""))
     return sketch_of(hashes, _SKETCH)
+
+
+def _trivial(output: str) -> bool:
+    """``len(output.strip()) < _MIN_OUTPUT``, stripping only the ends of a long output: when neither its first
+    nor its last 64 characters are all blank, less than 128 characters go."""
+    if len(output) >= _MIN_OUTPUT + 128 and not output[:64].isspace() and not output[-64:].isspace():
+        return False
+    return len(output.strip()) < _MIN_OUTPUT
+
+
+def _near(sketch: str, others: list[str], threshold: float) -> bool:
+    """Is ``sketch`` at least ``threshold`` similar to one of ``others`` (``sketch_similarity``, decoded once)?"""
+    if not others:
+        return False
+    x = text_bits(sketch)
+    for other in others:
+        y = text_bits(other)
+        union = (x | y).bit_count()
+        if ((x & y).bit_count() / union if union else 0.0) >= threshold:
+            return True
+    return False
 
 
 def fruitless_output(output: str) -> bool:
@@ -140,9 +161,9 @@ class NoProgressDetector(Detector):
         state.update(pending=step.index, search=search)
         push(state["calls"], step.index, _SEEN)
         words = _words(canonical_of(step)) if state["n"] else []
-        similar = jaccard_sets(set(words), set(state["words"])) >= self.similarity
+        early = state["repeated"] and not state["changed"] and state["n"] + 1 >= self.seen_threshold
+        early = early and jaccard_sets(set(words), set(state["words"])) >= self.similarity
         state["words"] = words
-        early = similar and state["repeated"] and not state["changed"] and state["n"] + 1 >= self.seen_threshold
         if self._report(state, state["n"]) or early:
             # another call of a kind that has brought nothing new for a while
             return self._finding(state, step, state["n"] + 1, step.index, blockable=True)
@@ -152,7 +173,7 @@ class NoProgressDetector(Detector):
         state["pending"] = None
         output = step.output or ""
         empty = state["search"] and (step.failed or fruitless_output(output))
-        trivial = len(output.strip()) < _MIN_OUTPUT and not step.failed
+        trivial = not step.failed and _trivial(output)
         seen = not (trivial or empty) and self._seen(state, step, output)
         push(state["seen"], step.outcome_fp, _SEEN)
         if not (seen or empty):
@@ -176,7 +197,7 @@ class NoProgressDetector(Detector):
         else:
             sketch = word_sketch(output)
         exact = step.outcome_fp in state["seen"]
-        near = not exact and any(sketch_similarity(sketch, other) >= self.near for other in state["sketches"])
+        near = not exact and _near(sketch, state["sketches"], self.near)
         if sketch:
             push(state["sketches"], sketch, 4)
         if (exact or near) and state["n"] == 0:

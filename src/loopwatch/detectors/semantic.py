@@ -21,7 +21,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
-from ..fingerprint import preview
+from ..fingerprint import ASCII_LOWER, preview
 from .base import (
     Detector,
     Finding,
@@ -38,6 +38,8 @@ from .base import (
 
 _NOT_LETTERS: Final = bytes(c if 65 <= c <= 90 or 97 <= c <= 122 or c >= 128 else 32 for c in range(256))
 """Every ASCII byte that is not a letter becomes a space (UTF-8 bytes of other scripts stay: word parts)."""
+_LOWER_NOT_LETTERS: Final = _NOT_LETTERS.translate(ASCII_LOWER)
+""":data:`_NOT_LETTERS` with ASCII letters lowercased: for ASCII text, lowercasing and splitting in one pass."""
 _DIGITS_AND_SPACES: Final = b"0123456789 \t\r\f\v"
 _QUOTES: Final = re.compile(rb'"[^"\n]*"|\'[^\'\n]*\'|`[^`\n]*`')
 _CODE: Final = re.compile(r"```.*?(?:```|\Z)", re.S)
@@ -62,15 +64,33 @@ class TextEmbedder(Protocol):
 def intent_text(text: str, limit: int) -> str:
     """The prose of an intent: code blocks (the call itself, again) and labels such as ``THOUGHT:`` removed,
     whitespace collapsed, at most ``limit`` characters."""
-    prose = _LABEL.sub("", _CODE.sub(" ", text[: 4 * limit]))
-    return " ".join(prose.split())[:limit]
+    head = text[: 4 * limit]
+    prose = _LABEL.sub("", _CODE.sub(" ", head) if "```" in head else head)
+    return collapsed(prose, limit)
+
+
+def collapsed(text: str, limit: int) -> str:
+    """``" ".join(text.split())[:limit]``, splitting only the head of ``text`` when that is enough.
+
+    Collapsing the whitespace of a prefix of a text gives a prefix of the collapsed text (a word cut at the
+    end is a prefix of the whole word), so when the head's collapsed form is ``limit`` long it is the answer.
+    """
+    edge = limit + limit // 4
+    head = " ".join(text[:edge].split())
+    if len(head) >= limit or len(text) <= edge:
+        return head[:limit]
+    return " ".join(text.split())[:limit]
 
 
 def line_set(text: str, limit: int) -> set[int]:
     """CRC-32 hashes of the distinct lines of ``text[:limit]``, lowercased, without digits and spacing, and, in a
     short text, without quoted strings (so ``No matches found for "x"`` and ``No matches found for "y"`` are one
     line). At C speed but for the lines of a short text that hold a quote."""
-    raw = text[:limit].lower().encode("utf-8", "surrogatepass").translate(None, _DIGITS_AND_SPACES)
+    head = text[:limit]
+    if head.isascii():  # lowercased and stripped in one pass
+        raw = head.encode("ascii").translate(ASCII_LOWER, _DIGITS_AND_SPACES)
+    else:
+        raw = head.lower().encode("utf-8", "surrogatepass").translate(None, _DIGITS_AND_SPACES)
     lines = raw.split(b"\n")
     if len(raw) <= _SHORT and (b'"' in raw or b"'" in raw or b"`" in raw):
         lines = [_QUOTES.sub(b"", line) if b'"' in line or b"'" in line or b"`" in line else line for line in lines]
@@ -81,7 +101,11 @@ def line_set(text: str, limit: int) -> set[int]:
 
 def word_set(text: str, limit: int) -> set[int]:
     """CRC-32 hashes of the distinct lowercased words (two letters or more) of ``text[:limit]``."""
-    words = text[:limit].lower().encode("utf-8", "surrogatepass").translate(_NOT_LETTERS).split()
+    head = text[:limit]
+    if head.isascii():  # lowercased and split into letters in one pass
+        words = head.encode("ascii").translate(_LOWER_NOT_LETTERS).split()
+    else:
+        words = head.lower().encode("utf-8", "surrogatepass").translate(_NOT_LETTERS).split()
     return {zlib.crc32(word) for word in words if len(word) > 1}
 
 
