@@ -46,6 +46,7 @@ import importlib
 import json
 import math
 import os
+import select
 import threading
 import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -405,7 +406,7 @@ class RedisStore(_Base, Store):
         try:
             connection.connect()  # a no-op when connected
             try:
-                if connection.can_read():
+                if _may_read(connection) and connection.can_read():
                     raise ConnectionError("unexpected data on an idle connection")
             except self._stale_errors:
                 connection.disconnect()
@@ -670,3 +671,19 @@ def from_url(url: str, options: dict[str, str]) -> RedisStore:
 def async_from_url(url: str, options: dict[str, str]) -> AsyncRedisStore:
     """The asyncio twin of :func:`from_url`."""
     return AsyncRedisStore(url, options)
+
+
+def _may_read(connection: Any) -> bool:
+    """Has an idle connection anything to read (unread data, or the server closed it)?
+
+    One ``poll`` of its socket with no wait: redis-py's own ``can_read`` switches the socket to non-blocking
+    and back around a ``recv``, several system calls on every command. Without a socket to poll, ``True``
+    (so that ``can_read`` decides).
+    """
+    sock = getattr(connection, "_sock", None)
+    buffer: Any = getattr(getattr(connection, "_parser", None), "_buffer", None)  # redis-py's own parser's
+    if sock is None or not hasattr(buffer, "unread_bytes") or not hasattr(select, "poll") or buffer.unread_bytes():
+        return True
+    poller = select.poll()
+    poller.register(sock, select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR)
+    return bool(poller.poll(0))
