@@ -409,6 +409,20 @@ def _client_names(server: RedisServer) -> set[str]:
     return {part[5:] for line in lines for part in line.split() if part.startswith("name=")}
 
 
+def test_commands_are_packed_exactly_as_redis_py_packs_them() -> None:
+    from redis.connection import Connection
+
+    connection = Connection()
+    for args in (
+        ("PING",),
+        ("HMGET", "lw:{s}:state", "v", "s"),
+        ("EVALSHA", "a" * 40, 2, "lw:{séance}", "lw:{séance}:x", "é" * 3000 + "\r\n$*", "-17", 0),
+        ("SCAN", b"1234", "MATCH", "lw:*", "COUNT", 1000),
+        ("SET", "k", "x" * 70_000),  # redis-py splits large values into several chunks; the bytes are the same
+    ):
+        assert redis_store._pack(args) == b"".join(connection.pack_command(*args))
+
+
 def test_one_round_trip_per_compare_and_set_swarm_add_and_load(
     make: Callable[..., RedisStore], server: RedisServer
 ) -> None:

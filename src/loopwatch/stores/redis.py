@@ -397,7 +397,7 @@ class RedisStore(_Base, Store):
                 self._connections.add(connection)
         return connection
 
-    def _call(self, *args: Any) -> Any:
+    def _call(self, *args: str | int | bytes) -> Any:
         """Send one command and read its reply on this thread's connection: redis-py's ``execute_command``
         without its connection pool's locking, its retry wrapper and its metrics, which cost more CPU than
         the round trip itself. As the pool does, a connection found closed (the server restarted) or with
@@ -411,7 +411,7 @@ class RedisStore(_Base, Store):
             except self._stale_errors:
                 connection.disconnect()
                 connection.connect()
-            connection.send_packed_command(connection.pack_command(*args), check_health=False)
+            connection.send_packed_command([_pack(args)], check_health=False)
             return connection.read_response()
         except self._reply_error:
             raise  # an error reply: the connection is fine
@@ -687,3 +687,18 @@ def _may_read(connection: Any) -> bool:
     poller = select.poll()
     poller.register(sock, select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR)
     return bool(poller.poll(0))
+
+
+def _pack(args: Sequence[str | int | bytes]) -> bytes:
+    """One command in the Redis protocol (RESP), as redis-py's ``pack_command`` writes it for these
+    argument types, at a third of its cost (it is paid on every event)."""
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        if isinstance(arg, bytes):
+            data = arg
+        elif isinstance(arg, str):
+            data = arg.encode()
+        else:
+            data = b"%d" % arg
+        parts.append(b"$%d\r\n%b\r\n" % (len(data), data))
+    return b"".join(parts)
