@@ -54,9 +54,9 @@ import zlib
 from bisect import bisect_left
 from collections import Counter
 from dataclasses import asdict, dataclass
-from itertools import accumulate, pairwise, repeat
+from itertools import accumulate, compress, pairwise, repeat
 from operator import add, sub
-from typing import Any
+from typing import Any, Literal
 
 from ._lazy_re import lazy_compile
 
@@ -179,6 +179,8 @@ def _anchor_ends(buf: str, a: int, b: int) -> list[int]:
     """Sorted buffer indices of the sentence-end checkpoints whose pattern lies inside ``buf[a:b]``."""
     text, out = buf[a:b], []
     for pat, at in _ANCHORS:
+        if pat[0] not in text:  # a one-character search (memchr) is much faster than a failed split
+            continue
         parts = text.split(pat)
         if len(parts) > 1:  # C-level: cumulative part lengths plus separators
             lengths = map(add, map(len, parts[:-1]), repeat(len(pat)))
@@ -195,37 +197,27 @@ def _no_anchor(buf: str, a: int) -> bool:
 
 
 def _common_prefix(s: str, i: int, j: int, limit: int) -> int:
-    """Largest ``n <= limit`` with ``s[i:i+n] == s[j:j+n]`` (galloping + binary search on slices)."""
-    if limit <= 0 or s[i : i + limit] == s[j : j + limit]:
-        return max(limit, 0)
-    lo, hi, step = 0, limit, 16
-    while lo + step < hi and s[i + lo : i + lo + step] == s[j + lo : j + lo + step]:
-        lo, step = lo + step, step * 2
-    hi = min(hi, lo + step)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if s[i + lo : i + mid] == s[j + lo : j + mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    """Largest ``n <= limit`` with ``s[i:i+n] == s[j:j+n]`` (``i + limit`` and ``j + limit`` <= ``len(s)``)."""
+    return _equal_run(s[i : i + limit], s[j : j + limit], "little") if limit > 0 else 0
 
 
 def _common_suffix(s: str, i: int, j: int, limit: int) -> int:
     """Largest ``n <= limit`` with ``s[i-n:i] == s[j-n:j]`` (``i - limit`` and ``j - limit`` >= 0)."""
-    if limit <= 0 or s[i - limit : i] == s[j - limit : j]:
-        return max(limit, 0)
-    lo, hi, step = 0, limit, 16
-    while lo + step < hi and s[i - lo - step : i - lo] == s[j - lo - step : j - lo]:
-        lo, step = lo + step, step * 2
-    hi = min(hi, lo + step)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if s[i - mid : i - lo] == s[j - mid : j - lo]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return _equal_run(s[i - limit : i], s[j - limit : j], "big") if limit > 0 else 0
+
+
+def _equal_run(a: str, b: str, order: Literal["little", "big"]) -> int:
+    """How many characters two strings of the same length share at their start (``order="little"``) or at
+    their end (``"big"``): the code points read as one integer each, the lowest bit where they differ (at C
+    speed, in one pass)."""
+    if a == b:
+        return len(a)
+    if a.isascii() and b.isascii():
+        x, y, bits = a.encode("ascii"), b.encode("ascii"), 8
+    else:
+        x, y, bits = a.encode("utf-32-le", "surrogatepass"), b.encode("utf-32-le", "surrogatepass"), 32
+    diff = int.from_bytes(x, order) ^ int.from_bytes(y, order)
+    return ((diff & -diff).bit_length() - 1) // bits
 
 
 def _rotation(unit: str) -> int:
@@ -565,7 +557,8 @@ class ChantTracker:
         if r1 <= self._last_cp + self._every and _no_anchor(buf, a):
             return self._advance(r1)  # a small streamed delta with no checkpoint in it
         ends, grid = self._checkpoints(r0, base)
-        if ends and not self._record_fresh(ends, base):
+        ends = self._record_fresh(ends, base) if ends else ends
+        if ends:
             return self._visit(sorted(ends + [-g for g in grid], key=abs), base)
         return self._visit([-g for g in grid], base)
 
@@ -580,36 +573,46 @@ class ChantTracker:
         every, end = self._every, self._run_len - base
         found = _anchor_ends(self._buf, r0 - 1 - base if r0 > base else 0, end)
         ends = found[bisect_left(found, max(r0, self._chunk) - base) :]
-        last, grid = self._last_cp - base, []
-        if ends and max(map(sub, ends, [last, *ends[:-1]])) <= every:
-            last = ends[-1]  # usual prose: sentence ends closer than the grid spacing
-        else:
-            for p in ends:
-                while last + every < p:
-                    last += every
-                    grid.append(last)
-                last = p
-        while last + every < end:
-            last += every
-            grid.append(last)
+        last = self._last_cp - base
+        grid: list[int] = []
+        if ends:
+            starts = [last, *ends[:-1]]
+            # only the gaps longer than the grid spacing get grid points (in usual prose, none)
+            for a, p in compress(zip(starts, ends, strict=True), map(every.__lt__, map(sub, ends, starts))):
+                grid += range(a + every, p, every)
+            last = ends[-1]
+        tail = range(last + every, end, every)
+        if tail:
+            grid += tail
+            last = tail[-1]
         self._last_cp = last + base
         return ends, grid
 
-    def _record_fresh(self, ends: list[int], base: int) -> bool:
-        """Record the chunks ending at ``ends`` if none ended an earlier sentence (normal prose).
+    def _record_fresh(self, ends: list[int], base: int) -> list[int]:
+        """Record the chunks ending at the first ``ends`` up to the first one that ended an earlier
+        sentence; return the ends left to visit (none in normal prose).
 
-        Then none of these checkpoints can report anything, and following an exact repetition
-        (:meth:`_advance`) can wait for the next one: the result is the same as visiting them.
-        Otherwise record nothing and return False.
+        None of the recorded checkpoints can report anything, and following an exact repetition
+        (:meth:`_advance`) can wait for the next visited one: the result is the same as visiting them.
         """
         if self._cand is not None:
-            return False
-        starts = map(sub, ends, repeat(self._chunk))
-        chunks = list(map(self._buf.__getitem__, map(slice, starts, ends)))
-        if not self._anchors.keys().isdisjoint(chunks) or len(set(chunks)) < len(chunks):
-            return False
-        self._anchors.update(zip(chunks, map(add, ends, repeat(base)), strict=True))
-        return True
+            return ends
+        buf, size, anchors = self._buf, self._chunk, self._anchors
+        fresh = {buf[end - size : end]: end + base for end in ends}
+        if len(fresh) == len(ends) and anchors.keys().isdisjoint(fresh):
+            anchors.update(fresh)
+            return []
+        return ends[self._record_prefix(ends, base) :]
+
+    def _record_prefix(self, ends: list[int], base: int) -> int:
+        """Record the chunks ending at ``ends`` up to the first one already recorded; return its index."""
+        buf, size, anchors = self._buf, self._chunk, self._anchors
+        for i, end in enumerate(ends):
+            chunk = buf[end - size : end]
+            if chunk in anchors:
+                return i
+            anchors[chunk] = end + base
+        return len(ends)
 
     def _visit(self, points: list[int], base: int) -> ChantHit | None:
         """Checkpoints in order: ``+bi`` at a sentence end (dict lookup), ``-bi`` on the grid."""

@@ -11,8 +11,6 @@ import binascii
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import reduce
-from operator import or_
 from typing import Any, ClassVar, Final, Literal
 
 from ..canonical import canonical_json
@@ -158,12 +156,17 @@ def searches(step: Step) -> bool:
 
 
 SKETCH_BITS: Final = 1024
-_BITS: Final = tuple(1 << i for i in range(SKETCH_BITS))
 
 
 def fold(hashes: Iterable[int], bits: int = SKETCH_BITS) -> int:
-    """The set of ``hashes`` folded into ``bits`` bits (a power of two up to 1,024), as an integer; at C speed."""
-    return reduce(or_, map(_BITS.__getitem__, map((bits - 1).__and__, hashes)), 0)
+    """The set of ``hashes`` folded into ``bits`` bits (a power of two up to 1,024), as an integer.
+
+    A plain loop: for a few dozen hashes about twice as fast as ``functools.reduce`` over a bit table.
+    """
+    value, mask = 0, bits - 1
+    for h in hashes:
+        value |= 1 << (h & mask)
+    return value
 
 
 def bits_text(value: int, bits: int = SKETCH_BITS) -> str:

@@ -6,13 +6,42 @@ import zlib
 from collections.abc import Callable
 from typing import Any, Literal
 
-from ..chanting import ChantTracker
+from ..chanting import ChantHit, ChantTracker
 from ..fingerprint import preview
 from ..similarity import fuzz_ratio, jaccard_sets
-from .base import Detector, Finding, State, Step, push, sketch_of, sketch_similarity
+from .base import Detector, Finding, State, Step, bits_text, fold, push, text_bits
 
 Metric = Literal["jaccard", "fuzz"]
 Mode = Literal["consecutive", "any"]
+
+
+def word_sketch(text: str, k: int) -> int:
+    """Bottom-k sketch of the lower-cased whitespace words of ``text`` as an integer bit set: the words'
+    CRC-32s, the k smallest distinct ones folded (``text_bits(sketch_of(hashes, k))``, without the text).
+
+    Words are deduplicated before hashing (prose repeats most of them); folding is an OR, so a repeated
+    hash only matters when two words share one among the k smallest.
+    """
+    words = set(text.lower().encode("utf-8", "surrogatepass").split())
+    if len(words) <= k:
+        return fold(map(zlib.crc32, words))
+    hashes = sorted(map(zlib.crc32, words))
+    smallest = hashes[:k]
+    if len(set(smallest)) < k:  # a CRC-32 collision among the smallest: k distinct hashes are needed
+        smallest = sorted(set(hashes))[:k]
+    return fold(smallest)
+
+
+def best_sketch_similarity(bits: int, recent: list[int]) -> float:
+    """The highest :func:`~.base.sketch_similarity` of the sketch ``bits`` with the ``recent`` sketches, all
+    as integer bit sets (0.0 when ``recent`` is empty)."""
+    best = 0.0
+    for prev in recent:
+        union = (prev | bits).bit_count()
+        score = (prev & bits).bit_count() / union if union else 0.0
+        if score > best:
+            best = score
+    return best
 
 
 def turn_text(step: Step, include_thoughts: bool) -> str | None:
@@ -75,29 +104,30 @@ class SimilarTextDetector(Detector):
             text = text[: self.max_chars]
         if self.metric == "fuzz":
             return text
-        if self.sketch is None:
-            return frozenset(text.lower().split())
-        # words hashed at C speed (map over bytes); the k smallest hashes are a bottom-k sketch
-        return sketch_of(map(zlib.crc32, text.lower().encode("utf-8", "surrogatepass").split()), self.sketch)
+        return frozenset(text.lower().split())
 
     def _similarity(self) -> Callable[[Any, Any], float]:
-        if self.metric == "fuzz":
-            return fuzz_ratio
-        return jaccard_sets if self.sketch is None else sketch_similarity
+        return fuzz_ratio if self.metric == "fuzz" else jaccard_sets
+
+    def _compare(self, text: str, recent: list[Any]) -> tuple[Any, float | None]:
+        """The history item of ``text`` and its best similarity to the ``recent`` items (None if none)."""
+        if self.sketch is not None and self.metric == "jaccard":
+            # sketches are kept as integer bit sets (base64 text only in the JSON form)
+            bits = word_sketch(text if self.max_chars is None else text[: self.max_chars], self.sketch)
+            return bits, best_sketch_similarity(bits, recent) if recent else None
+        item, similarity = self._item(text), self._similarity()
+        return item, max(similarity(prev, item) for prev in recent) if recent else None
 
     def observe(self, state: State, step: Step) -> Finding | None:
         text = turn_text(step, self.include_thoughts)
-        if text is None or len(text.strip()) < self.min_chars:
+        if text is None or (self.min_chars and len(text.strip()) < self.min_chars):
             return None
-        item, history = self._item(text), state["history"]
-        if not history:
-            push(history, item, self.history)
-            push(state["idx"], step.index, self.window + 1)
-            return None
-        similarity = self._similarity()
-        best = max(similarity(prev, item) for prev in history[-self.window :])
+        history = state["history"]
+        item, best = self._compare(text, history[-self.window :])
         push(history, item, self.history)
         push(state["idx"], step.index, self.window + 1)
+        if best is None:
+            return None
         if best < self.threshold:
             state.update(consecutive=0, start=None)
             return None
@@ -116,14 +146,21 @@ class SimilarTextDetector(Detector):
         )
 
     def dump_state(self, state: State) -> dict[str, Any]:
-        history = [sorted(h) if isinstance(h, frozenset) else h for h in state["history"]]
-        return {**state, "history": history}
+        return {**state, "history": [_history_json(h) for h in state["history"]]}
 
     def load_state(self, data: dict[str, Any]) -> State:
         state = super().load_state(data)
-        if self.metric == "jaccard" and self.sketch is None:
-            state["history"] = [frozenset(h) for h in state["history"]]
+        if self.metric == "jaccard":
+            load = frozenset if self.sketch is None else text_bits
+            state["history"] = [load(h) for h in state["history"]]
         return state
+
+
+def _history_json(item: Any) -> Any:
+    """The JSON form of a history item: a word set as a sorted list, a sketch as base64 text, a text as is."""
+    if isinstance(item, frozenset):
+        return sorted(item)
+    return bits_text(item) if isinstance(item, int) else item
 
 
 class ChantingDetector(Detector):
@@ -154,12 +191,11 @@ class ChantingDetector(Detector):
             if state["tracker"] is None:
                 state.update(tracker=self._tracker(), start=step.index, done=False)
             return None if state["done"] else self._feed(state, step.text or "", step)
-        state.update(tracker=None, start=None, done=False)  # any other event ends a streamed message
+        if state["tracker"] is not None or state["start"] is not None or state["done"]:
+            state.update(tracker=None, start=None, done=False)  # any other event ends a streamed message
         if step.kind == "message" and step.role == "assistant" and step.text:
-            state.update(tracker=self._tracker(), start=step.index)
-            finding = self._feed(state, step.text, step)
-            state.update(tracker=None, start=None, done=False)
-            return finding
+            hit = self._tracker().feed(step.text)  # a whole message: its tracker is not kept
+            return None if hit is None else self._finding(hit, step.index, step)
         return None
 
     def _feed(self, state: State, text: str, step: Step) -> Finding | None:
@@ -167,11 +203,14 @@ class ChantingDetector(Detector):
         if hit is None:
             return None
         state["done"] = True
+        return self._finding(hit, state["start"], step)
+
+    def _finding(self, hit: ChantHit, start: int, step: Step) -> Finding:
         return Finding(
             pattern="chanting",
             count=hit.count,
-            key=f"chanting:{state['start']}",
-            loop_start=state["start"],
+            key=f"chanting:{start}",
+            loop_start=start,
             reason=f"the reply repeats {hit.chunk!r} {hit.count} times",
             indices=(step.index,),
             facts={"chunk": hit.chunk, "offset": hit.first_offset},
