@@ -1,16 +1,17 @@
 """The guard with its sessions in a store: events per second, latency, round trips and state size.
 
-    python benchmarks/bench_store.py                     # memory, sqlite, redis; 1 and 2 processes
+    python benchmarks/bench_store.py                     # memory, sqlite, sqlite-split, redis; 1 and 2 processes
     python benchmarks/bench_store.py --stores sqlite --sessions 200 --events 50 --json
     python benchmarks/bench_store.py --redis redis://127.0.0.1:6379/0   # an existing server
 
 Each process runs one ``Guard("default-lexical", store=URL)`` over its own sessions of realistic mixed traffic (the same
 generator as ``bench_guard.py``: tool calls with ~1 KB arguments, results of ~4 KB, messages of ~1 KB),
 interleaved. With 2 processes both write to the same store at once (distinct sessions). ``memory`` is the
-in-process guard without a store, for reference. Redis: a server is started from the test helper
-(``tests/redis_server.py``) on a free port unless ``--redis`` names one. Targets (issue 4): SQLite >= 5,000
-events/s and Redis >= 10,000 events/s from 2 processes; 1 Redis round trip per event; stored state per
-session a few KB.
+in-process guard without a store, for reference; ``sqlite-split`` gives each of the 2 processes a database
+file of its own, for reference too: what the same work costs when the processes do not share a file.
+Redis: a server is started from the test helper (``tests/redis_server.py``) on a free port unless
+``--redis`` names one. Targets (issue 4): SQLite >= 5,000 events/s and Redis >= 10,000 events/s from 2
+processes; 1 Redis round trip per event; stored state per session a few KB.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def _work(args: tuple[str | None, int, int, int, int]) -> dict[str, Any]:
 
 
 def measure(url: str | None, processes: int, sessions: int, events: int) -> dict[str, Any]:
-    jobs = [(url, p * sessions, sessions, events, 7 + p) for p in range(processes)]
+    # "{process}" in a URL: each process its own store (sqlite-split)
+    jobs = [(url and url.format(process=p), p * sessions, sessions, events, 7 + p) for p in range(processes)]
     started = time.perf_counter()
     if processes == 1:
         results = [_work(jobs[0])]
@@ -104,7 +106,7 @@ def _redis_url(given: str | None) -> tuple[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stores", nargs="+", default=["memory", "sqlite", "redis"])
+    parser.add_argument("--stores", nargs="+", default=["memory", "sqlite", "sqlite-split", "redis"])
     parser.add_argument("--sessions", type=int, default=100, help="sessions per process (default 100)")
     parser.add_argument("--events", type=int, default=50, help="events per session (default 50)")
     parser.add_argument("--redis", default=None, help="an existing server's URL (default: start one)")
@@ -122,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
                         url = None
                     elif name == "sqlite":
                         url = f"sqlite:///{tmp}/bench-{processes}.db"
+                    elif name == "sqlite-split":
+                        if processes == 1:
+                            continue  # the same as sqlite
+                        url = f"sqlite:///{tmp}/bench-split-{{process}}.db"
                     else:
                         if server is None and not args.redis:
                             url, server = _redis_url(None)
@@ -138,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    header = f"{'store':<8}{'procs':>6}{'events/s':>10}{'median us':>11}{'p99 us':>9}{'trips/ev':>9}{'state B':>9}"
+    header = f"{'store':<13}{'procs':>6}{'events/s':>10}{'median us':>11}{'p99 us':>9}{'trips/ev':>9}{'state B':>9}"
     print(f"{args.sessions} sessions x {args.events} events per process (bench_guard traffic)")
     print(header + "  target")
     for r in rows:
@@ -146,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         size = "-" if r["state_bytes"] is None else f"{r['state_bytes']:,}"
         verdict = "" if r["ok"] is None else ("ok" if r["ok"] else "MISSED")
         print(
-            f"{r['store']:<8}{r['processes']:>6}{r['events_per_s']:>10,}{r['median_us']:>11.1f}{r['p99_us']:>9.1f}"
+            f"{r['store']:<13}{r['processes']:>6}{r['events_per_s']:>10,}{r['median_us']:>11.1f}{r['p99_us']:>9.1f}"
             f"{trips:>9}{size:>9}  {r['target']} {verdict}"
         )
     return 0
