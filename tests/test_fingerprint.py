@@ -11,16 +11,20 @@ import pytest
 
 from loopwatch import Guard, ToolCall, ToolResult
 from loopwatch.canonical import MAX_DEPTH, canonical_json
+from loopwatch.detectors.base import sketch_of
 from loopwatch.fingerprint import (
     PRIMARY_KEYS,
     bash_file_read,
     call_fingerprint,
+    call_payload,
     error_signature,
+    loose_fingerprint,
     normalize_args_seed004,
     outcome_fingerprint,
     primary_fingerprint,
     project,
     tool_key,
+    word_hashes,
 )
 from loopwatch.masking import mask_volatile
 
@@ -491,3 +495,21 @@ def test_mask_volatile_on_long_texts() -> None:
     assert one == two
     assert len(one) <= len(head + middle_one + tail) + 16
     assert mask_volatile(head + middle_one.replace("ok", "FAILED") + tail) != one
+
+
+def test_fingerprints_and_sketches_keep_their_values_across_releases() -> None:
+    """Fingerprints and sketches live on in stores and snapshots: a faster way of computing them must give
+    the same values (these were computed by the release that first stored them)."""
+    args = {"command": "cd /repo && python -m pytest tests/test_x.py -x -q", "timeout": 120}
+    assert call_fingerprint("bash", args) == "89c9d43a255b02ff"
+    assert loose_fingerprint("bash", call_payload(args)[0]) == "3902a368e8de42f7"
+    nested = {"path": "src/a.py", "edits": [{"old": "x = 1", "new": "x = 2"}], "dry": False}
+    assert call_fingerprint("edit_file", nested) == "b99aae848973619c"
+    output = "Traceback (most recent call last):\n  File \"/tmp/x_1f3a.py\", line 3\nKeyError: 'a'\n"
+    assert outcome_fingerprint(output, True, 1) == "8d138cb68a224a8c"
+    assert error_signature("bash: line 13008: foo: command not found") == "57d8f7a19dd9383c"
+    sketch = sketch_of(word_hashes("The parser reads the Config file before the loader runs"), 8)
+    assert sketch == (
+        "AAAAAAAAAAAAAAAAAAAAAAAAAIQAAAAAAAAAAIAAAAAAAAAAAAAAAAAAAAAAAAAAAEAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+        "AAgAAIAAAAAAAAAAAAAAAAAAACAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAABAAAAAAAA="
+    )
