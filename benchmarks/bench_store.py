@@ -68,7 +68,7 @@ def _work(args: tuple[str | None, int, int, int, int]) -> dict[str, Any]:
 
 def measure(url: str | None, processes: int, sessions: int, events: int) -> dict[str, Any]:
     # "{process}" in a URL: each process its own store (sqlite-split)
-    jobs = [(url and url.format(process=p), p * sessions, sessions, events, 7 + p) for p in range(processes)]
+    jobs = [(url and url.replace("{process}", str(p)), p * sessions, sessions, events, 7 + p) for p in range(processes)]
     started = time.perf_counter()
     if processes == 1:
         results = [_work(jobs[0])]

@@ -429,6 +429,28 @@ def test_restore_of_a_damaged_snapshot_raises_state_error() -> None:
             Guard().restore(data)
 
 
+def test_restore_rejects_damaged_sketches_and_cycle_windows_at_once() -> None:
+    """Damage a rule's own data: restore refuses it (it does not fail later, inside observe or snapshot)."""
+    guard = Guard(preset="default-lexical")
+    run(guard, mixed_run()[:20])
+    good = json.loads(json.dumps(guard.snapshot("s")))
+    names = [d.name for d in guard.policy.detectors]
+    similar, cycle = names.index("similar_text"), names.index("cycle")
+    assert good["state"]["detectors"][similar]["history"], "the run must leave turn sketches"
+    for bad in ("/" * 344, "not base64!", ["a", "list"]):  # 2,064 bits; not base64; a word list
+        broken = json.loads(json.dumps(good))
+        broken["state"]["detectors"][similar]["history"][-1] = bad
+        with pytest.raises(StateError):
+            Guard(preset="default-lexical").restore(broken)
+    wider = json.loads(json.dumps(good))
+    wider["state"]["detectors"][cycle]["match"].append(0)  # a window for another max_period
+    with pytest.raises(StateError):
+        Guard(preset="default-lexical").restore(wider)
+    restored = Guard(preset="default-lexical")
+    restored.restore(good)  # the undamaged snapshot still loads and goes on as the original does
+    assert restored.snapshot("s") == good
+
+
 def test_restore_of_a_snapshot_from_another_preset_raises_state_error() -> None:
     other = Guard(preset="doom-loop")
     run(other, same_call(2))

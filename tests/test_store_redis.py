@@ -421,6 +421,9 @@ def test_commands_are_packed_exactly_as_redis_py_packs_them() -> None:
         ("SET", "k", "x" * 70_000),  # redis-py splits large values into several chunks; the bytes are the same
     ):
         assert redis_store._pack(args) == b"".join(connection.pack_command(*args))
+    for wrong in (True, 1.5, None):  # redis-py refuses booleans and None, and writes floats as text
+        with pytest.raises(TypeError):
+            redis_store._pack(("SET", "k", wrong))  # type: ignore[arg-type]
 
 
 def test_one_round_trip_per_compare_and_set_swarm_add_and_load(

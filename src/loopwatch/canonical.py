@@ -39,7 +39,7 @@ def digest_bytes(data: bytes) -> str:
 
 
 def digest_parts(*parts: bytes) -> str:
-    """:func:`digest_bytes` of the parts joined, without joining them (no copy of a large part)."""
+    """:func:`digest_bytes` of the parts joined (at least one), without joining them (no copy of a large part)."""
     hasher = blake2b(parts[0], digest_size=8)
     for part in parts[1:]:
         hasher.update(part)

@@ -589,10 +589,11 @@ class ChantTracker:
         return ends, grid
 
     def _record_fresh(self, ends: list[int], base: int) -> list[int]:
-        """Record the chunks ending at the first ``ends`` up to the first one that ended an earlier
-        sentence; return the ends left to visit (none in normal prose).
+        """Record the chunks ending at ``ends`` up to the first one already in ``_anchors`` (it ended an
+        earlier sentence, or repeats one in this batch); return the ends left to visit (none in normal prose).
 
-        None of the recorded checkpoints can report anything, and following an exact repetition
+        While a repetition is being followed (``_cand`` set) nothing is recorded and every end is visited.
+        Otherwise none of the recorded checkpoints can report anything, and following an exact repetition
         (:meth:`_advance`) can wait for the next visited one: the result is the same as visiting them.
         """
         if self._cand is not None:

@@ -176,12 +176,12 @@ def canonical_fingerprint(tool: str, canonical_args: str) -> str:
     return digest(tool + "\x00" + canonical_args)
 
 
+_NO_DIGITS: Final = str.maketrans("", "", "0123456789")
+
+
 def loose_fingerprint(tool: str, payload: bytes) -> str:
     """Fingerprint that ignores every digit in the arguments (the same edit at other line numbers)."""
     return payload_fingerprint(tool.translate(_NO_DIGITS), payload.translate(None, b"0123456789"))
-
-
-_NO_DIGITS: Final = str.maketrans("", "", "0123456789")
 
 
 def bash_file_read(command: str) -> str | None:

@@ -191,7 +191,11 @@ def sketch_of(hashes: Iterable[int], k: int, bits: int = SKETCH_BITS) -> str:
 
 def sketch_similarity(a: str, b: str) -> float:
     """Estimated Jaccard similarity of the sets two sketches were made from (0.0 when either is empty)."""
-    x, y = text_bits(a), text_bits(b)
+    return bits_similarity(text_bits(a), text_bits(b))
+
+
+def bits_similarity(x: int, y: int) -> float:
+    """Jaccard similarity of two folded sets (integers; 0.0 when both are empty)."""
     union = (x | y).bit_count()
     return (x & y).bit_count() / union if union else 0.0
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .base import Detector, Finding, State, Step, call_label, mutates, polls, push
 from .repeat import loose_fp
 
@@ -49,6 +51,12 @@ class CycleDetector(Detector):
             "fps": [], "idx": [], "tools": [], "outs": [], "polls": [], "match": [0] * periods, "starts": [0] * periods,
         }  # fmt: skip
 
+    def load_state(self, data: dict[str, Any]) -> State:
+        state = super().load_state(data)
+        if len(state["match"]) != self.max_period + 1 or len(state["starts"]) != self.max_period + 1:
+            raise ValueError(f"cycle: the state was made for another max_period than {self.max_period}")
+        return state
+
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind == "call":
             return self._call(state, step)
@@ -65,7 +73,7 @@ class CycleDetector(Detector):
         if repeated:
             self._match(state, fingerprint)
         else:
-            match[1:] = self._no_match
+            match[1:] = [0] * self.max_period
         limit = self.max_period + 1
         push(fps, fingerprint, limit)
         push(state["idx"], step.index, limit)
@@ -89,10 +97,6 @@ class CycleDetector(Detector):
                 match[p] += 1
             else:
                 match[p] = 0
-
-    @property
-    def _no_match(self) -> list[int]:
-        return [0] * self.max_period
 
     def _period(self, match: list[int]) -> int | None:
         for p in range(self.min_period, self.max_period + 1):

@@ -255,6 +255,7 @@ class TestFixDetector(Detector):
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind == "call":
             command = step.command or step.tool or ""
+            # is_test_command reads 400 characters: no need to copy a long command whole
             state["pending"] = step.index if is_test_command(f"{step.tool} {command[:400]}") else None
             return None
         if step.kind != "result" or state["pending"] is None or step.call_index != state["pending"]:

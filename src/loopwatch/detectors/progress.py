@@ -21,6 +21,7 @@ from .base import (
     Finding,
     State,
     Step,
+    bits_similarity,
     canonical_of,
     mutates,
     polls,
@@ -81,12 +82,7 @@ def _near(sketch: str, others: list[str], threshold: float) -> bool:
     if not others:
         return False
     x = text_bits(sketch)
-    for other in others:
-        y = text_bits(other)
-        union = (x | y).bit_count()
-        if ((x & y).bit_count() / union if union else 0.0) >= threshold:
-            return True
-    return False
+    return any(bits_similarity(x, text_bits(other)) >= threshold for other in others)
 
 
 def fruitless_output(output: str) -> bool:

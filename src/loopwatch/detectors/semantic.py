@@ -75,6 +75,8 @@ def collapsed(text: str, limit: int) -> str:
     Collapsing the whitespace of a prefix of a text gives a prefix of the collapsed text (a word cut at the
     end is a prefix of the whole word), so when the head's collapsed form is ``limit`` long it is the answer.
     """
+    if limit <= 0:
+        return " ".join(text.split())[:limit]
     edge = limit + limit // 4
     head = " ".join(text[:edge].split())
     if len(head) >= limit or len(text) <= edge:

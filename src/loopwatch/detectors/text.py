@@ -9,13 +9,24 @@ from typing import Any, Literal
 from ..chanting import ChantHit, ChantTracker
 from ..fingerprint import preview
 from ..similarity import fuzz_ratio, jaccard_sets
-from .base import Detector, Finding, State, Step, bits_text, fold, push, text_bits
+from .base import (
+    SKETCH_BITS,
+    Detector,
+    Finding,
+    State,
+    Step,
+    bits_similarity,
+    bits_text,
+    fold,
+    push,
+    text_bits,
+)
 
 Metric = Literal["jaccard", "fuzz"]
 Mode = Literal["consecutive", "any"]
 
 
-def word_sketch(text: str, k: int) -> int:
+def word_bits(text: str, k: int) -> int:
     """Bottom-k sketch of the lower-cased whitespace words of ``text`` as an integer bit set: the words'
     CRC-32s, the k smallest distinct ones folded (``text_bits(sketch_of(hashes, k))``, without the text).
 
@@ -35,13 +46,7 @@ def word_sketch(text: str, k: int) -> int:
 def best_sketch_similarity(bits: int, recent: list[int]) -> float:
     """The highest :func:`~.base.sketch_similarity` of the sketch ``bits`` with the ``recent`` sketches, all
     as integer bit sets (0.0 when ``recent`` is empty)."""
-    best = 0.0
-    for prev in recent:
-        union = (prev | bits).bit_count()
-        score = (prev & bits).bit_count() / union if union else 0.0
-        if score > best:
-            best = score
-    return best
+    return max((bits_similarity(prev, bits) for prev in recent), default=0.0)
 
 
 def turn_text(step: Step, include_thoughts: bool) -> str | None:
@@ -100,6 +105,7 @@ class SimilarTextDetector(Detector):
         return {"history": [], "consecutive": 0, "start": None, "idx": []}
 
     def _item(self, text: str) -> Any:
+        """The history item of ``text`` when it is not a sketch: the text (fuzz) or its word set (jaccard)."""
         if self.max_chars is not None:
             text = text[: self.max_chars]
         if self.metric == "fuzz":
@@ -113,7 +119,7 @@ class SimilarTextDetector(Detector):
         """The history item of ``text`` and its best similarity to the ``recent`` items (None if none)."""
         if self.sketch is not None and self.metric == "jaccard":
             # sketches are kept as integer bit sets (base64 text only in the JSON form)
-            bits = word_sketch(text if self.max_chars is None else text[: self.max_chars], self.sketch)
+            bits = word_bits(text if self.max_chars is None else text[: self.max_chars], self.sketch)
             return bits, best_sketch_similarity(bits, recent) if recent else None
         item, similarity = self._item(text), self._similarity()
         return item, max(similarity(prev, item) for prev in recent) if recent else None
@@ -151,9 +157,19 @@ class SimilarTextDetector(Detector):
     def load_state(self, data: dict[str, Any]) -> State:
         state = super().load_state(data)
         if self.metric == "jaccard":
-            load = frozenset if self.sketch is None else text_bits
+            load = frozenset if self.sketch is None else _sketch_bits
             state["history"] = [load(h) for h in state["history"]]
         return state
+
+
+def _sketch_bits(text: str) -> int:
+    """A history sketch from its JSON form; ``ValueError`` unless it is a folded set of at most 1,024 bits."""
+    if not isinstance(text, str):
+        raise ValueError(f"similar_text: a sketch must be base64 text, not {type(text).__name__}")
+    bits = text_bits(text)
+    if bits.bit_length() > SKETCH_BITS:
+        raise ValueError(f"similar_text: a sketch holds at most {SKETCH_BITS} bits")
+    return bits
 
 
 def _history_json(item: Any) -> Any:
