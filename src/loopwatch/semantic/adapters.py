@@ -28,7 +28,25 @@ def _name(obj: object) -> str:
     return getattr(obj, "__qualname__", None) or type(obj).__name__
 
 
-class CallableEmbedder:
+class _RowsEmbedder:
+    """What every adapter does around its own call: the texts checked, nothing asked for no text, and the rows
+    it gets (one per text) turned into vectors, L2-normalised unless ``normalize`` is false."""
+
+    normalize: bool
+    dimension: int | None
+
+    def embed(self, texts: Sequence[str]) -> list[Vector]:
+        items = check_texts(texts)
+        if not items:
+            return []
+        return to_vectors(self._rows(items), len(items), normalize=self.normalize, source=repr(self))
+
+    def _rows(self, items: list[str]) -> Any:
+        """One row per text of ``items`` (non-empty), as the wrapped embedder gives them."""
+        raise NotImplementedError
+
+
+class CallableEmbedder(_RowsEmbedder):
     """A function as an embedder: ``fn(list_of_texts) -> list of vectors`` (a 2-D numpy array is fine), or with
     ``per_text=True`` ``fn(text) -> vector``, called once per text."""
 
@@ -43,21 +61,18 @@ class CallableEmbedder:
     def __repr__(self) -> str:
         return f"CallableEmbedder({_name(self.fn)}, per_text={self.per_text})"
 
-    def embed(self, texts: Sequence[str]) -> list[Vector]:
-        items = check_texts(texts)
-        if not items:
-            return []
+    def _rows(self, items: list[str]) -> Any:
         if not self.per_text:
-            return to_vectors(self.fn(items), len(items), normalize=self.normalize, source=repr(self))
+            return self.fn(items)
         rows = []
         for text in items:
             row = self.fn(text)
             reject_awaitable(row, repr(self))
             rows.append(row)
-        return to_vectors(rows, len(items), normalize=self.normalize, source=repr(self))
+        return rows
 
 
-class EncodeEmbedder:
+class EncodeEmbedder(_RowsEmbedder):
     """A model with ``encode(texts, **encode_kwargs)`` returning one row per text (a sentence-transformers
     ``SentenceTransformer``, or anything alike). The rows are L2-normalised here unless ``normalize=False``."""
 
@@ -80,15 +95,11 @@ class EncodeEmbedder:
     def __repr__(self) -> str:
         return f"EncodeEmbedder({type(self.model).__name__})"
 
-    def embed(self, texts: Sequence[str]) -> list[Vector]:
-        items = check_texts(texts)
-        if not items:
-            return []
-        rows = self.model.encode(items, **self.encode_kwargs)
-        return to_vectors(rows, len(items), normalize=self.normalize, source=repr(self))
+    def _rows(self, items: list[str]) -> Any:
+        return self.model.encode(items, **self.encode_kwargs)
 
 
-class MethodEmbedder:
+class MethodEmbedder(_RowsEmbedder):
     """``obj.<method>(texts)`` as an embedder, for an object whose batch method has another name (LangChain's
     ``embed_documents``, LlamaIndex's ``get_text_embedding_batch``)."""
 
@@ -103,15 +114,11 @@ class MethodEmbedder:
     def __repr__(self) -> str:
         return f"MethodEmbedder({type(self.obj).__name__}.{self.method})"
 
-    def embed(self, texts: Sequence[str]) -> list[Vector]:
-        items = check_texts(texts)
-        if not items:
-            return []
-        rows = getattr(self.obj, self.method)(items)
-        return to_vectors(rows, len(items), normalize=self.normalize, source=repr(self))
+    def _rows(self, items: list[str]) -> Any:
+        return getattr(self.obj, self.method)(items)
 
 
-class OpenAIEmbedder:
+class OpenAIEmbedder(_RowsEmbedder):
     """An OpenAI-style embeddings client: ``client.embeddings.create(input=texts, model=model, **create_kwargs)``
     whose reply has ``data``, a list of items with ``embedding`` (and ``index``, by which they are put back in
     order), as objects or as dicts. ``dimensions=`` asks a ``text-embedding-3`` model for shorter vectors. Only a
@@ -143,10 +150,7 @@ class OpenAIEmbedder:
     def __repr__(self) -> str:
         return f"OpenAIEmbedder({type(self.client).__name__}, model={self.model!r})"
 
-    def embed(self, texts: Sequence[str]) -> list[Vector]:
-        items = check_texts(texts)
-        if not items:
-            return []
+    def _rows(self, items: list[str]) -> Any:
         reply = self.client.embeddings.create(input=items, model=self.model, **self.create_kwargs)
         reject_awaitable(reply, repr(self))
         data = reply.get("data") if isinstance(reply, Mapping) else getattr(reply, "data", None)
@@ -156,7 +160,7 @@ class OpenAIEmbedder:
         indices = [_field(item, "index") for item in data]
         if all(isinstance(index, int) for index in indices) and sorted(indices) == list(range(len(indices))):
             rows = [row for _, row in sorted(zip(indices, rows, strict=True), key=lambda pair: pair[0])]
-        return to_vectors(rows, len(items), normalize=self.normalize, source=repr(self))
+        return rows
 
 
 def _field(item: Any, name: str) -> Any:
