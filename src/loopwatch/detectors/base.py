@@ -185,8 +185,13 @@ def sketch_of(hashes: Iterable[int], k: int, bits: int = SKETCH_BITS) -> str:
 
     JSON-able, 172 characters whatever k (88 for 512 bits), and compared with two integer operations.
     """
+    return bits_text(bottom_k(hashes, k, bits), bits)
+
+
+def bottom_k(hashes: Iterable[int], k: int, bits: int = SKETCH_BITS) -> int:
+    """The k smallest distinct ``hashes`` folded into ``bits`` bits: :func:`sketch_of` as an integer."""
     distinct = hashes if isinstance(hashes, (set, frozenset)) else set(hashes)
-    return bits_text(fold(sorted(distinct)[:k], bits), bits)
+    return fold(sorted(distinct)[:k], bits)
 
 
 def sketch_similarity(a: str, b: str) -> float:

@@ -17,7 +17,7 @@ from .base import (
     Step,
     bits_similarity,
     bits_text,
-    fold,
+    bottom_k,
     push,
     text_bits,
 )
@@ -27,20 +27,10 @@ Mode = Literal["consecutive", "any"]
 
 
 def word_bits(text: str, k: int) -> int:
-    """Bottom-k sketch of the lower-cased whitespace words of ``text`` as an integer bit set: the words'
-    CRC-32s, the k smallest distinct ones folded (``text_bits(sketch_of(hashes, k))``, without the text).
-
-    Words are deduplicated before hashing (prose repeats most of them); folding is an OR, so a repeated
-    hash only matters when two words share one among the k smallest.
-    """
+    """Bottom-k sketch of the lower-cased whitespace words of ``text`` as an integer bit set (the words' CRC-32s;
+    ``text_bits(sketch_of(hashes, k))`` without the text). Words are deduplicated before they are hashed."""
     words = set(text.lower().encode("utf-8", "surrogatepass").split())
-    if len(words) <= k:
-        return fold(map(zlib.crc32, words))
-    hashes = sorted(map(zlib.crc32, words))
-    smallest = hashes[:k]
-    if len(set(smallest)) < k:  # a CRC-32 collision among the smallest: k distinct hashes are needed
-        smallest = sorted(set(hashes))[:k]
-    return fold(smallest)
+    return bottom_k(set(map(zlib.crc32, words)), k)
 
 
 def best_sketch_similarity(bits: int, recent: list[int]) -> float:
