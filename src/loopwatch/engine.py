@@ -32,11 +32,15 @@ STATE_VERSION: Final = 1
 _OPTIONAL: Final = frozenset({"last"})  # keys added after version 1: snapshots without them still load
 _MAX_IDS: Final = 16
 _FAILURE_MARKERS: Final = (
-    "Traceback (most recent call last)", "command not found", "No such file or directory", "Permission denied",
-    "syntax error", "unexpected EOF", "Exception in thread", "Your proposed edit has introduced new syntax error",
-    "(execution failed)",
+    "Traceback (most recent call last)", "command not found", ": not found", "No such file or directory",
+    "Permission denied", "syntax error", "unexpected EOF", "Exception in thread", "Segmentation fault", "npm ERR!",
+    "Your proposed edit has introduced new syntax error", "(execution failed)",
+    "EXECUTION TIMED OUT", "timed out and has been killed",  # SWE-agent's and mini-swe-agent's time-out notices
 )  # fmt: skip
-_FAILURE_STARTS: Final = ("Error:", "Error ", "ERROR:", "ERROR ", "error:", "error ", "fatal:")
+"""Text that marks a failure wherever it shows in a result's ends (``sh: 3: java: not found`` is POSIX sh's
+"command not found")."""
+_FAILURE_STARTS: Final = ("Error:", "Error ", "ERROR:", "ERROR ", "error:", "error ", "fatal:", "E: ")
+"""Line starts that mark a failure (``E: `` is how apt and dpkg report one)."""
 
 
 def infer_failure(output: str, is_error: bool | None, exit_code: int | None) -> bool:
