@@ -145,3 +145,87 @@ def test_bad_settings_are_refused_and_repr_names_them() -> None:
         RephraseDetector(threshold=0.0)
     assert repr(rephrase()).startswith("RephraseDetector(similarity='lexical', threshold=0.6")
     assert "embedder=" in repr(rephrase(embedder=KeywordEmbedder()))
+
+
+INSTRUCTIONS = (
+    "Please scan through the video at https://example.com/v/L1vXCY and identify the timestamps where several "
+    "bird species appear on camera at the same time.",
+    "Please scan through the video https://example.com/v/L1vXCY and identify timestamps where several bird "
+    "species appear on camera at the same time.",
+    "Please scan through the video at this URL: https://example.com/v/L1vXCY and identify the timestamps where "
+    "several bird species appear on camera at the same time.",
+    "Please scan through the video at https://example.com/v/L1vXCY and identify the specific timestamps where "
+    "several bird species appear on camera at the same time.",
+)
+SCROLLED = "I scrolled down one page in the browser.\nThe page shows the video player and its comments."
+
+
+def _delegation(replies: Sequence[str], instructions: Sequence[str] = INSTRUCTIONS) -> list[object]:
+    """An orchestrator handing a web agent the same instruction, reworded; ``replies`` come back."""
+    events: list[object] = []
+    for n, (instruction, reply) in enumerate(zip(instructions, replies, strict=True)):
+        events += [ToolCall("WebSurfer", {"instruction": instruction}, id=str(n)), ToolResult(reply, id=str(n))]
+    return events
+
+
+def test_the_same_instruction_reworded_to_a_delegate_is_a_loop() -> None:
+    """No reasoning text at all: the instruction handed over is the intent. A reply bringing a line or two that
+    is new (a screenshot's caption) still counts as little."""
+    replies = [SCROLLED, SCROLLED + "\nA comment: lovely chicks", SCROLLED, SCROLLED + "\nPaused at 0:42"]
+    guard = Guard(policy=_policy(rephrase()), clock=None)
+    verdicts = [guard.observe("s", e) for e in _delegation(replies)]  # type: ignore[arg-type]
+    assert [v.action for v in verdicts[:7]] == ["ok"] * 7
+    hit = verdicts[7]  # the 4th instruction, judged when its reply arrives
+    assert hit.action == "nudge" and hit.count == 4 and hit.loop_start == 0
+    assert "instruction to WebSurfer" in (hit.reason or "")
+    assert "nudge" not in _run(rephrase(instructions=False), _delegation(replies))
+
+
+WORDS = (("red", "blue", "green"), ("north", "south", "east"), ("early", "late", "noon"), ("one", "two", "few"))
+
+
+def test_instructions_with_news_from_elsewhere_in_between_are_progress() -> None:
+    """A delegate always reports something new (a screenshot's caption), so one observation's worth of new lines
+    (gain is capped per observation) is allowed between two instructions; news from the user on top of the
+    reply is progress."""
+    events: list[object] = []
+    for step in range(4):
+        user = "\n".join(f"{word} {animal} seen" for word in WORDS[step] for animal in ("skua", "tern"))
+        events += [
+            ToolCall("WebSurfer", {"instruction": INSTRUCTIONS[step]}, id=str(step)),
+            ToolResult(f"{SCROLLED}\nCaption: {' '.join(WORDS[step])}", id=str(step)),
+            Message("user", user),
+        ]
+    assert "nudge" not in _run(rephrase(), events)
+    assert _run(rephrase(), [e for e in events if not isinstance(e, Message)])[-1] == "nudge"
+
+
+def test_working_through_a_list_is_not_a_reworded_instruction() -> None:
+    """An orchestrator checking one shop after another: the same words, other items each time."""
+    shops = ["The Shack", "Olio Restaurant", "Sneekers Cafe", "Waterford Pizza Palace"]
+    instructions = [
+        f"Check the operating hours for '{shop}' on weekdays and report whether it is open until eleven at night."
+        for shop in shops
+    ]
+    # the lexical overlap of these is high, yet under the instruction threshold: the item is what differs
+    assert "nudge" not in _run(rephrase(), _delegation([SCROLLED] * 4, instructions))
+
+
+def test_only_prose_arguments_are_instructions() -> None:
+    from loopwatch.detectors.semantic import instruction_of
+
+    long_command = "cd /repo && python -m pytest tests/test_config.py -x -q 2>&1 | tail -n 40 && echo done now"
+    assert instruction_of({"command": long_command}, 40) is None  # code keys never count
+    assert instruction_of({"query": "x = [1, 2, 3]; y = {'a': (4, 5)}; z = x[0] * y['a'][1] + 7"}, 40) is None
+    assert instruction_of({"path": "src/a.py", "note": "short"}, 40) is None
+    task = "Find the official Fidelity page that lists every emerging markets fund without a transaction fee."
+    assert instruction_of({"task": task, "priority": 2, "context": "the user asked twice"}, 40) == task
+    assert instruction_of(None, 40) is None
+
+
+def test_snapshots_from_before_instructions_still_load() -> None:
+    engine = Engine(_policy(rephrase()))
+    session = engine.new_session()
+    data = json.loads(json.dumps(engine.dump(session)))
+    del data["detectors"][0]["asked"]
+    assert engine.load(data)["detectors"][0]["asked"] is None

@@ -261,7 +261,7 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
         cycle(max_period=6, min_period=2),
         error_retry(threshold=3),
         feedback_repeat(threshold=4),
-        no_progress(),
+        no_progress(empty_threshold=4),
         failure_streak(),
         test_fix_cycle(),
         similar_text(

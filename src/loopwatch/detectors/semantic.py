@@ -10,6 +10,11 @@ observation). A change that works (an edit, a write) is new information too.
 
 A repeated intent is evidence of a loop only when the observations since its earlier occurrence brought
 (almost) nothing new: an agent working through new material in similar words is not flagged.
+
+An *instruction* is an intent too: the prose a call hands to another agent or tool (an orchestrator's
+``{"instruction": "Please scan through the video..."}`` to a web-surfing agent, a delegated task, a question).
+The same instruction reworded again and again, while what comes back adds (almost) nothing, is the
+orchestrator's rephrase loop.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import binascii
 import re
 import zlib
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from ..fingerprint import ASCII_LOWER, preview
@@ -51,7 +56,13 @@ _OBSERVATION_CHARS: Final = 2_000
 _SHORT: Final = 600
 """Quoted strings are dropped from short observations only ("No matches found for "x"": a search that found
 nothing), where the quote is what varies; in long ones they tell lines apart (file names in a traceback)."""
-_CHANNELS: Final = 2
+_CHANNELS: Final = 3
+_CODE_KEYS: Final = frozenset(
+    {"command", "cmd", "code", "script", "content", "file_text", "old_str", "new_str", "patch", "diff"}
+)
+"""Argument keys whose text is code or file content, never an instruction."""
+_INSTRUCTION_WORDS: Final = 6
+_LETTERS_AND_SPACE: Final = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz "
 _LEVELS: Final = 127
 
 
@@ -111,6 +122,24 @@ def word_set(text: str, limit: int) -> set[int]:
     return {zlib.crc32(word) for word in words if len(word) > 1}
 
 
+def instruction_of(args: Mapping[str, Any] | None, min_chars: int) -> str | None:
+    """The prose a call's arguments hand over (the longest top-level string of at least ``min_chars`` characters
+    not under a code key such as ``command``, if it has six words and four fifths of its head are letters and
+    spaces), or ``None``."""
+    texts = (v for k, v in (args or {}).items() if type(v) is str and len(v) >= min_chars and k not in _CODE_KEYS)
+    best: str | None = max(texts, key=len, default=None)
+    if best is None:
+        return None
+    head = best[:400]
+    if head.isascii():  # letters and spaces counted at C speed
+        letters = len(head) - len(head.encode("ascii").translate(None, _LETTERS_AND_SPACE))
+    else:
+        letters = sum(map(str.isalpha, head)) + head.count(" ")
+    if 5 * letters < 4 * len(head) or len(head.split(None, _INSTRUCTION_WORDS)) < _INSTRUCTION_WORDS:
+        return None
+    return best
+
+
 def quantize(vector: Sequence[float]) -> str:
     """A vector as one signed byte a dimension, scaled to its largest value (cosine ignores the scale), as
     base64 text: 512 characters for 384 dimensions. Cosines computed from it are within 0.001 of the exact
@@ -148,6 +177,16 @@ class RephraseDetector(Detector):
     of tool calls are judged when the call's result arrives (the embedding then stays off the call's path); a
     call that changes something (an edit, a write) and works counts as new information. Messages are judged
     when they arrive. User replies do not reset this rule: they are observations.
+
+    With ``instructions=True`` the prose a call hands over (see :func:`instruction_of`) is compared with the
+    last instructions to the same tool, once its result has arrived: ``instruction_count`` in a row at least
+    ``instruction_threshold`` similar (cosine or word overlap), with at most ``instruction_gain`` new lines
+    between consecutive ones, are reported too. The default, 5, is what one observation can add (gain is
+    capped per observation): a delegate's reply always brings new lines (a new screenshot's text, as many in
+    the corpus's loops as in its healthy runs), so its own reply is allowed whatever it says; news from
+    elsewhere on top of it (a user reply, a change that worked) is progress. The higher threshold and count
+    keep an orchestrator working through a list ("check the hours of A, B and C", then "of B and C") from
+    counting.
     """
 
     name = "rephrase"
@@ -168,11 +207,18 @@ class RephraseDetector(Detector):
         max_chars: int = 400,
         gain_cap: int = 5,
         margin: float = 0.1,
+        instructions: bool = True,
+        instruction_threshold: float = 0.9,
+        instruction_count: int = 4,
+        instruction_gain: int = 5,
     ) -> None:
-        if not 0.0 < threshold <= 1.0 or not 0.0 < lexical_threshold <= 1.0:
-            raise ValueError("threshold and lexical_threshold must be in (0, 1]")
-        if window < 1 or count < 2 or max_gain < 0 or gain_cap < 1:
-            raise ValueError("window >= 1, count >= 2, max_gain >= 0 and gain_cap >= 1 are required")
+        if not all(0.0 < t <= 1.0 for t in (threshold, lexical_threshold, instruction_threshold)):
+            raise ValueError("threshold, lexical_threshold and instruction_threshold must be in (0, 1]")
+        if window < 1 or min(count, instruction_count) < 2 or min(max_gain, instruction_gain) < 0 or gain_cap < 1:
+            raise ValueError(
+                "window >= 1, count and instruction_count >= 2, max_gain and instruction_gain >= 0 and gain_cap >= 1"
+                " are required"
+            )
         self._embedder = embedder
         self.similarity = "embedding" if embedder is not None else "lexical"
         self.threshold = threshold if embedder is not None else lexical_threshold
@@ -183,6 +229,10 @@ class RephraseDetector(Detector):
         self.max_chars = max_chars
         self.gain_cap = gain_cap
         self.margin = margin
+        self.instructions = instructions
+        self.instruction_threshold = instruction_threshold
+        self.instruction_count = instruction_count
+        self.instruction_gain = instruction_gain
         self._compare: Callable[[str, str], float] = quantized_cosine if embedder is not None else sketch_similarity
 
     def _params(self) -> dict[str, Any]:
@@ -192,7 +242,11 @@ class RephraseDetector(Detector):
         return params
 
     def new_state(self) -> State:
-        return {"seen": "", "gain": 0, "channels": {}, "pending": None, "undecided": None}
+        return {"seen": "", "gain": 0, "channels": {}, "pending": None, "asked": None, "undecided": None}
+
+    def load_state(self, data: dict[str, Any]) -> State:
+        data.setdefault("asked", None)  # snapshots taken before instructions were compared
+        return super().load_state(data)
 
     def observe(self, state: State, step: Step) -> Finding | None:
         state["undecided"] = None
@@ -204,18 +258,11 @@ class RephraseDetector(Detector):
                 if text and len(text) >= self.min_chars
                 else None
             )
+            asked = instruction_of(step.args, self.min_chars) if self.instructions else None
+            state["asked"] = [step.index, asked[: self.max_chars], step.tool or ""] if asked else None
             return None
         if step.kind == "result":
-            pending, state["pending"] = state["pending"], None
-            finding = None
-            if pending is not None and pending[0] == step.call_index:
-                if not step.failed and mutates(step):
-                    state["gain"] += self.gain_cap  # a change that worked: something new happened
-                text = intent_text(pending[1], self.max_chars)
-                if len(text) >= self.min_chars:
-                    finding = self._intent(state, "calls", text, pending[0], step.index)
-            self._observe(state, step.output or "")
-            return finding
+            return self._result(state, step)
         if step.role == "assistant":
             text = intent_text(step.text or "", self.max_chars)
             if len(text) < self.min_chars:
@@ -224,6 +271,26 @@ class RephraseDetector(Detector):
         if step.role == "user":
             self._observe(state, step.text or "")
         return None
+
+    def _result(self, state: State, step: Step) -> Finding | None:
+        """Judge the intent of the call this result answers, then (after counting what the result brought) the
+        instruction the call handed over."""
+        pending, state["pending"] = state["pending"], None
+        asked, state["asked"] = state["asked"], None
+        finding = None
+        if pending is not None and pending[0] == step.call_index:
+            if not step.failed and mutates(step):
+                state["gain"] += self.gain_cap  # a change that worked: something new happened
+            text = intent_text(pending[1], self.max_chars)
+            if len(text) >= self.min_chars:
+                finding = self._intent(state, "calls", text, pending[0], step.index)
+        self._observe(state, step.output or "")
+        if finding is None and asked is not None and asked[0] == step.call_index:
+            text = intent_text(asked[1], self.max_chars)
+            if len(text) >= self.min_chars:
+                rule = (self.instruction_threshold, self.instruction_gain, self.instruction_count)
+                finding = self._intent(state, f"asks:{asked[2]}", text, asked[0], step.index, rule)
+        return finding
 
     def suspicion(self, state: State, index: int) -> str | None:
         if state["undecided"] != index:
@@ -245,7 +312,18 @@ class RephraseDetector(Detector):
 
     # -- intents -----------------------------------------------------------------------------------------
 
-    def _intent(self, state: State, channel: str, text: str, index: int, report_at: int) -> Finding | None:
+    def _intent(
+        self,
+        state: State,
+        channel: str,
+        text: str,
+        index: int,
+        report_at: int,
+        rule: tuple[float, int, int] | None = None,
+    ) -> Finding | None:
+        """Compare an intent with its channel's recent ones; ``rule`` is (threshold, max_gain, count), the
+        detector's own unless given (instructions have theirs)."""
+        threshold, max_gain, count = rule or (self.threshold, self.max_gain, self.count)
         rep = self._represent(text)
         if not rep:
             return None
@@ -254,7 +332,7 @@ class RephraseDetector(Detector):
         channels[channel] = entry  # most recently used last
         while len(channels) > _CHANNELS:
             del channels[next(iter(channels))]
-        match, similarity, near = self._match(state, entry["past"], rep)
+        match, similarity, near = self._match(state, entry["past"], rep, threshold, max_gain)
         push(entry["past"], [index, rep, state["gain"]], self.window)
         if match is None:
             entry.update(n=0, start=None, idx=[], sim=0.0)
@@ -266,10 +344,10 @@ class RephraseDetector(Detector):
         entry["n"] += 1
         entry["sim"] = similarity
         push(entry["idx"], index, 8)
-        if entry["n"] < self.count:
+        if entry["n"] < count:
             state["undecided"] = index
             return None
-        return self._finding(entry, text, report_at)
+        return self._finding(entry, text, report_at, channel)
 
     def _represent(self, text: str) -> str:
         if self._embedder is None:
@@ -278,30 +356,36 @@ class RephraseDetector(Detector):
         vectors = self._embedder.embed([text])
         return quantize(vectors[0]) if vectors else ""
 
-    def _match(self, state: State, past: list[Any], rep: str) -> tuple[int | None, float, bool]:
+    def _match(
+        self, state: State, past: list[Any], rep: str, threshold: float, max_gain: int
+    ) -> tuple[int | None, float, bool]:
         """(index of the most similar earlier intent that repeats, its similarity, near miss?)."""
         best: tuple[int | None, float] = (None, 0.0)
         near = False
         for index, other, gain_then in reversed(past):
-            if state["gain"] - gain_then > self.max_gain:
+            if state["gain"] - gain_then > max_gain:
                 break  # older intents are further back still: new information came since
             similarity = self._compare(rep, other)
-            if similarity >= self.threshold and similarity > best[1]:
+            if similarity >= threshold and similarity > best[1]:
                 best = (index, similarity)
-            elif similarity >= self.threshold - self.margin:
+            elif similarity >= threshold - self.margin:
                 near = True
         return best[0], best[1], near and best[0] is None
 
-    def _finding(self, entry: dict[str, Any], text: str, index: int) -> Finding:
+    def _finding(self, entry: dict[str, Any], text: str, index: int, channel: str) -> Finding:
         n = entry["n"]
+        if channel.startswith("asks:"):
+            what, since = f"instruction to {channel[5:]}", "little new coming back"
+        else:
+            what, since = "intent", "nothing new learned"
         return Finding(
             pattern="rephrase",
             count=n,
             key=f"rephrase:{entry['start']}",
             loop_start=entry["start"],
             reason=(
-                f"the same intent {n} times in other words ({self.similarity} similarity {entry['sim']:.2f}) "
-                f"with nothing new learned in between: {preview(text, 120)}"
+                f"the same {what} {n} times in other words ({self.similarity} similarity {entry['sim']:.2f}) "
+                f"with {since} in between: {preview(text, 120)}"
             ),
             indices=tuple(entry["idx"]),
             facts={"similarity": round(entry["sim"], 3), "intent": preview(text, 200), "match": self.similarity},
@@ -316,6 +400,10 @@ def rephrase(
     window: int = 2,
     max_gain: int = 0,
     count: int = 3,
+    instructions: bool = True,
+    instruction_threshold: float = 0.9,
+    instruction_count: int = 4,
+    instruction_gain: int = 5,
 ) -> RephraseDetector:
     """The rephrase detector (see :class:`RephraseDetector`)."""
     return RephraseDetector(
@@ -325,4 +413,8 @@ def rephrase(
         window=window,
         max_gain=max_gain,
         count=count,
+        instructions=instructions,
+        instruction_threshold=instruction_threshold,
+        instruction_count=instruction_count,
+        instruction_gain=instruction_gain,
     )
