@@ -218,6 +218,8 @@ def test_only_prose_arguments_are_instructions() -> None:
     assert instruction_of({"command": long_command}, 40) is None  # code keys never count
     assert instruction_of({"query": "x = [1, 2, 3]; y = {'a': (4, 5)}; z = x[0] * y['a'][1] + 7"}, 40) is None
     assert instruction_of({"path": "src/a.py", "note": "short"}, 40) is None
+    edit = {"path": "a.py", "new_str": "    # return the value of the answer to the caller right away", "old_str": "x"}
+    assert instruction_of(edit, 40) is None  # nor do an edit's texts
     task = "Find the official Fidelity page that lists every emerging markets fund without a transaction fee."
     assert instruction_of({"task": task, "priority": 2, "context": "the user asked twice"}, 40) == task
     assert instruction_of(None, 40) is None

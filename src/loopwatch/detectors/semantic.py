@@ -58,8 +58,11 @@ _SHORT: Final = 600
 nothing), where the quote is what varies; in long ones they tell lines apart (file names in a traceback)."""
 _CHANNELS: Final = 3
 _CODE_KEYS: Final = frozenset(
-    {"command", "cmd", "code", "script", "content", "file_text", "old_str", "new_str", "patch", "diff"}
-)
+    {
+        "command", "cmd", "code", "script", "source", "sql", "content", "file_text", "patch", "diff",
+        "old", "new", "old_str", "new_str", "old_string", "new_string", "old_text", "new_text", "insert_text",
+    }
+)  # fmt: skip
 """Argument keys whose text is code or file content, never an instruction."""
 _INSTRUCTION_WORDS: Final = 6
 _LETTERS_AND_SPACE: Final = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz "
