@@ -22,6 +22,7 @@ from .detectors import (
     no_progress,
     repeat,
     rephrase,
+    rerun,
     similar_text,
     swarm,
     test_fix_cycle,
@@ -262,6 +263,7 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
         error_retry(threshold=3),
         feedback_repeat(threshold=4),
         no_progress(empty_threshold=4),
+        rerun(),
         failure_streak(),
         test_fix_cycle(),
         similar_text(

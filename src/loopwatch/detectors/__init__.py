@@ -15,6 +15,7 @@ from .failures import (
 from .fuzzy import BehavioralDetector, DoomLoopDetector, behavioral, doom_loop
 from .progress import NoProgressDetector, no_progress
 from .repeat import RepeatDetector, repeat
+from .rerun import RerunDetector, rerun
 from .semantic import RephraseDetector, rephrase
 from .swarm import SwarmDetector, swarm
 from .text import (
@@ -40,6 +41,7 @@ __all__ = [
     "NoProgressDetector",
     "RepeatDetector",
     "RephraseDetector",
+    "RerunDetector",
     "SimilarTextDetector",
     "Step",
     "SwarmDetector",
@@ -55,6 +57,7 @@ __all__ = [
     "no_progress",
     "repeat",
     "rephrase",
+    "rerun",
     "similar_text",
     "swarm",
     "test_fix_cycle",

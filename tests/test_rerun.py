@@ -1,0 +1,95 @@
+"""Changes with no effect: edit, run, same result, edit, run, same result..."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from loopwatch import Guard, Ladder, ToolCall, ToolResult
+from loopwatch.detectors import RerunDetector, rerun
+from loopwatch.engine import Engine
+from loopwatch.events import Event
+from loopwatch.policy import Policy
+
+RUN = {"command": "python reproduce_bug.py"}
+
+
+def _edit(n: int) -> list[Event]:
+    """A different edit each time (another method gets a print), which works."""
+    args = {"command": f'edit {170 + 8 * n}:{170 + 8 * n}\n    System.out.println("in method {n}");\nend_of_edit'}
+    return [
+        ToolCall("edit", args, id=f"e{n}"),
+        ToolResult(f"[File: Foo.java (900 lines total)]\n{n}: edited", id=f"e{n}"),
+    ]
+
+
+def _cycle(outputs: list[str], *, edits: bool = True) -> list[Event]:
+    events: list[Event] = []
+    for n, output in enumerate(outputs):
+        if edits:
+            events += _edit(n)
+        events += [ToolCall("bash", RUN, id=f"r{n}"), ToolResult(output, id=f"r{n}")]
+    return events
+
+
+def _verdicts(events: list[Event], detector: RerunDetector | None = None) -> list[tuple[str, str | None, int]]:
+    policy = Policy("t", (detector or rerun(),), {"no_effect": Ladder.of(nudge=3, stop=5)})
+    guard = Guard(policy=policy, clock=None)
+    return [(v.action, v.pattern, v.count) for v in (guard.observe("s", e) for e in events)]
+
+
+def test_the_same_result_after_every_edit_is_a_change_with_no_effect() -> None:
+    verdicts = _verdicts(_cycle([""] * 5))
+    # each round is edit call, edit result, run call, run result: the 3rd run's result is index 11
+    assert verdicts[11] == ("nudge", "no_effect", 3)
+    assert verdicts[19] == ("stop", "no_effect", 5)
+    assert {a for a, _, _ in verdicts[:11]} == {"ok"}
+
+
+def test_a_result_that_moves_is_progress() -> None:
+    outputs = ["Exception at line 3", "Exception at line 9", "Exception in parse", "ok: 2 of 3", "ok: 3 of 3"]
+    assert {a for a, _, _ in _verdicts(_cycle(outputs))} == {"ok"}
+
+
+def test_re_runs_without_changes_are_not_counted() -> None:
+    """Nothing changed in between: a plain repeat (the repeat rule's business), not counted here."""
+    assert {a for a, _, _ in _verdicts(_cycle([""] * 6, edits=False))} == {"ok"}
+
+
+def test_a_new_result_starts_over_and_state_stays_small() -> None:
+    verdicts = _verdicts(_cycle(["", "", "", "boom", "boom", "boom"]))
+    # the 3rd empty run is nudged; "boom" starts over, and its own 3rd run is a new streak, nudged again
+    assert [(i, v) for i, v in enumerate(verdicts) if v[1]] == [
+        (11, ("nudge", "no_effect", 3)),
+        (23, ("nudge", "no_effect", 3)),
+    ]
+    engine = Engine(Policy("t", (rerun(calls=2),), {"no_effect": Ladder.of(nudge=3)}))
+    session = engine.new_session()
+    for n in range(50):
+        pair: list[Event] = [
+            ToolCall("bash", {"command": f"python script_{n}.py"}, id=str(n)),
+            ToolResult("", id=str(n)),
+        ]
+        for event in pair:
+            engine.observe(session, event)
+    assert len(session["detectors"][0]["runs"]) == 2
+    restored = engine.load(json.loads(json.dumps(engine.dump(session))))
+    assert restored["detectors"][0] == session["detectors"][0]
+
+
+def test_look_ups_and_waits_are_left_to_their_own_rules() -> None:
+    events: list[Event] = []
+    for n in range(5):
+        events += _edit(n)
+        events += [ToolCall("bash", {"command": "grep -rn needle src"}, id=f"g{n}"), ToolResult("", id=f"g{n}")]
+        events += [ToolCall("bash", {"command": "sleep 5"}, id=f"w{n}"), ToolResult("", id=f"w{n}")]
+    assert {a for a, _, _ in _verdicts(events)} == {"ok"}
+
+
+def test_bad_settings_are_refused_and_repr_names_them() -> None:
+    with pytest.raises(ValueError):
+        rerun(threshold=1)
+    with pytest.raises(ValueError):
+        rerun(calls=0)
+    assert repr(rerun()) == "RerunDetector(threshold=3, calls=4)"
