@@ -11,6 +11,7 @@ from loopwatch import Guard, Ladder, Message, ToolCall, ToolResult
 from loopwatch.detectors import RephraseDetector, rephrase
 from loopwatch.detectors.semantic import quantize, quantized_cosine
 from loopwatch.engine import Engine
+from loopwatch.errors import StateError
 from loopwatch.policy import Policy
 
 ASKS = (
@@ -231,3 +232,7 @@ def test_snapshots_from_before_instructions_still_load() -> None:
     data = json.loads(json.dumps(engine.dump(session)))
     del data["detectors"][0]["asked"]
     assert engine.load(data)["detectors"][0]["asked"] is None
+    for damaged in (5, [1, "text"], ["1", "text", "tool"]):
+        data["detectors"][0]["asked"] = damaged
+        with pytest.raises(StateError):
+            engine.load(data)

@@ -9,6 +9,7 @@ import pytest
 from loopwatch import Guard, Ladder, ToolCall, ToolResult
 from loopwatch.detectors import RerunDetector, rerun
 from loopwatch.engine import Engine
+from loopwatch.errors import StateError
 from loopwatch.events import Event
 from loopwatch.policy import Policy
 
@@ -85,6 +86,22 @@ def test_look_ups_and_waits_are_left_to_their_own_rules() -> None:
         events += [ToolCall("bash", {"command": "grep -rn needle src"}, id=f"g{n}"), ToolResult("", id=f"g{n}")]
         events += [ToolCall("bash", {"command": "sleep 5"}, id=f"w{n}"), ToolResult("", id=f"w{n}")]
     assert {a for a, _, _ in _verdicts(events)} == {"ok"}
+
+
+@pytest.mark.parametrize(
+    "runs",
+    [["not", "an", "object"], {"fp": ["o", 2, False]}, {"fp": ["o", "2", False, [3]]}, {"fp": ["o", 2, False, []]}],
+)
+def test_restore_refuses_a_damaged_state(runs: object) -> None:
+    engine = Engine(Policy("t", (rerun(),), {"no_effect": Ladder.of(nudge=3)}))
+    session = engine.new_session()
+    for event in _cycle(["", ""]):
+        engine.observe(session, event)
+    data = json.loads(json.dumps(engine.dump(session)))
+    assert engine.load(data)["detectors"][0]["runs"], "the runs must have been recorded"
+    data["detectors"][0]["runs"] = runs
+    with pytest.raises(StateError):
+        engine.load(data)
 
 
 def test_bad_settings_are_refused_and_repr_names_them() -> None:

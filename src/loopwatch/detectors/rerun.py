@@ -39,6 +39,18 @@ class RerunDetector(Detector):
         # runs: call fingerprint -> [outcome fingerprint, runs counted, changed since?, indices of the runs]
         return {"runs": {}, "pending": None}
 
+    def load_state(self, data: dict[str, Any]) -> State:
+        state = super().load_state(data)
+        runs, pending = state["runs"], state["pending"]
+        if not isinstance(runs, dict) or not (pending is None or type(pending) is int):
+            raise ValueError("rerun: runs must be an object and pending an index or null")
+        for run in runs.values():
+            if not (isinstance(run, list) and len(run) == 4 and type(run[1]) is int and type(run[2]) is bool):
+                raise ValueError(f"rerun: a run must be [outcome, count, changed, indices], got {run!r}")
+            if not (isinstance(run[3], list) and run[3] and all(type(i) is int for i in run[3])):
+                raise ValueError(f"rerun: a run's indices must be a non-empty list of integers, got {run[3]!r}")
+        return state
+
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind == "call":
             state["pending"] = None

@@ -251,6 +251,14 @@ class RephraseDetector(Detector):
 
     def load_state(self, data: dict[str, Any]) -> State:
         data.setdefault("asked", None)  # snapshots taken before instructions were compared
+        asked = data["asked"]
+        if asked is not None and not (
+            isinstance(asked, list)
+            and len(asked) == 3
+            and type(asked[0]) is int
+            and all(type(x) is str for x in asked[1:])
+        ):
+            raise ValueError(f"rephrase: a pending instruction must be [index, text, tool], got {asked!r}")
         return super().load_state(data)
 
     def observe(self, state: State, step: Step) -> Finding | None:
