@@ -416,7 +416,7 @@ def test_restore_of_a_damaged_snapshot_raises_state_error() -> None:
         del broken["state"][field]
         damaged.append(broken)
     fewer = json.loads(json.dumps(good))
-    fewer["state"]["detectors"] = fewer["state"]["detectors"][:-1]
+    fewer["state"]["detectors"] = fewer["state"]["detectors"][1:]  # a rule missing, not at the end
     damaged.append(fewer)
     wrong_keys = json.loads(json.dumps(good))
     wrong_keys["state"]["detectors"][0] = {"nonsense": True}
@@ -427,6 +427,28 @@ def test_restore_of_a_damaged_snapshot_raises_state_error() -> None:
     for data in damaged:
         with pytest.raises(StateError):
             Guard().restore(data)
+
+
+def test_a_snapshot_from_before_the_preset_gained_rules_still_loads() -> None:
+    """Rules added to a preset go last; a snapshot taken before (fewer rule states, the same preset) loads,
+    the new rules starting afresh, and a stop it recorded stays."""
+    guard = Guard(preset="default-lexical", clock=None)
+    call = ToolCall("bash", {"command": "cat /etc/missing"}, id="c")
+    for n in range(12):
+        guard.observe("s", ToolCall("bash", {"command": "cat /etc/missing"}, id=f"c{n}"))
+        guard.observe("s", ToolResult("cat: /etc/missing: No such file or directory", id=f"c{n}"))
+    assert guard.observe("s", call).action == "stop"
+    old = json.loads(json.dumps(guard.snapshot("s")))
+    old["state"]["detectors"] = old["state"]["detectors"][:-1]  # no state for the rule added last (rerun)
+    for state in old["state"]["detectors"]:
+        state.pop("asked", None)  # nor for the rephrase rule's instructions
+    fresh = Guard(preset="default-lexical", clock=None)
+    fresh.restore(old)
+    assert fresh.observe("s", call).action == "stop"
+    renamed = json.loads(json.dumps(old))
+    renamed["state"]["policy"] = "another"
+    with pytest.raises(StateError):
+        Guard(preset="default-lexical", clock=None).restore(renamed)
 
 
 def test_restore_rejects_damaged_sketches_and_cycle_windows_at_once() -> None:

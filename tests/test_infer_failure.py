@@ -12,10 +12,12 @@ FAILED = [
     "Traceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'a'",
     "/bin/bash: line 7: javac: command not found",
     "./run.sh: 3: java: not found",  # POSIX sh (dash)
+    "building...\n/bin/bash: line 53237: type: mvnw.cmd: not found",
     "Reading package lists...\nBuilding dependency tree...\nE: Unable to locate package default-jdk",  # apt
     "\nEXECUTION TIMED OUT",  # SWE-agent
     "The last command <command>python run.py</command> timed out and has been killed.",  # mini-swe-agent
     "Segmentation fault (core dumped)",
+    "running\nSegmentation fault",
     "npm ERR! code ENOENT",
     "error: pathspec 'x' did not match any file(s) known to git",
     "fatal: not a git repository",
@@ -29,6 +31,11 @@ SUCCEEDED = [
     'No matches found for "install" in /repo',
     "3 passed in 0.12s",
     "SEVERE: not yet\nEvery item handled",
+    "a1b2 Fix Segmentation fault in parser",  # git log
+    'run.sh:12:  echo "$cmd: not found"',  # a script's text
+    "cache key user-42: not found, fetching\nDone.",
+    "Checking for program 'clang' : not found\n'configure' finished successfully",
+    "npm notice New minor version of npm available! npm ERR! is what failures look like",
 ]
 
 

@@ -236,3 +236,31 @@ def test_snapshots_from_before_instructions_still_load() -> None:
         data["detectors"][0]["asked"] = damaged
         with pytest.raises(StateError):
             engine.load(data)
+
+
+def test_instructions_are_kept_apart_from_reasoning_and_messages() -> None:
+    """An orchestrator that also reasons on each call and posts a ledger message each round: three channels,
+    none pushing the instructions out."""
+    ledgers = [
+        "Updated ledger: the request is not satisfied yet because the bird count is still unknown to us.",
+        "Updated ledger: progress is slow; the timestamps with several species have not been found so far.",
+        "Updated ledger: we are not in a loop yet but the surfer keeps reporting the same page to everyone.",
+        "Updated ledger: next speaker is the web surfer, who should look at the video description instead.",
+    ]
+    thoughts = [
+        "Thinking about which agent should act next given the state of the page and the original request.",
+        "Considering the options once more: the video itself holds the answer, so the surfer must go there.",
+        "Weighing whether the file surfer could help, but only the web surfer can open the video at all.",
+        "Deciding between asking the user and retrying; retrying with the surfer looks like the best option.",
+    ]
+    events: list[object] = []
+    for n in range(4):
+        events += [
+            Message("assistant", ledgers[n], worker="Orchestrator"),
+            ToolCall("WebSurfer", {"instruction": INSTRUCTIONS[n]}, thought=thoughts[n], id=str(n)),
+            ToolResult(SCROLLED, id=str(n)),
+        ]
+    assert _run(rephrase(), events)[-1] == "nudge"
+    plain = [e for e in events if not isinstance(e, Message)]
+    plain[-2] = ToolCall("WebSurfer", {"path": "/tmp/x"}, id="3")  # no instruction: the last call asks nothing
+    assert "nudge" not in _run(rephrase(), plain)

@@ -59,8 +59,8 @@ def test_re_runs_without_changes_are_not_counted() -> None:
 
 
 def test_a_new_result_starts_over_and_state_stays_small() -> None:
-    verdicts = _verdicts(_cycle(["", "", "", "boom", "boom", "boom"]))
-    # the 3rd empty run is nudged; "boom" starts over, and its own 3rd run is a new streak, nudged again
+    verdicts = _verdicts(_cycle(["", "", "", "Error: boom", "Error: boom", "Error: boom"]))
+    # the 3rd empty run is nudged; the failure starts over, and its own 3rd run is a new streak, nudged again
     assert [(i, v) for i, v in enumerate(verdicts) if v[1]] == [
         (11, ("nudge", "no_effect", 3)),
         (23, ("nudge", "no_effect", 3)),
@@ -79,6 +79,52 @@ def test_a_new_result_starts_over_and_state_stays_small() -> None:
     assert restored["detectors"][0] == session["detectors"][0]
 
 
+def test_runs_that_work_and_say_so_never_count() -> None:
+    """Re-checking after each step of a refactor: the linter passes every time, the same way."""
+    events: list[Event] = []
+    for n in range(14):
+        events += [
+            ToolCall("edit_file", {"path": f"src/m{n}.py", "old_str": f"a{n}", "new_str": f"b{n}"}, id=f"e{n}"),
+            ToolResult(f"The file src/m{n}.py has been edited.", id=f"e{n}"),
+            ToolCall("bash", {"command": "ruff check src"}, id=f"r{n}"),
+            ToolResult("All checks passed!", id=f"r{n}"),
+        ]
+    assert {a for a, _, _ in _verdicts(events)} == {"ok"}
+    guard = Guard(preset="default-lexical", clock=None)
+    assert {guard.observe("s", e).action for e in events} == {"ok"}
+
+
+def test_an_edit_that_failed_is_not_a_change() -> None:
+    events: list[Event] = []
+    for n in range(5):
+        events += [ToolCall("create", {"path": "Foo.java"}, id=f"c{n}"), ToolResult("Error: File exists", id=f"c{n}")]
+        events += [ToolCall("bash", RUN, id=f"r{n}"), ToolResult("", id=f"r{n}")]
+    assert "no_effect" not in [p for _, p, _ in _verdicts(events)]
+
+
+def test_a_long_streak_keeps_its_start_and_is_nudged_once() -> None:
+    """Past the 8 runs whose indices are kept, the streak is still the same one: no second nudge."""
+    policy = Policy("t", (rerun(),), {"no_effect": Ladder.of(nudge=3)})
+    guard = Guard(policy=policy, clock=None)
+    verdicts = [guard.observe("s", e) for e in _cycle([""] * 12)]
+    fired = [(i, v.action, v.loop_start, v.count) for i, v in enumerate(verdicts) if v.pattern == "no_effect"]
+    assert fired == [(11, "nudge", 2, 3)]
+    engine = Engine(policy)
+    session = engine.new_session()
+    findings = [engine.observe(session, e) for e in _cycle([""] * 12)]
+    assert findings[-1].action == "ok" and session["detectors"][0]["runs"]
+    run = next(iter(session["detectors"][0]["runs"].values()))
+    assert run[1] == 12 and run[3] == 2 and len(run[4]) == 8  # count, first run, last 8 runs
+
+
+def test_the_default_preset_has_the_rule() -> None:
+    assert any(isinstance(d, RerunDetector) for d in Guard(preset="default-lexical").policy.detectors)
+    events = _cycle([""] * 6)
+    guard = Guard(preset="default-lexical", clock=None)
+    verdicts = [guard.observe("s", e) for e in events]
+    assert (verdicts[-1].action, verdicts[-1].pattern, verdicts[-1].count) == ("nudge", "no_effect", 6)
+
+
 def test_look_ups_and_waits_are_left_to_their_own_rules() -> None:
     events: list[Event] = []
     for n in range(5):
@@ -89,10 +135,16 @@ def test_look_ups_and_waits_are_left_to_their_own_rules() -> None:
 
 
 @pytest.mark.parametrize(
-    "runs",
-    [["not", "an", "object"], {"fp": ["o", 2, False]}, {"fp": ["o", "2", False, [3]]}, {"fp": ["o", 2, False, []]}],
+    ("runs", "pending"),
+    [
+        (["not", "an", "object"], None),
+        ({"fp": ["o", 2, False, 3]}, None),
+        ({"fp": ["o", "2", False, 3, [3]]}, None),
+        ({"fp": ["o", 2, False, "3", [3]]}, None),
+        ({}, 7),
+    ],
 )
-def test_restore_refuses_a_damaged_state(runs: object) -> None:
+def test_restore_refuses_a_damaged_state(runs: object, pending: object) -> None:
     engine = Engine(Policy("t", (rerun(),), {"no_effect": Ladder.of(nudge=3)}))
     session = engine.new_session()
     for event in _cycle(["", ""]):
@@ -100,6 +152,7 @@ def test_restore_refuses_a_damaged_state(runs: object) -> None:
     data = json.loads(json.dumps(engine.dump(session)))
     assert engine.load(data)["detectors"][0]["runs"], "the runs must have been recorded"
     data["detectors"][0]["runs"] = runs
+    data["detectors"][0]["pending"] = pending
     with pytest.raises(StateError):
         engine.load(data)
 

@@ -7,9 +7,11 @@ never reads a clock, a file or the network: the guard passes ``now`` and the swa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from ._lazy_re import lazy_compile
 from .detectors.base import Detector, Finding, State, Step
 from .detectors.swarm import SwarmDetector, SwarmTally
 from .errors import StateError
@@ -32,15 +34,18 @@ STATE_VERSION: Final = 1
 _OPTIONAL: Final = frozenset({"last"})  # keys added after version 1: snapshots without them still load
 _MAX_IDS: Final = 16
 _FAILURE_MARKERS: Final = (
-    "Traceback (most recent call last)", "command not found", ": not found", "No such file or directory",
-    "Permission denied", "syntax error", "unexpected EOF", "Exception in thread", "Segmentation fault", "npm ERR!",
+    "Traceback (most recent call last)", "command not found", "No such file or directory", "Permission denied",
+    "syntax error", "unexpected EOF", "Exception in thread", "Segmentation fault (core dumped)",
     "Your proposed edit has introduced new syntax error", "(execution failed)",
     "EXECUTION TIMED OUT", "timed out and has been killed",  # SWE-agent's and mini-swe-agent's time-out notices
 )  # fmt: skip
-"""Text that marks a failure wherever it shows in a result's ends (``sh: 3: java: not found`` is POSIX sh's
-"command not found")."""
-_FAILURE_STARTS: Final = ("Error:", "Error ", "ERROR:", "ERROR ", "error:", "error ", "fatal:", "E: ")
+"""Text that marks a failure wherever it shows in a result's ends."""
+_FAILURE_STARTS: Final = (
+    "Error:", "Error ", "ERROR:", "ERROR ", "error:", "error ", "fatal:", "E: ", "npm ERR!", "Segmentation fault",
+)  # fmt: skip
 """Line starts that mark a failure (``E: `` is how apt and dpkg report one)."""
+_SH_NOT_FOUND: Final = lazy_compile(r"^\S+: (?:line )?\d+: [^\n]*: not found$", re.M)
+"""POSIX sh's "command not found": ``./run.sh: 3: java: not found``, ``/bin/bash: line 7: type: mvn: not found``."""
 
 
 def infer_failure(output: str, is_error: bool | None, exit_code: int | None) -> bool:
@@ -53,6 +58,8 @@ def infer_failure(output: str, is_error: bool | None, exit_code: int | None) -> 
     if any(marker in ends for marker in _FAILURE_MARKERS):
         return True
     if "<returncode>" in ends and "<returncode>0</returncode>" not in ends:
+        return True
+    if ": not found" in ends and _SH_NOT_FOUND.search(ends):
         return True
     return ends.startswith(_FAILURE_STARTS) or any(f"\n{start}" in ends for start in _FAILURE_STARTS)
 
@@ -121,6 +128,9 @@ class Engine:
             fresh = self.new_session()
             session = {k: data[k] if k in data or k not in _OPTIONAL else fresh[k] for k in fresh}
             states = list(data["detectors"])
+            if len(states) < len(self._detectors) and data.get("policy") == self.policy.name:
+                # taken before this policy gained rules (new rules go last): they start afresh
+                states += [d.dump_state(d.new_state()) for d in self._detectors[len(states) :]]
             if len(states) != len(self._detectors):
                 raise StateError("the snapshot was taken with a different set of detectors")
             session["detectors"] = [d.load_state(dict(s)) for d, s in zip(self._detectors, states, strict=True)]

@@ -263,7 +263,6 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
         error_retry(threshold=3),
         feedback_repeat(threshold=4),
         no_progress(empty_threshold=4),
-        rerun(),
         failure_streak(),
         test_fix_cycle(),
         similar_text(
@@ -273,6 +272,7 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
         monologue(per_worker=True),
         swarm(threshold=10, min_workers=2),
         rephrase(embedder=BUILTIN_EMBEDDER) if semantic else rephrase(),
+        rerun(),  # rules added since the first release go last: older snapshots still load (Engine.load)
     )
     ladders = {
         "rephrase": Ladder.of(nudge=3),

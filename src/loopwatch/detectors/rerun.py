@@ -16,13 +16,15 @@ from .base import Detector, Finding, State, Step, mutates, polls, push, searches
 
 
 class RerunDetector(Detector):
-    """The same call re-run after changes with the same result each time.
+    """The same call re-run after changes, failing the same way or printing nothing each time.
 
     Counted per call (its fingerprint; the last ``calls`` distinct calls are kept): a run counts when its
-    result equals the previous run's and something was changed (a call that mutates) in between; a re-run
-    with nothing changed in between neither counts nor breaks the count (the repeat rule's business); a
-    different result starts over. Reported, as pattern ``no_effect``, from ``threshold`` runs (the first
-    one included) on the result of the last. Look-ups and waits are left to their own rules.
+    result equals the previous run's, that result failed or is empty, and a change (a call that mutates)
+    worked in between; a re-run with nothing changed in between neither counts nor breaks the count (the
+    repeat rule's business); a different result starts over. A run that succeeds with something to say (a
+    green test suite, a linter's "All checks passed!") never counts: re-checking after each step of a
+    refactor is how healthy work looks. Reported, as pattern ``no_effect``, from ``threshold`` runs (the
+    first one included) on the result of the last. Look-ups and waits are left to their own rules.
     """
 
     name = "rerun"
@@ -36,45 +38,53 @@ class RerunDetector(Detector):
         self.calls = calls
 
     def new_state(self) -> State:
-        # runs: call fingerprint -> [outcome fingerprint, runs counted, changed since?, indices of the runs]
+        # runs: call fingerprint -> [outcome fingerprint, runs counted, changed since?, first run, last runs]
+        # pending: [index of the call awaiting its result, does it change something?]
         return {"runs": {}, "pending": None}
 
     def load_state(self, data: dict[str, Any]) -> State:
         state = super().load_state(data)
         runs, pending = state["runs"], state["pending"]
-        if not isinstance(runs, dict) or not (pending is None or type(pending) is int):
-            raise ValueError("rerun: runs must be an object and pending an index or null")
+        if not isinstance(runs, dict):
+            raise ValueError("rerun: runs must be an object")
+        if pending is not None and not (isinstance(pending, list) and len(pending) == 2 and type(pending[0]) is int):
+            raise ValueError(f"rerun: pending must be [index, changes?] or null, got {pending!r}")
         for run in runs.values():
-            if not (isinstance(run, list) and len(run) == 4 and type(run[1]) is int and type(run[2]) is bool):
-                raise ValueError(f"rerun: a run must be [outcome, count, changed, indices], got {run!r}")
-            if not (isinstance(run[3], list) and run[3] and all(type(i) is int for i in run[3])):
-                raise ValueError(f"rerun: a run's indices must be a non-empty list of integers, got {run[3]!r}")
+            if not (isinstance(run, list) and len(run) == 5 and type(run[1]) is int and type(run[2]) is bool):
+                raise ValueError(f"rerun: a run must be [outcome, count, changed, first, indices], got {run!r}")
+            if type(run[3]) is not int or not isinstance(run[4], list) or not all(type(i) is int for i in run[4]):
+                raise ValueError(f"rerun: a run's first index and indices must be integers, got {run[3:]!r}")
         return state
 
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind == "call":
-            state["pending"] = None
-            if mutates(step):
-                for run in state["runs"].values():
-                    run[2] = True
-            elif not searches(step) and not polls(step):
-                state["pending"] = step.index
+            changes = mutates(step)
+            counted = changes or not (searches(step) or polls(step))
+            state["pending"] = [step.index, changes] if counted else None
             return None
-        if step.call_index is None or step.call_index != state["pending"]:
+        pending = state["pending"]
+        if pending is None or step.call_index != pending[0]:
             return None
         state["pending"] = None
+        if pending[1]:
+            if not step.failed:  # a change that worked: the next runs may show its effect
+                for run in state["runs"].values():
+                    run[2] = True
+            return None
         return self._result(state, step)
 
     def _result(self, state: State, step: Step) -> Finding | None:
         runs: dict[str, list[Any]] = state["runs"]
         key = step.call_fp or ""
         run = runs.pop(key, None)
+        if not (step.failed or not (step.output or "").strip()):
+            return None  # a run that worked and said something: not this rule's business
         if run is None or run[0] != step.outcome_fp:
-            run = [step.outcome_fp, 1, False, [step.call_index]]
+            run = [step.outcome_fp, 1, False, step.call_index, [step.call_index]]
         elif run[2]:
             run[1] += 1
             run[2] = False
-            push(run[3], step.call_index, 8)
+            push(run[4], step.call_index, 8)
         runs[key] = run  # most recently run last
         while len(runs) > self.calls:
             del runs[next(iter(runs))]
@@ -85,10 +95,10 @@ class RerunDetector(Detector):
         return Finding(
             pattern="no_effect",
             count=count,
-            key=f"rerun:{key}:{run[3][0]}",
-            loop_start=run[3][0],
-            reason=f"{what} gave the same result {count} times although things were changed in between",
-            indices=tuple(run[3]),
+            key=f"rerun:{key}:{run[3]}",
+            loop_start=run[3],
+            reason=f"{what} gave the same result {count} times although changes worked in between",
+            indices=tuple(run[4]),
             facts={"tool": step.tool, "result": preview(step.output or "", 120) or "empty"},
         )
 

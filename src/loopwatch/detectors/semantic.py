@@ -13,8 +13,11 @@ A repeated intent is evidence of a loop only when the observations since its ear
 
 An *instruction* is an intent too: the prose a call hands to another agent or tool (an orchestrator's
 ``{"instruction": "Please scan through the video..."}`` to a web-surfing agent, a delegated task, a question).
-The same instruction reworded again and again, while what comes back adds (almost) nothing, is the
-orchestrator's rephrase loop.
+The same instruction reworded again and again, with nothing new in between but the delegate's replies, is
+the orchestrator's rephrase loop. A delegate's reply always brings new lines (a new screenshot's text), in loops
+as much as in healthy runs, so it cannot tell them apart and is not counted as progress: a delegate told four
+times in a row, in nearly the same words, to page through results is reported too (a nudge in the default
+preset, never a stop).
 """
 
 from __future__ import annotations
@@ -388,7 +391,7 @@ class RephraseDetector(Detector):
     def _finding(self, entry: dict[str, Any], text: str, index: int, channel: str) -> Finding:
         n = entry["n"]
         if channel.startswith("asks:"):
-            what, since = f"instruction to {channel[5:]}", "little new coming back"
+            what, since = f"instruction to {channel[5:]}", "only its replies"
         else:
             what, since = "intent", "nothing new learned"
         return Finding(
