@@ -78,6 +78,8 @@ class Detector(Configured, ABC):
     kinds: ClassVar[frozenset[str]] = frozenset({"call", "result", "message", "delta", "usage"})
     """The step kinds the detector looks at; the engine does not call it for the others."""
     reset_on_user: bool = True
+    optional_state: ClassVar[frozenset[str]] = frozenset()
+    """State keys added after a release: a snapshot without them loads with their fresh values."""
 
     @abstractmethod
     def new_state(self) -> State:
@@ -99,6 +101,8 @@ class Detector(Configured, ABC):
     def load_state(self, data: dict[str, Any]) -> State:
         """The state from its JSON form; raises ``KeyError``/``TypeError``/``ValueError`` when malformed."""
         fresh = self.new_state()
+        for key in self.optional_state - data.keys():
+            data[key] = fresh[key]
         if set(data) != set(fresh):
             raise ValueError(f"{self.name}: state keys {sorted(data)} != {sorted(fresh)}")
         return data

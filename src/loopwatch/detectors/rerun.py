@@ -77,8 +77,9 @@ class RerunDetector(Detector):
         runs: dict[str, list[Any]] = state["runs"]
         key = step.call_fp or ""
         run = runs.pop(key, None)
-        if not (step.failed or not (step.output or "").strip()):
-            return None  # a run that worked and said something: not this rule's business
+        output = step.output
+        if not step.failed and output and not output.isspace():
+            return None  # a run that worked and said something ends the count: not this rule's business
         if run is None or run[0] != step.outcome_fp:
             run = [step.outcome_fp, 1, False, step.call_index, [step.call_index]]
         elif run[2]:

@@ -60,6 +60,8 @@ _SHORT: Final = 600
 """Quoted strings are dropped from short observations only ("No matches found for "x"": a search that found
 nothing), where the quote is what varies; in long ones they tell lines apart (file names in a traceback)."""
 _CHANNELS: Final = 3
+_ASKS: Final = "asks:"
+"""The prefix of an instructions channel (one per tool the instructions go to)."""
 _CODE_KEYS: Final = frozenset(
     {
         "command", "cmd", "code", "script", "source", "sql", "content", "file_text", "patch", "diff",
@@ -201,6 +203,7 @@ class RephraseDetector(Detector):
     kinds = frozenset({"call", "result", "message"})
     patterns = ("rephrase",)
     reset_on_user = False
+    optional_state = frozenset({"asked"})  # snapshots taken before instructions were compared
 
     def __init__(
         self,
@@ -253,8 +256,8 @@ class RephraseDetector(Detector):
         return {"seen": "", "gain": 0, "channels": {}, "pending": None, "asked": None, "undecided": None}
 
     def load_state(self, data: dict[str, Any]) -> State:
-        data.setdefault("asked", None)  # snapshots taken before instructions were compared
-        asked = data["asked"]
+        state = super().load_state(data)
+        asked = state["asked"]
         if asked is not None and not (
             isinstance(asked, list)
             and len(asked) == 3
@@ -262,7 +265,7 @@ class RephraseDetector(Detector):
             and all(type(x) is str for x in asked[1:])
         ):
             raise ValueError(f"rephrase: a pending instruction must be [index, text, tool], got {asked!r}")
-        return super().load_state(data)
+        return state
 
     def observe(self, state: State, step: Step) -> Finding | None:
         state["undecided"] = None
@@ -305,7 +308,7 @@ class RephraseDetector(Detector):
             text = intent_text(asked[1], self.max_chars)
             if len(text) >= self.min_chars:
                 rule = (self.instruction_threshold, self.instruction_gain, self.instruction_count)
-                finding = self._intent(state, f"asks:{asked[2]}", text, asked[0], step.index, rule)
+                finding = self._intent(state, _ASKS + asked[2], text, asked[0], step.index, rule)
         return finding
 
     def suspicion(self, state: State, index: int) -> str | None:
@@ -390,8 +393,8 @@ class RephraseDetector(Detector):
 
     def _finding(self, entry: dict[str, Any], text: str, index: int, channel: str) -> Finding:
         n = entry["n"]
-        if channel.startswith("asks:"):
-            what, since = f"instruction to {channel[5:]}", "only its replies"
+        if channel.startswith(_ASKS):
+            what, since = f"instruction to {channel[len(_ASKS) :]}", "only its replies"
         else:
             what, since = "intent", "nothing new learned"
         return Finding(
