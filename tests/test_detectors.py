@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from loopwatch import PRESETS, Event, Guard, Message, TextDelta, ToolCall, ToolResult, Verdict, preset
-from loopwatch.detectors import cycle, repeat
+from loopwatch.detectors import cycle, feedback_repeat, repeat
 from loopwatch.detectors.base import push
 from loopwatch.policy import Ladder, exempt
 from loopwatch.presets import (
@@ -288,3 +288,50 @@ def test_push_keeps_the_newest() -> None:
     for i in range(10):
         push(items, i, 3)
     assert items == [7, 8, 9]
+
+
+# -- feedback_repeat: the harness's same complaint -------------------------------------------------------------
+
+_COMPLAINT = "Please always provide EXACTLY ONE action in triple backticks, found {} actions."
+
+
+def _rejected_turns(attempts: int) -> list[Event]:
+    """``attempts`` assistant turns the harness could not run, each answered with the same complaint."""
+    events: list[Event] = []
+    for n in range(attempts):
+        events += [Message("assistant", f"THOUGHT: try {n}\n```bash\nls\n```\n```bash\npwd\n```")]
+        events += [Message("user", _COMPLAINT.format(n + 2))]
+    return events
+
+
+def test_feedback_repeat_reports_a_third_plain_reply_after_two_complaints() -> None:
+    guard = Guard(policy=preset("default").replace(detectors=(feedback_repeat(threshold=4, reply_threshold=3),)))
+    verdicts = run(
+        guard, [*_rejected_turns(2), Message("assistant", "THOUGHT: again\n```bash\nls\n```\n```bash\nx\n```")]
+    )
+    assert flagged(verdicts) == [(4, "nudge", "error_retry", 3)]
+
+
+def test_feedback_repeat_waits_for_its_threshold_when_the_attempt_is_a_call() -> None:
+    guard = Guard(policy=preset("default").replace(detectors=(feedback_repeat(threshold=4, reply_threshold=3),)))
+    complaint = Message("user", "Error: the tool `ls` is not allowed here; use `bash`.")
+    events = [*_rejected_turns(1)[:1], complaint, ToolCall("ls", {}), complaint, ToolCall("ls", {"all": True})]
+    assert flagged(run(guard, events)) == []  # a call after two complaints may be the fix
+    verdicts = run(guard, [complaint, ToolCall("ls", {"long": True})])
+    assert [(v.action, v.pattern, v.count) for v in verdicts] == [("ok", None, 0), ("nudge", "error_retry", 4)]
+
+
+def test_feedback_repeat_without_reply_threshold_treats_replies_and_calls_alike() -> None:
+    guard = Guard(policy=preset("default").replace(detectors=(feedback_repeat(threshold=4),)))
+    assert flagged(run(guard, _rejected_turns(4))) == [(6, "nudge", "error_retry", 4)]
+    assert (
+        repr(feedback_repeat(threshold=4, reply_threshold=3))
+        == "FeedbackRepeatDetector(threshold=4, reply_threshold=3)"
+    )
+    with pytest.raises(ValueError, match="reply_threshold"):
+        feedback_repeat(reply_threshold=1)
+
+
+def test_default_preset_reports_the_third_rejected_reply() -> None:
+    verdicts = run(Guard(preset="default-lexical"), _rejected_turns(3))
+    assert (4, "nudge", "error_retry", 3) in flagged(verdicts)

@@ -261,7 +261,7 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
         repeat(),
         cycle(max_period=6, min_period=2),
         error_retry(threshold=3),
-        feedback_repeat(threshold=4),
+        feedback_repeat(threshold=4, reply_threshold=3),
         no_progress(empty_threshold=4),
         failure_streak(),
         test_fix_cycle(),

@@ -304,6 +304,11 @@ class FeedbackRepeatDetector(Detector):
     Harnesses reply to a malformed turn with a user message ("Please always provide EXACTLY ONE
     action..."); when that same reply (digits aside) keeps coming back and the agent keeps trying, it is
     an error retry. Reported on the agent's next attempt once the same reply came ``threshold - 1`` times.
+
+    An attempt that is again a plain reply, with no action the harness could run, is the same failure once
+    more (the complaint was about the turn's form, and the form has not changed): it is reported from
+    ``reply_threshold`` attempts on (``reply_threshold - 1`` complaints before it). An attempt that is a
+    call may be the fix, so it waits for ``threshold``. ``None`` (the default) treats both alike.
     """
 
     name = "feedback_repeat"
@@ -311,8 +316,11 @@ class FeedbackRepeatDetector(Detector):
     patterns = ("error_retry",)
     reset_on_user = False
 
-    def __init__(self, *, threshold: int = 3) -> None:
+    def __init__(self, *, threshold: int = 3, reply_threshold: int | None = None) -> None:
+        if threshold < 2 or (reply_threshold is not None and reply_threshold < 2):
+            raise ValueError("threshold and reply_threshold must be at least 2")
         self.threshold = threshold
+        self.reply_threshold = reply_threshold
 
     def new_state(self) -> State:
         return {"sig": None, "n": 0, "start": None, "last_action": None, "text": "", "idx": []}
@@ -332,7 +340,8 @@ class FeedbackRepeatDetector(Detector):
             return None
         state["last_action"] = step.index
         push(state["idx"], step.index, 8)
-        if state["sig"] is None or state["n"] + 1 < self.threshold:
+        threshold = self.threshold if step.kind == "call" or self.reply_threshold is None else self.reply_threshold
+        if state["sig"] is None or state["n"] + 1 < threshold:
             return None
         n = state["n"] + 1
         return Finding(
@@ -352,6 +361,6 @@ class FeedbackRepeatDetector(Detector):
         )
 
 
-def feedback_repeat(*, threshold: int = 3) -> FeedbackRepeatDetector:
+def feedback_repeat(*, threshold: int = 3, reply_threshold: int | None = None) -> FeedbackRepeatDetector:
     """The repeated-feedback detector (see :class:`FeedbackRepeatDetector`)."""
-    return FeedbackRepeatDetector(threshold=threshold)
+    return FeedbackRepeatDetector(threshold=threshold, reply_threshold=reply_threshold)
