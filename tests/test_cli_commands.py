@@ -89,7 +89,7 @@ def test_summary_shows_loop_spans_and_cost_inside_loops(capsys: pytest.CaptureFi
     assert code == 0
     assert "steps inside loops" in out
     assert "loops at steps 0-16 cycle/no_progress (stop)" in out  # the A-B-A-B agent
-    assert "agent-a (15 events, 12 steps inside loops, $0.01 of $0.02 inside loops)" in out
+    assert "agent-a (15 events, 13 steps inside loops, $0.01 of $0.02 inside loops)" in out
 
 
 # -- eval -------------------------------------------------------------------------------------------------

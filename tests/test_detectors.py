@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from loopwatch import PRESETS, Event, Guard, Message, TextDelta, ToolCall, ToolResult, Verdict, preset
-from loopwatch.detectors import cycle, feedback_repeat, repeat
+from loopwatch.detectors import cycle, failure_streak, feedback_repeat, repeat
 from loopwatch.detectors.base import push
 from loopwatch.policy import Ladder, exempt
 from loopwatch.presets import (
@@ -335,3 +335,62 @@ def test_feedback_repeat_without_reply_threshold_treats_replies_and_calls_alike(
 def test_default_preset_reports_the_third_rejected_reply() -> None:
     verdicts = run(Guard(preset="default-lexical"), _rejected_turns(3))
     assert (4, "nudge", "error_retry", 3) in flagged(verdicts)
+
+
+# -- failure_streak: nothing back, whichever tool -------------------------------------------------------------
+
+
+def _nothing_back(rounds: int) -> list[Event]:
+    """An install that times out, a look-up that prints nothing, a guessed file that is not there, in turns."""
+    kinds: list[Event] = [
+        ToolCall("bash", {"command": "sudo apt-get install default-jdk"}),
+        ToolResult("\nEXECUTION TIMED OUT", tool="bash"),
+        ToolCall("bash", {"command": "which javac"}),
+        ToolResult("", tool="bash"),
+        ToolCall("find_file", {"file_name": "INSTALL.md"}),
+        ToolResult('No matches found for "INSTALL.md" in /repo', tool="find_file"),
+    ]
+    return (kinds * rounds)[: 2 * rounds]
+
+
+def _longest_streak(events: Sequence[Event], **kwargs: Any) -> int:
+    """The longest streak ``failure_streak(**kwargs)`` counts in ``events`` (one guard per ladder threshold:
+    a ladder speaks once per level)."""
+    longest = 0
+    for n in range(1, 10):
+        policy = preset("default").replace(detectors=(failure_streak(**kwargs),))
+        guard = Guard(policy=policy.replace(ladders={"failure_streak": Ladder.of(nudge=n)}))
+        if any(v.pattern == "failure_streak" for v in run(guard, events)):
+            longest = n
+    return longest
+
+
+def test_failure_streak_counts_calls_that_found_nothing_when_asked() -> None:
+    verdicts = run(Guard(preset="default-lexical"), _nothing_back(6))
+    nudges = [v for v in verdicts if v.pattern == "failure_streak"]
+    assert [(v.action, v.count, v.loop_start) for v in nudges] == [("nudge", 6, 0)]
+    assert verdicts.index(nudges[0]) == 11  # on the sixth result
+    assert "failed or found nothing" in (nudges[0].reason or "")
+    assert nudges[0].message and "all failed or found nothing" in nudges[0].message
+    assert _longest_streak(_nothing_back(6), empty=True) == 6
+    assert _longest_streak(_nothing_back(6)) == 1  # without empty=True only failures count
+
+
+def test_failure_streak_ends_at_a_change_an_echo_or_a_result_with_something_in_it() -> None:
+    edit = [ToolCall("bash", {"command": "sed -i 's/a/b/' x.py"}), ToolResult("", tool="bash")]
+    echo = [ToolCall("bash", {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}), ToolResult("", tool="bash")]
+    found = [ToolCall("bash", {"command": "ls"}), ToolResult("pom.xml\nsrc\n", tool="bash")]
+    for breaker in (edit, echo, found):
+        assert _longest_streak([*_nothing_back(4), *breaker, *_nothing_back(4)], empty=True) == 4
+    failed = [
+        ToolCall("bash", {"command": "sed -i 's/a/b/' x.py"}),
+        ToolResult("sed: can't read x.py", tool="bash", is_error=True),
+    ]
+    events = [*_nothing_back(4), *failed, *_nothing_back(1)]
+    assert _longest_streak(events, empty=True) == 6  # a change that fails is a failure
+
+
+def test_failure_streak_loads_a_state_saved_before_empty_results_counted() -> None:
+    detector = failure_streak(empty=True)
+    old = {"n": 2, "start": 4, "idx": [4, 6], "file_ops": False, "last": "E: Unable to locate package"}
+    assert detector.load_state(old) == {**old, "quiet": False}

@@ -44,8 +44,8 @@ _ERROR_BLOCK = (
     "run. Read the error and change what caused it before calling {tool} again."
 )
 _FAILURES = (
-    "The last {count} tool calls all failed (last error: {error}). Stop and re-read the errors before the "
-    "next call: they tell you what to change."
+    "The last {count} tool calls all {outcome} (last: {error}). Stop and re-read what they said before the "
+    "next call: it tells you what to change."
 )
 _NO_PROGRESS = (
     "Your last {count} {kind} brought nothing new (last result: {result}). Trying small variations of the "

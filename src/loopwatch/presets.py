@@ -263,7 +263,7 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
         error_retry(threshold=3),
         feedback_repeat(threshold=4, reply_threshold=3),
         no_progress(empty_threshold=4),
-        failure_streak(),
+        failure_streak(empty=True),
         test_fix_cycle(),
         similar_text(
             metric="jaccard", threshold=0.85, window=5, mode="consecutive", history=5, max_chars=2000, sketch=48
@@ -282,7 +282,7 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
         "error_retry": Ladder.of(nudge=3, block=6, stop=10),
         "no_progress": Ladder.of(nudge=3, stop=8),
         "no_effect": Ladder.of(nudge=6, stop=12),
-        "failure_streak": Ladder.of(nudge=8, stop=12),
+        "failure_streak": Ladder.of(nudge=6, stop=12),
         "test_fix": Ladder.of(nudge=3),
         "similar_text": Ladder.of(nudge=3, stop=8, restrike=15),
         "chanting": Ladder.of(nudge=10),

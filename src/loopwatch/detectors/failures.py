@@ -6,10 +6,14 @@ from typing import Final
 
 from .._lazy_re import lazy_compile
 from ..fingerprint import error_signature, preview, word_hashes
-from .base import Detector, Finding, State, Step, mutates, push, sketch_of, sketch_similarity
+from .base import Detector, Finding, State, Step, mutates, polls, push, sketch_of, sketch_similarity
+from .progress import fruitless_output
 from .repeat import loose_fp
 
 _FILE_OPS: Final = lazy_compile(r"^\s*(cat|echo|sed|printf|tee|head|tail|awk)\b")
+_ECHOES: Final = lazy_compile(r"^\s*(?:echo|printf)\b")
+"""Commands that print what they are given: nothing back from them is the harness's doing, not a search that
+found nothing (mini-swe-agent's ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``)."""
 
 
 _ERROR_WORDS: Final = ("error", "exception", "fail", "not found", "no such", "denied", "invalid", "cannot")
@@ -170,25 +174,39 @@ class ErrorRetryDetector(Detector):
 class FailureStreakDetector(Detector):
     """Consecutive failed tool results, whatever the tool (seed 002's limit, seed 003's bash cascade).
 
+    With ``empty=True`` a call that changes nothing and comes back empty, or saying nothing was found, counts
+    as well: an agent whose last calls all failed or found nothing has nothing to go on, whichever tools it
+    tried (an install that times out, a ``which javac`` that prints nothing, a guessed file name that is not
+    there, in turns). A change (an edit, a write: silent when it works), a wait or an ``echo`` that works ends
+    the streak like any result with something in it; one that fails counts as a failure.
+
     When every failure in the streak came from a shell file operation (cat, echo, sed...), the finding
     says so (``file_ops``) so the message can point to the proper file tools.
     """
 
     name = "failure_streak"
-    kinds = frozenset({"result"})
+    kinds = frozenset({"call", "result"})
     patterns = ("failure_streak",)
+    optional_state = frozenset({"quiet"})  # snapshots taken before empty results counted
 
-    def __init__(self, *, shell_only: bool = False) -> None:
+    def __init__(self, *, shell_only: bool = False, empty: bool = False) -> None:
         self.shell_only = shell_only
+        self.empty = empty
 
     def new_state(self) -> State:
-        return {"n": 0, "start": None, "idx": [], "file_ops": True, "last": ""}
+        return {"n": 0, "start": None, "idx": [], "file_ops": True, "last": "", "quiet": False}
 
     def observe(self, state: State, step: Step) -> Finding | None:
+        if step.kind == "call":
+            if self.empty:  # can the call's result count as empty? (not a change, a wait or an echo)
+                state["quiet"] = not (mutates(step) or polls(step) or _ECHOES.match(step.command or ""))
+            return None
         if step.kind != "result":
             return None
         shell = step.tool_key is not None and step.tool_key != step.tool
-        if not step.failed or (self.shell_only and not shell):
+        empty = not step.failed and state["quiet"] and fruitless_output(step.output or "")
+        state["quiet"] = False
+        if not (step.failed or empty) or (self.shell_only and not shell):
             state.update(n=0, start=None, idx=[], file_ops=True)
             return None
         if state["n"] == 0:
@@ -196,17 +214,18 @@ class FailureStreakDetector(Detector):
         state["n"] += 1
         push(state["idx"], step.call_index if step.call_index is not None else step.index, 8)
         command = step.command or ""
-        state["file_ops"] = bool(state["file_ops"] and _FILE_OPS.match(command))
-        state["last"] = excerpt_of(step)
+        state["file_ops"] = bool(state["file_ops"] and not empty and _FILE_OPS.match(command))
+        state["last"] = f"nothing back: {preview(step.output or '', 80) or 'no output'}" if empty else excerpt_of(step)
         n = state["n"]
+        outcome = "failed or found nothing" if self.empty else "failed"
         return Finding(
             pattern="failure_streak",
             count=n,
             key=f"failure_streak:{state['start']}",
             loop_start=state["start"],
-            reason=f"{n} tool calls failed in a row (last: {state['last']})",
+            reason=f"{n} tool calls in a row {outcome} (last: {state['last']})",
             indices=tuple(state["idx"]),
-            facts={"tool": step.tool, "error": state["last"], "advice": _advice(state["file_ops"])},
+            facts={"tool": step.tool, "error": state["last"], "outcome": outcome, "advice": _advice(state["file_ops"])},
         )
 
 
@@ -288,9 +307,9 @@ def error_retry(*, threshold: int = 3, similarity: float = 0.5, gap: int = 16, t
     return ErrorRetryDetector(threshold=threshold, similarity=similarity, gap=gap, tools=tools)
 
 
-def failure_streak(*, shell_only: bool = False) -> FailureStreakDetector:
+def failure_streak(*, shell_only: bool = False, empty: bool = False) -> FailureStreakDetector:
     """The consecutive-failure detector (see :class:`FailureStreakDetector`)."""
-    return FailureStreakDetector(shell_only=shell_only)
+    return FailureStreakDetector(shell_only=shell_only, empty=empty)
 
 
 def test_fix_cycle() -> TestFixDetector:
