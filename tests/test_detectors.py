@@ -377,12 +377,15 @@ def test_failure_streak_counts_calls_that_found_nothing_when_asked() -> None:
 
 
 def test_failure_streak_ends_at_a_change_an_echo_or_a_result_with_something_in_it() -> None:
-    edit = [ToolCall("bash", {"command": "sed -i 's/a/b/' x.py"}), ToolResult("", tool="bash")]
-    echo = [ToolCall("bash", {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}), ToolResult("", tool="bash")]
-    found = [ToolCall("bash", {"command": "ls"}), ToolResult("pom.xml\nsrc\n", tool="bash")]
+    edit: list[Event] = [ToolCall("bash", {"command": "sed -i 's/a/b/' x.py"}), ToolResult("", tool="bash")]
+    echo: list[Event] = [
+        ToolCall("bash", {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}),
+        ToolResult("", tool="bash"),
+    ]
+    found: list[Event] = [ToolCall("bash", {"command": "ls"}), ToolResult("pom.xml\nsrc\n", tool="bash")]
     for breaker in (edit, echo, found):
         assert _longest_streak([*_nothing_back(4), *breaker, *_nothing_back(4)], empty=True) == 4
-    failed = [
+    failed: list[Event] = [
         ToolCall("bash", {"command": "sed -i 's/a/b/' x.py"}),
         ToolResult("sed: can't read x.py", tool="bash", is_error=True),
     ]

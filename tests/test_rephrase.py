@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 
 import pytest
@@ -264,3 +265,31 @@ def test_instructions_are_kept_apart_from_reasoning_and_messages() -> None:
     plain = [e for e in events if not isinstance(e, Message)]
     plain[-2] = ToolCall("WebSurfer", {"path": "/tmp/x"}, id="3")  # no instruction: the last call asks nothing
     assert "nudge" not in _run(rephrase(), plain)
+
+
+class TurningEmbedder:
+    """Each new text a step further round a circle: consecutive texts are ``cosine`` similar, others less."""
+
+    def __init__(self, cosine: float) -> None:
+        self.step = math.acos(cosine)
+        self.seen: dict[str, int] = {}
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        angles = [self.step * self.seen.setdefault(text, len(self.seen)) for text in texts]
+        return [[math.cos(angle), math.sin(angle)] for angle in angles]
+
+
+def test_messages_are_compared_at_a_lower_cosine_than_call_reasoning() -> None:
+    events: list[object] = [Message("user", SAME_REPLY)]
+    for ask in ASKS:
+        events += [Message("assistant", ask), Message("user", SAME_REPLY)]
+    # consecutive asks 0.84 similar: under the reasoning threshold (0.88), over the messages' (0.8)
+    assert _run(rephrase(embedder=TurningEmbedder(0.84)), events)[5] == "nudge"
+    assert "nudge" not in _run(rephrase(embedder=TurningEmbedder(0.84), message_threshold=0.88), events)
+    calls: list[object] = []  # the first "No matches found" is news: four calls make three repeats
+    for n, ask in enumerate([*ASKS, f"{ASKS[0]} Thank you."]):
+        calls += [ToolCall("lookup", {"q": str(n)}, thought=ask, id=str(n)), ToolResult("No matches found", id=str(n))]
+    assert "nudge" not in _run(rephrase(embedder=TurningEmbedder(0.84)), calls)
+    assert _run(rephrase(embedder=TurningEmbedder(0.84), threshold=0.8), calls)[7] == "nudge"
+    with pytest.raises(ValueError, match="message_threshold"):
+        rephrase(message_threshold=1.5)
