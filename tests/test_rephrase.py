@@ -283,7 +283,7 @@ def test_messages_are_compared_at_a_lower_cosine_than_call_reasoning() -> None:
     events: list[object] = [Message("user", SAME_REPLY)]
     for ask in ASKS:
         events += [Message("assistant", ask), Message("user", SAME_REPLY)]
-    # consecutive asks 0.84 similar: under the reasoning threshold (0.88), over the messages' (0.8)
+    # consecutive asks 0.84 similar: under the reasoning threshold (0.95), over the messages' (0.8)
     assert _run(rephrase(embedder=TurningEmbedder(0.84)), events)[5] == "nudge"
     assert "nudge" not in _run(rephrase(embedder=TurningEmbedder(0.84), message_threshold=0.88), events)
     calls: list[object] = []  # the first "No matches found" is news: four calls make three repeats
