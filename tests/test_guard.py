@@ -223,6 +223,50 @@ def test_error_retry_with_varying_commands_and_line_numbers() -> None:
     assert all(v.ok for v in verdicts[: verdicts.index(retry[0])])
 
 
+def _run_script(errors: list[str]) -> list[Event]:
+    """``python run.py`` failing with each of ``errors`` in turn, edited in between by nothing."""
+    events: list[Event] = []
+    for n, error in enumerate(errors):
+        events.append(ToolCall("bash", {"command": f"python run.py --try {n}"}))
+        events.append(ToolResult(f"Traceback (most recent call last):\n{error}", tool="bash", exit_code=1))
+    return events
+
+
+_INDENT = "IndentationError: unexpected indent in line 3 of the generated script"
+_MISSING = "FileNotFoundError: [Errno 2] No such file or directory: 'apple_stock_data.csv'"
+
+
+def _retries(verdicts: Sequence[Verdict]) -> list[tuple[int, int | None, str]]:
+    return [(v.count, v.loop_start, v.reason or "") for v in verdicts if v.pattern == "error_retry"]
+
+
+def test_a_second_error_counts_on_its_own_until_the_first_one_comes_back() -> None:
+    # A, B, B: two failures of B after an A, not three "alternating" failures
+    assert _retries(run(Guard(), _run_script([_INDENT, _MISSING, _MISSING]))) == []
+    # A, B, A: the first error came back, the streak alternates
+    found = _retries(run(Guard(), _run_script([_INDENT, _MISSING, _INDENT])))
+    assert [(count, start) for count, start, _ in found] == [(3, 0)]
+    assert "the same two alternating errors" in found[0][2]
+    # A, B, B, B: the third B is the third failure of its own streak, which began at the first B
+    found = _retries(run(Guard(), _run_script([_INDENT, _MISSING, _MISSING, _MISSING])))
+    assert [(count, start) for count, start, _ in found] == [(3, 2)]
+    assert "the same error" in found[0][2]
+
+
+def test_error_retry_streaks_saved_before_switches_were_kept_still_load() -> None:
+    guard = Guard()
+    run(guard, _run_script([_INDENT, _MISSING]))
+    snapshot = guard.snapshot("s")
+    text = json.dumps(snapshot)
+    assert '"switch": [1, 2]' in text  # the second error began at step 2, after one failure of the first
+    old = json.loads(text.replace(', "switch": [1, 2]', "").replace('"switch": [1, 2], ', ""))
+    assert '"switch"' not in json.dumps(old)
+    restored = Guard()
+    restored.restore(old, "s")
+    found = _retries(run(restored, _run_script([_INDENT])[:2], session="s"))
+    assert [count for count, _, _ in found] == [3]  # an old streak is read as alternating, as it was saved
+
+
 # -- resets ------------------------------------------------------------------------------------------------
 
 

@@ -68,7 +68,9 @@ class ErrorRetryDetector(Detector):
 
     "Tool" is the tool key: for shell-like tools, the program run (``bash:python``, ``bash:cd``...). Errors
     are equivalent when their words (digits, hex ids, timestamps, temp paths ignored) overlap by at least
-    ``similarity``; a streak may alternate between two such errors. Calls to other tools in between do not
+    ``similarity``; a streak may alternate between two such errors (a second error counts on its own until
+    the first one comes back: A, B, B is two Bs after an A, A, B, A is three alternating failures). Calls to
+    other tools in between do not
     end a streak (the agent looks around, then retries the same thing); a success of the same tool, a third
     kind of error, or ``gap`` steps without a failure of that tool do. After a change (an edit, an
     install) only the very same failure counts. Reported on the result completing each retry, and
@@ -106,7 +108,7 @@ class ErrorRetryDetector(Detector):
             streak = streaks.get(key)
             if streak is None or step.index - streak["last"] > self.gap or streak["mut"]:
                 return None
-            if same_shape and streak["n"] + 1 >= self.threshold:
+            if same_shape and _counted(streak)[0] + 1 >= self.threshold:
                 # the next attempt at a call that keeps failing the same way: say so before it runs
                 return self._finding(key, streak, step, blockable=True, attempt=True)
             return None
@@ -116,7 +118,7 @@ class ErrorRetryDetector(Detector):
             streaks.pop(key, None)
             return None
         streak = self._join(streaks, key, step)
-        return self._finding(key, streak, step, blockable=False) if streak["n"] >= 2 else None
+        return self._finding(key, streak, step, blockable=False) if _counted(streak)[0] >= 2 else None
 
     def _join(self, streaks: dict[str, State], key: str, step: Step) -> State:
         words = error_words(step.output or "")
@@ -129,14 +131,18 @@ class ErrorRetryDetector(Detector):
             if step.outcome_fp not in streak["outcomes"]:
                 streak = None
         elif streak is not None:
-            best = max((_jaccard(words, c) for c in streak["classes"]), default=0.0)
+            similarities = [_jaccard(words, c) for c in streak["classes"]]
+            best = max(similarities, default=0.0)
             if best < self.similarity:
                 if len(streak["classes"]) >= 2:
                     streak = None
-                else:
+                else:  # a second error: it counts on its own until the first one comes back
                     streak["classes"].append(words)
+                    streak["switch"] = [streak["n"], where]
+            elif similarities.index(best) == 0:
+                streak["switch"] = None  # the first error again: the streak alternates
         if streak is None:
-            streak = {"n": 0, "start": where, "idx": [], "classes": [words], "outcomes": []}
+            streak = {"n": 0, "start": where, "idx": [], "classes": [words], "outcomes": [], "switch": None}
         streak["error"] = excerpt_of(step)  # the latest failure is the one to quote
         streak["mut"] = False
         if step.outcome_fp not in streak["outcomes"]:
@@ -150,17 +156,17 @@ class ErrorRetryDetector(Detector):
         return streak
 
     def _finding(self, key: str, streak: State, step: Step, *, blockable: bool, attempt: bool = False) -> Finding:
-        failures = streak["n"]
+        failures, start, alternating = _counted(streak)
         n = failures + 1 if attempt else failures
         verb = f"is being retried after failing {failures} times" if attempt else f"failed {n} times in a row"
-        same = "the same error" if len(streak["classes"]) == 1 else "the same two alternating errors"
+        same = "the same two alternating errors" if alternating else "the same error"
         return Finding(
             pattern="error_retry",
             count=n,
-            key=f"error_retry:{key}:{streak['start']}",
-            loop_start=streak["start"],
+            key=f"error_retry:{key}:{start}",
+            loop_start=start,
             reason=f"{key} {verb} with {same}, last: {streak['error']}",
-            indices=tuple(streak["idx"]),
+            indices=tuple(streak["idx"][-failures:]),
             facts={
                 "tool": step.tool or key,
                 "error": streak["error"],
@@ -300,6 +306,16 @@ class TestFixDetector(Detector):
             indices=tuple(state["idx"]),
             facts={"tool": step.tool, "error": state["summary"]},
         )
+
+
+def _counted(streak: State) -> tuple[int, int, bool]:
+    """(failures, where they began, alternating?) of an error-retry streak: after a switch to a second error
+    only the failures since, until the first error comes back (``switch`` is missing from streaks saved
+    before it was kept)."""
+    switch = streak.get("switch")
+    if switch is not None:
+        return streak["n"] - switch[0], switch[1], False
+    return streak["n"], streak["start"], len(streak["classes"]) > 1
 
 
 def error_retry(*, threshold: int = 3, similarity: float = 0.5, gap: int = 16, tools: int = 4) -> ErrorRetryDetector:
