@@ -1,8 +1,8 @@
 """Message templates: what the model is told, per pattern and escalation level.
 
 Templates use ``str.format`` fields from the finding: ``{tool}``, ``{call}``, ``{count}``, ``{error}``,
-``{failures}`` (error retries: the failures so far),
-``{calls}``, ``{period}``, ``{chunk}``, ``{workers}``, ``{reason}``. Unknown fields are left as written.
+``{failures}`` (error retries: the failures so far), ``{calls}``, ``{period}``, ``{chunk}``, ``{workers}``,
+``{ledger}`` (a progress ledger's own reason), ``{reason}``. Unknown fields are left as written.
 Users override them per pattern (every level) or per pattern and level.
 """
 
@@ -91,6 +91,11 @@ _JUDGED = (
     "You appear to be going in circles: {reason}. Step back, summarise what you have learned so far, and "
     "change your approach instead of repeating it."
 )
+_STALLED = (
+    "Your own progress ledger has said {count} times in a row that you are stuck ({ledger}). Believe it: do "
+    "not hand out the same instruction again in other words. Change the plan (another source, another agent, "
+    "another way to get the answer) or say what is blocking you."
+)
 _STOP = "Stopping this run: {reason}. The loop was not going to end by itself."
 _LIMIT = "{reason}."
 
@@ -109,6 +114,7 @@ DEFAULT_MESSAGES: Final[dict[str, dict[int | str, str]]] = {
     "repeat_message": {1: _REPEAT_MESSAGE, "stop": _STOP},
     "swarm_repeat": {1: _SWARM, "block": _SWARM, "stop": _STOP},
     "rephrase": {1: _REPHRASE, "stop": _STOP},
+    "stalled": {1: _STALLED, "stop": _STOP},
     "judged_loop": {1: _JUDGED},
     "limit": {1: _LIMIT, "stop": _LIMIT},
 }

@@ -23,6 +23,7 @@ from .detectors import (
     repeat,
     rephrase,
     rerun,
+    self_report,
     similar_text,
     swarm,
     test_fix_cycle,
@@ -273,9 +274,11 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
         swarm(threshold=10, min_workers=2),
         rephrase(embedder=BUILTIN_EMBEDDER) if semantic else rephrase(),
         rerun(),  # rules added since the first release go last: older snapshots still load (Engine.load)
+        self_report(threshold=2),
     )
     ladders = {
         "rephrase": Ladder.of(nudge=3),
+        "stalled": Ladder.of(nudge=2),
         "repeat": Ladder.of(nudge=3, block=5, stop=8),
         "polling": Ladder.of(nudge=15),
         "cycle": Ladder.of(nudge=3, block=5, stop=7, restrike=15),

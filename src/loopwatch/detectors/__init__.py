@@ -13,6 +13,7 @@ from .failures import (
     test_fix_cycle,
 )
 from .fuzzy import BehavioralDetector, DoomLoopDetector, behavioral, doom_loop
+from .ledger import SelfReportDetector, self_report
 from .progress import NoProgressDetector, no_progress
 from .repeat import RepeatDetector, repeat
 from .rerun import RerunDetector, rerun
@@ -42,6 +43,7 @@ __all__ = [
     "RepeatDetector",
     "RephraseDetector",
     "RerunDetector",
+    "SelfReportDetector",
     "SimilarTextDetector",
     "Step",
     "SwarmDetector",
@@ -58,6 +60,7 @@ __all__ = [
     "repeat",
     "rephrase",
     "rerun",
+    "self_report",
     "similar_text",
     "swarm",
     "test_fix_cycle",

@@ -1,0 +1,99 @@
+"""Self-reported stalls: an orchestrator whose own progress ledger keeps saying it is stuck.
+
+Magentic-One's orchestrator writes a *progress ledger* before every turn, a JSON object that answers, among
+other things, ``"is_in_loop"`` and ``"is_progress_being_made"``, each with a reason::
+
+    Updated Ledger:
+    {"is_request_satisfied": {"reason": "...", "answer": false},
+     "is_in_loop": {"reason": "The recent actions have been repetitive...", "answer": true},
+     "is_progress_being_made": {"reason": "No new significant information...", "answer": false}, ...}
+
+Magentic-One counts such turns as *stalls* and replans after a few of them; until then it keeps re-issuing
+reworded instructions to its web agent, the rephrase loops of its recorded runs. The orchestrator's own
+verdict is an LLM's judgement that loopwatch did not have to pay for: ``threshold`` ledgers in a row that say
+the run is in a loop or not making progress are reported as pattern ``stalled``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from ..fingerprint import preview
+from .base import Detector, Finding, State, Step, push
+
+_MARK: Final = '"is_in_loop"'
+_MAX_CHARS: Final = 20_000
+"""A ledger is a few hundred words; a longer message is not parsed."""
+
+
+def ledger_of(text: str) -> dict[str, Any] | None:
+    """The progress ledger a message holds (the JSON object in it that answers ``is_in_loop``), or ``None``."""
+    if _MARK not in text or len(text) > _MAX_CHARS:
+        return None
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        ledger = json.loads(text[start : end + 1]) if 0 <= start < end else None
+    except ValueError:
+        return None
+    return ledger if isinstance(ledger, dict) and isinstance(ledger.get("is_in_loop"), dict) else None
+
+
+def stalled(ledger: dict[str, Any]) -> str | None:
+    """The ledger's own reason when it says the run is in a loop or not making progress, else ``None``."""
+    for question, stuck in (("is_in_loop", True), ("is_progress_being_made", False)):
+        answer = ledger.get(question)
+        if isinstance(answer, dict) and answer.get("answer") is stuck:
+            return str(answer.get("reason") or question)
+    return None
+
+
+class SelfReportDetector(Detector):
+    """``threshold`` progress ledgers in a row (see the module docstring) that say the run is stuck; a ledger
+    that says it is making progress, outside a loop, ends the streak."""
+
+    name = "self_report"
+    kinds = frozenset({"message"})
+    patterns = ("stalled",)
+    reset_on_user = False  # the orchestrator's ledger speaks for the whole run
+
+    def __init__(self, *, threshold: int = 2) -> None:
+        if threshold < 1:
+            raise ValueError("threshold must be at least 1")
+        self.threshold = threshold
+
+    def new_state(self) -> State:
+        return {"n": 0, "start": None, "idx": []}
+
+    def observe(self, state: State, step: Step) -> Finding | None:
+        if step.role != "assistant" or not step.text:
+            return None
+        ledger = ledger_of(step.text)
+        if ledger is None:
+            return None
+        reason = stalled(ledger)
+        if reason is None:
+            state.update(n=0, start=None, idx=[])
+            return None
+        if state["n"] == 0:
+            state["start"] = step.index
+        state["n"] += 1
+        push(state["idx"], step.index, 8)
+        if state["n"] < self.threshold:
+            return None
+        n = state["n"]
+        return Finding(
+            pattern="stalled",
+            count=n,
+            key=f"stalled:{state['start']}",
+            loop_start=state["start"],
+            reason=f"the orchestrator's own progress ledger said {n} times in a row that it is stuck: "
+            f"{preview(reason, 160)}",
+            indices=tuple(state["idx"]),
+            facts={"ledger": preview(reason, 200)},
+        )
+
+
+def self_report(*, threshold: int = 2) -> SelfReportDetector:
+    """The self-reported stall detector (see :class:`SelfReportDetector`)."""
+    return SelfReportDetector(threshold=threshold)
