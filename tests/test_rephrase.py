@@ -94,7 +94,8 @@ def test_with_an_embedder_rewordings_that_share_few_words_are_caught() -> None:
         events += [Message("assistant", ask), Message("user", SAME_REPLY)]
     assert _run(rephrase(embedder=embedder), events)[5] == "nudge"
     assert _run(rephrase(), events)[5] == "ok"  # the words differ too much for the lexical fallback
-    assert embedder.texts == list(asks)  # intents only: observations are never embedded
+    # intents, and the user's replies (to tell a restated reply from news): each text once
+    assert sorted(set(embedder.texts)) == sorted({*asks, SAME_REPLY})
 
 
 def test_tool_call_reasoning_is_judged_when_its_result_arrives() -> None:
@@ -293,3 +294,42 @@ def test_messages_are_compared_at_a_lower_cosine_than_call_reasoning() -> None:
     assert _run(rephrase(embedder=TurningEmbedder(0.84), threshold=0.8), calls)[7] == "nudge"
     with pytest.raises(ValueError, match="message_threshold"):
         rephrase(message_threshold=1.5)
+
+
+RESTATED = (
+    "I don't have the reservation ID with me, but support said my user ID would be enough.",
+    "Sorry, the reservation ID is not something I have at hand; can we go on with my user ID?",
+    "As I said, I can't find my reservation ID anywhere. Isn't the user ID sufficient?",
+)
+
+
+def test_a_reply_restated_in_new_sentences_is_not_news() -> None:
+    """The user answers every ask with the same thing in new words: new lines, nothing new said."""
+    events = _conversation(list(RESTATED))
+    assert _run(rephrase(embedder=KeywordEmbedder()), events)[5] == "nudge"
+    # by lines alone each reply is news; so it is when the replies say different things
+    assert "nudge" not in _run(rephrase(), events)
+    news = [
+        "I don't have the reservation ID, but the invoice from the travel agency is here.",
+        "The weather delayed my flight, and the flight number was on the invoice.",
+        "Here is the invoice number from the booking e-mail, with the weather report.",
+    ]
+    assert "nudge" not in _run(rephrase(embedder=KeywordEmbedder()), _conversation(news))
+
+
+def test_restated_replies_keep_a_small_state_that_old_snapshots_lack() -> None:
+    detector = rephrase(embedder=KeywordEmbedder())
+    policy = _policy(detector)
+    engine = Engine(policy)
+    session = engine.new_session()
+    for event in _conversation(list(RESTATED)):
+        engine.observe(session, event)
+    replies = session["detectors"][0]["replies"]
+    assert len(replies) == 2 and all(isinstance(x, str) for x in replies)  # the last two, quantized
+    old = json.loads(json.dumps(engine.dump(session)))
+    del old["detectors"][0]["replies"]
+    assert Engine(policy).load(old)["detectors"][0]["replies"] == []
+    bad = json.loads(json.dumps(engine.dump(session)))
+    bad["detectors"][0]["replies"] = ["a", "b", "c"]
+    with pytest.raises(StateError):
+        Engine(policy).load(bad)

@@ -6,7 +6,9 @@ call. Two intents are "the same" when their embeddings are close (cosine, with a
 sketch). An *observation* is what comes back: a tool result or a user reply. Its *information gain* is the
 number of its lines the session has not seen in an observation before (lowercased, quoted strings and numbers
 aside, so ``No matches found for "x"`` and ``No matches found for "y"`` are one line; capped per
-observation). A change that works (an edit, a write) is new information too.
+observation). A change that works (an edit, a write) is new information too. With an embedder, a user reply
+that restates one of the last two replies in other words (cosine 0.75 or more: "I don't have the reservation
+ID", then "Sorry, the reservation ID is not something I have at hand") brings nothing new, whatever its lines.
 
 A repeated intent is evidence of a loop only when the observations since its earlier occurrence brought
 (almost) nothing new: an agent working through new material in similar words is not flagged.
@@ -72,6 +74,8 @@ _CODE_KEYS: Final = frozenset(
 _INSTRUCTION_WORDS: Final = 6
 _LETTERS_AND_SPACE: Final = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz "
 _LEVELS: Final = 127
+_REPLIES: Final = 2
+"""User replies a new one is compared with (to tell a restated reply from news)."""
 
 
 class TextEmbedder(Protocol):
@@ -186,7 +190,8 @@ class RephraseDetector(Detector):
     Intents are compared without their code blocks (the call itself, again) and labels (``THOUGHT:``). Intents
     of tool calls are judged when the call's result arrives (the embedding then stays off the call's path); a
     call that changes something (an edit, a write) and works counts as new information. Messages are judged
-    when they arrive. User replies do not reset this rule: they are observations. Messages are compared at a
+    when they arrive. User replies do not reset this rule: they are observations (a reply at least
+    ``reply_threshold`` similar to one of the last two, with an embedder, is no news). Messages are compared at a
     lower cosine (0.8) than a call's reasoning (0.95). Between two messages not one new line may have come
     back; reasoning comes with calls whose own results may be new in ways lines do not show ("More than 594
     files matched", then 288, then 192: three searches narrowing down). On the dev labels messages gain two
@@ -209,7 +214,7 @@ class RephraseDetector(Detector):
     kinds = frozenset({"call", "result", "message"})
     patterns = ("rephrase",)
     reset_on_user = False
-    optional_state = frozenset({"asked"})  # snapshots taken before instructions were compared
+    optional_state = frozenset({"asked", "replies"})  # snapshots taken before instructions, replies were compared
 
     def __init__(
         self,
@@ -229,10 +234,13 @@ class RephraseDetector(Detector):
         instruction_threshold: float = 0.9,
         instruction_count: int = 4,
         instruction_gain: int = 5,
+        reply_threshold: float = 0.75,
     ) -> None:
-        if not all(0.0 < t <= 1.0 for t in (threshold, message_threshold, lexical_threshold, instruction_threshold)):
+        thresholds = (threshold, message_threshold, lexical_threshold, instruction_threshold, reply_threshold)
+        if not all(0.0 < t <= 1.0 for t in thresholds):
             raise ValueError(
-                "threshold, message_threshold, lexical_threshold and instruction_threshold must be in (0, 1]"
+                "threshold, message_threshold, lexical_threshold, instruction_threshold and reply_threshold must be"
+                " in (0, 1]"
             )
         if window < 1 or min(count, instruction_count) < 2 or min(max_gain, instruction_gain) < 0 or gain_cap < 1:
             raise ValueError(
@@ -254,6 +262,7 @@ class RephraseDetector(Detector):
         self.instruction_threshold = instruction_threshold
         self.instruction_count = instruction_count
         self.instruction_gain = instruction_gain
+        self.reply_threshold = reply_threshold
         self._compare: Callable[[str, str], float] = quantized_cosine if embedder is not None else sketch_similarity
 
     def _params(self) -> dict[str, Any]:
@@ -263,7 +272,9 @@ class RephraseDetector(Detector):
         return params
 
     def new_state(self) -> State:
-        return {"seen": "", "gain": 0, "channels": {}, "pending": None, "asked": None, "undecided": None}
+        return {
+            "seen": "", "gain": 0, "channels": {}, "pending": None, "asked": None, "undecided": None, "replies": [],
+        }  # fmt: skip
 
     def load_state(self, data: dict[str, Any]) -> State:
         state = super().load_state(data)
@@ -275,6 +286,9 @@ class RephraseDetector(Detector):
             and all(type(x) is str for x in asked[1:])
         ):
             raise ValueError(f"rephrase: a pending instruction must be [index, text, tool], got {asked!r}")
+        replies = state["replies"]
+        if not (isinstance(replies, list) and len(replies) <= _REPLIES and all(type(x) is str for x in replies)):
+            raise ValueError(f"rephrase: replies must be a list of at most {_REPLIES} vectors, got {replies!r}")
         return state
 
     def observe(self, state: State, step: Step) -> Finding | None:
@@ -299,7 +313,7 @@ class RephraseDetector(Detector):
             rule = (self.message_threshold, self.max_gain, self.count)
             return self._intent(state, f"said:{step.event.worker or ''}", text, step.index, step.index, rule)
         if step.role == "user":
-            self._observe(state, step.text or "")
+            self._reply(state, step.text or "")
         return None
 
     def _result(self, state: State, step: Step) -> Finding | None:
@@ -328,6 +342,22 @@ class RephraseDetector(Detector):
         return "the agent may be restating an earlier intent in other words, with nothing new learned since"
 
     # -- information gain --------------------------------------------------------------------------------
+
+    def _reply(self, state: State, text: str) -> None:
+        """A user reply: its new lines are news, unless (with an embedder) it restates one of the last replies
+        in other words (cosine at least ``reply_threshold``): a user saying once more, in new sentences, that
+        they do not have the number brings nothing new."""
+        if self._embedder is not None:
+            said = intent_text(text, self.max_chars)
+            if len(said) >= self.min_chars:
+                rep = self._represent(said)
+                replies: list[str] = state["replies"]
+                restated = bool(rep) and any(self._compare(rep, other) >= self.reply_threshold for other in replies)
+                if rep:
+                    push(replies, rep, _REPLIES)
+                if restated:
+                    return
+        self._observe(state, text)
 
     def _observe(self, state: State, text: str) -> None:
         """Count the lines of an observation the session has not seen before, and remember them."""
@@ -435,6 +465,7 @@ def rephrase(
     instruction_threshold: float = 0.9,
     instruction_count: int = 4,
     instruction_gain: int = 5,
+    reply_threshold: float = 0.75,
 ) -> RephraseDetector:
     """The rephrase detector (see :class:`RephraseDetector`)."""
     return RephraseDetector(
@@ -449,4 +480,5 @@ def rephrase(
         instruction_threshold=instruction_threshold,
         instruction_count=instruction_count,
         instruction_gain=instruction_gain,
+        reply_threshold=reply_threshold,
     )
