@@ -519,3 +519,14 @@ def test_precise_outcomes_from_toml(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert info.value.field == "precise_outcomes"
+
+
+def test_a_detector_override_keeps_the_rephrase_rule_s_embedder() -> None:
+    """Changing one threshold of the default's rephrase rule keeps the built-in embedder (not word overlap)."""
+    from loopwatch.detectors import RephraseDetector
+
+    policy = config_from_mapping({"preset": "default", "detectors": {"rephrase": {"count": 4}}}).policy()
+    (rule,) = [d for d in policy.detectors if isinstance(d, RephraseDetector)]
+    assert rule.count == 4 and rule.similarity == "embedding"  # the test extra installs `semantic`
+    assert repr(rule).endswith("embedder=all-MiniLM-L6-v2)")
+    assert rule.threshold == 0.95 and rule.message_threshold == 0.8 and rule.reply_threshold == 0.75

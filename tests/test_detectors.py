@@ -396,4 +396,27 @@ def test_failure_streak_ends_at_a_change_an_echo_or_a_result_with_something_in_i
 def test_failure_streak_loads_a_state_saved_before_empty_results_counted() -> None:
     detector = failure_streak(empty=True)
     old = {"n": 2, "start": 4, "idx": [4, 6], "file_ops": False, "last": "E: Unable to locate package"}
-    assert detector.load_state(old) == {**old, "quiet": False}
+    assert detector.load_state(old) == {**old, "quiet": []}
+    for damaged in (False, [1, "2"], list(range(9))):
+        with pytest.raises(ValueError, match="quiet"):
+            detector.load_state({**old, "quiet": damaged})
+
+
+def test_feedback_repeat_leaves_a_conversation_alone() -> None:
+    """ "continue" after "continue" in a chat is not a harness complaining: only a reply that writes an action
+    out (a fenced block) where a call was expected counts from the reply threshold."""
+    story = [Message("user", "Write a short story about a fox.")]
+    for line in ("Once upon a time a fox lived by the forest.", "Each night it crept closer.", "One winter..."):
+        story += [Message("assistant", line), Message("user", "continue")]
+    assert flagged(run(Guard(preset="default-lexical"), story[:-1])) == []
+
+
+def test_failure_streak_matches_results_to_their_calls_when_calls_run_in_parallel() -> None:
+    write = ToolCall("write_file", {"path": "a.py", "content": "x = 1"}, id="w")
+    grep = ToolCall("bash", {"command": "grep -rn missing_name src"}, id="g")
+    parallel: list[Event] = [write, grep, ToolResult("", id="w"), ToolResult("", id="g")]
+    # the write that worked printed nothing: a change that worked, it ends the streak (taken for the grep's
+    # empty result it would make three); the grep's empty result then starts a new one
+    assert _longest_streak([*_nothing_back(2), *parallel, *_nothing_back(1)], empty=True) == 2
+    swapped: list[Event] = [write, grep, ToolResult("", id="g"), ToolResult("", id="w")]
+    assert _longest_streak([*_nothing_back(2), *swapped, *_nothing_back(1)], empty=True) == 3

@@ -263,8 +263,19 @@ def test_error_retry_streaks_saved_before_switches_were_kept_still_load() -> Non
     assert '"switch"' not in json.dumps(old)
     restored = Guard()
     restored.restore(old, "s")
-    found = _retries(run(restored, _run_script([_INDENT])[:2], session="s"))
-    assert [count for count, _, _ in found] == [3]  # an old streak is read as alternating, as it was saved
+    # an old streak is read as it was saved, alternating: a second B makes three; a new one waits for a third B
+    found = _retries(run(restored, _run_script([_MISSING])[:2], session="s"))
+    assert [count for count, _, _ in found] == [3]
+    assert _retries(run(guard, _run_script([_MISSING])[:2], session="s")) == []
+
+
+def test_a_damaged_second_error_is_refused_at_restore() -> None:
+    guard = Guard()
+    run(guard, _run_script([_INDENT, _MISSING]))
+    text = json.dumps(guard.snapshot("s"))
+    for bad in ('"x"', "[1]", '[1, "2"]'):
+        with pytest.raises(StateError):
+            Guard().restore(json.loads(text.replace('"switch": [1, 2]', f'"switch": {bad}')))
 
 
 # -- resets ------------------------------------------------------------------------------------------------

@@ -79,3 +79,14 @@ def test_the_default_preset_reports_it_and_the_setting_is_checked() -> None:
     assert any(isinstance(d, SelfReportDetector) for d in preset("default").detectors)
     with pytest.raises(ValueError, match="threshold"):
         self_report(threshold=0)
+
+
+def test_a_ledger_among_other_text_is_found_and_hostile_json_is_not_an_error() -> None:
+    wrapped = "Plan {step 1}: check.\n" + (ledger(in_loop=True, progress=True).text or "") + "\n{trailing}"
+    parsed = ledger_of(wrapped)
+    assert parsed is not None and stalled(parsed) == "The recent actions have been repetitive"
+    deep = '{"is_in_loop": ' + "[" * 5000 + "]" * 5000 + "}"  # past the JSON parser's nesting depth
+    assert ledger_of(deep) is None
+    guard = _guard()
+    assert all(v.ok for v in _run(guard, [Message("assistant", deep)] * 3))
+    assert guard.stats["errors"] == 0

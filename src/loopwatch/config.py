@@ -14,8 +14,8 @@ so ``[ladders.repeat]`` becomes ``[tool.loopwatch.ladders.repeat]``)::
     precise_outcomes = false          # regex masking of tool results (keeps counters apart; slower)
 
     [ladders.repeat]                  # a pattern: repeat, polling, cycle, error_retry, failure_streak,
-    nudge = 3                         #   test_fix, similar_text, chanting, monologue, repeat_message,
-    block = 5                         #   swarm_repeat, limit
+    nudge = 3                         #   no_progress, no_effect, test_fix, similar_text, chanting, monologue,
+    block = 5                         #   repeat_message, swarm_repeat, rephrase, stalled, limit
     stop = 8                          # nudge: an int or a list of ints (several nudge levels)
     renotify = false                  # nudge again at every count, not once per level
     metric = "count"                  # "count" (the finding's count) or "detections"
@@ -480,7 +480,7 @@ def _apply_overrides(detectors: Iterable[Detector], overrides: _Overrides) -> tu
 def _rebuild(detector: Detector, changes: Mapping[str, Any]) -> Detector:
     """A detector of the same class with its current parameters updated by ``changes``."""
     names = _parameters(type(detector))
-    current = {k: v for k, v in vars(detector).items() if not k.startswith("_") and k in names}
+    current = {k: v for k, v in detector._params().items() if k in names}  # with what repr shows (an embedder)
     factory: Callable[..., Detector] = type(detector)
     return factory(**{**current, **changes})
 

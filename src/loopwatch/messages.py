@@ -1,8 +1,9 @@
 """Message templates: what the model is told, per pattern and escalation level.
 
 Templates use ``str.format`` fields from the finding: ``{tool}``, ``{call}``, ``{count}``, ``{error}``,
-``{failures}`` (error retries: the failures so far), ``{calls}``, ``{period}``, ``{chunk}``, ``{workers}``,
-``{ledger}`` (a progress ledger's own reason), ``{reason}``. Unknown fields are left as written.
+``{failures}`` (error retries: the failures so far), ``{outcome}`` (failure streaks: "failed" or "failed
+or found nothing"), ``{calls}``, ``{period}``, ``{chunk}``, ``{workers}``, ``{ledger}`` (a progress ledger's
+own reason), ``{reason}``. Unknown fields are left as written.
 Users override them per pattern (every level) or per pattern and level.
 """
 

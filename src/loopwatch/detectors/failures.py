@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from .._lazy_re import lazy_compile
 from ..fingerprint import error_signature, preview, word_hashes
@@ -92,6 +92,16 @@ class ErrorRetryDetector(Detector):
     def new_state(self) -> State:
         return {"streaks": {}, "shapes": {}}
 
+    def load_state(self, data: dict[str, Any]) -> State:
+        state = super().load_state(data)
+        for streak in state["streaks"].values():
+            switch = streak.get("switch")  # missing in streaks saved before second errors were kept apart
+            if switch is not None and not (
+                isinstance(switch, list) and len(switch) == 2 and all(type(x) is int for x in switch)
+            ):
+                raise ValueError(f"error_retry: a switch must be [failures before it, index], got {switch!r}")
+        return state
+
     def observe(self, state: State, step: Step) -> Finding | None:
         streaks: dict[str, State] = state["streaks"]
         key = step.tool_key or step.tool or "?"
@@ -163,7 +173,7 @@ class ErrorRetryDetector(Detector):
         return Finding(
             pattern="error_retry",
             count=n,
-            key=f"error_retry:{key}:{start}",
+            key=f"error_retry:{key}:{streak['start']}",  # one streak, one ladder, whichever error counts
             loop_start=start,
             reason=f"{key} {verb} with {same}, last: {streak['error']}",
             indices=tuple(streak["idx"][-failures:]),
@@ -200,18 +210,29 @@ class FailureStreakDetector(Detector):
         self.empty = empty
 
     def new_state(self) -> State:
-        return {"n": 0, "start": None, "idx": [], "file_ops": True, "last": "", "quiet": False}
+        return {"n": 0, "start": None, "idx": [], "file_ops": True, "last": "", "quiet": []}
+
+    def load_state(self, data: dict[str, Any]) -> State:
+        state = super().load_state(data)
+        quiet = state["quiet"]
+        if not (isinstance(quiet, list) and len(quiet) <= 8 and all(type(i) is int for i in quiet)):
+            raise ValueError(f"failure_streak: quiet must be a list of at most 8 call indices, got {quiet!r}")
+        return state
 
     def observe(self, state: State, step: Step) -> Finding | None:
+        quiet: list[int] = state["quiet"]  # calls whose result may count as empty (not a change, wait or echo)
         if step.kind == "call":
-            if self.empty:  # can the call's result count as empty? (not a change, a wait or an echo)
-                state["quiet"] = not (mutates(step) or polls(step) or _ECHOES.match(step.command or ""))
+            if self.empty and not (mutates(step) or polls(step) or _ECHOES.match(step.command or "")):
+                push(quiet, step.index, 8)  # calls may run in parallel: their results come back in any order
             return None
         if step.kind != "result":
             return None
         shell = step.tool_key is not None and step.tool_key != step.tool
-        empty = not step.failed and state["quiet"] and fruitless_output(step.output or "")
-        state["quiet"] = False
+        call = step.call_index
+        answers_quiet = call is not None and call in quiet
+        if call is not None and answers_quiet:
+            quiet.remove(call)
+        empty = not step.failed and answers_quiet and fruitless_output(step.output or "")
         if not (step.failed or empty) or (self.shell_only and not shell):
             state.update(n=0, start=None, idx=[], file_ops=True)
             return None
@@ -340,10 +361,11 @@ class FeedbackRepeatDetector(Detector):
     action..."); when that same reply (digits aside) keeps coming back and the agent keeps trying, it is
     an error retry. Reported on the agent's next attempt once the same reply came ``threshold - 1`` times.
 
-    An attempt that is again a plain reply, with no action the harness could run, is the same failure once
-    more (the complaint was about the turn's form, and the form has not changed): it is reported from
-    ``reply_threshold`` attempts on (``reply_threshold - 1`` complaints before it). An attempt that is a
-    call may be the fix, so it waits for ``threshold``. ``None`` (the default) treats both alike.
+    An attempt that again writes its action out in a reply (a fenced code block) instead of making a call the
+    harness could run is the same failure once more (the complaint was about the turn's form, and the form
+    has not changed): it is reported from ``reply_threshold`` attempts on (``reply_threshold - 1``
+    complaints before it). A call may be the fix, and a reply without code (a story told on, "continue" after
+    "continue") is a conversation: they wait for ``threshold``. ``None`` (the default) treats all alike.
     """
 
     name = "feedback_repeat"
@@ -375,7 +397,8 @@ class FeedbackRepeatDetector(Detector):
             return None
         state["last_action"] = step.index
         push(state["idx"], step.index, 8)
-        threshold = self.threshold if step.kind == "call" or self.reply_threshold is None else self.reply_threshold
+        unrun = step.kind == "message" and "```" in (step.text or "")  # an action written out, not made
+        threshold = self.reply_threshold if unrun and self.reply_threshold is not None else self.threshold
         if state["sig"] is None or state["n"] + 1 < threshold:
             return None
         n = state["n"] + 1

@@ -25,18 +25,28 @@ from .base import Detector, Finding, State, Step, push
 _MARK: Final = '"is_in_loop"'
 _MAX_CHARS: Final = 20_000
 """A ledger is a few hundred words; a longer message is not parsed."""
+_DECODER: Final = json.JSONDecoder()
+_ATTEMPTS: Final = 4
+"""Braces a ledger may start at (a ``{`` or two in the prose before it); past them the message is not one."""
 
 
 def ledger_of(text: str) -> dict[str, Any] | None:
-    """The progress ledger a message holds (the JSON object in it that answers ``is_in_loop``), or ``None``."""
+    """The progress ledger a message holds (a JSON object in it, text before and after aside, that answers
+    ``is_in_loop``, starting at one of its first four braces), or ``None``."""
     if _MARK not in text or len(text) > _MAX_CHARS:
         return None
-    start, end = text.find("{"), text.rfind("}")
-    try:
-        ledger = json.loads(text[start : end + 1]) if 0 <= start < end else None
-    except ValueError:
-        return None
-    return ledger if isinstance(ledger, dict) and isinstance(ledger.get("is_in_loop"), dict) else None
+    start = text.find("{")
+    for _ in range(_ATTEMPTS):
+        if start < 0:
+            break
+        try:
+            ledger, _ = _DECODER.raw_decode(text, start)
+        except (ValueError, RecursionError):  # not JSON from here (or nested past the parser's depth)
+            ledger = None
+        if isinstance(ledger, dict) and isinstance(ledger.get("is_in_loop"), dict):
+            return ledger
+        start = text.find("{", start + 1)
+    return None
 
 
 def stalled(ledger: dict[str, Any]) -> str | None:

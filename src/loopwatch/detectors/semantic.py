@@ -75,6 +75,7 @@ _INSTRUCTION_WORDS: Final = 6
 _LETTERS_AND_SPACE: Final = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz "
 _LEVELS: Final = 127
 _REPLIES: Final = 2
+_DIGIT: Final = re.compile(r"\d")
 """User replies a new one is compared with (to tell a restated reply from news)."""
 
 
@@ -164,6 +165,16 @@ def quantize(vector: Sequence[float]) -> str:
     return binascii.b2a_base64(raw.tobytes(), newline=False).decode("ascii")
 
 
+def _is_vector(text: object) -> bool:
+    """Is ``text`` a :func:`quantize`-d vector (base64 text of at least one byte)?"""
+    if type(text) is not str:
+        return False
+    try:
+        return len(binascii.a2b_base64(text)) > 0
+    except (binascii.Error, ValueError):
+        return False
+
+
 def quantized_cosine(a: str, b: str) -> float:
     """The cosine of two :func:`quantize`-d vectors (0.0 if either is empty or they differ in size)."""
     x = array("b", binascii.a2b_base64(a))
@@ -192,7 +203,7 @@ class RephraseDetector(Detector):
     call that changes something (an edit, a write) and works counts as new information. Messages are judged
     when they arrive. User replies do not reset this rule: they are observations (a reply at least
     ``reply_threshold`` similar to one of the last two, with an embedder, is no news). Messages are compared at a
-    lower cosine (0.8) than a call's reasoning (0.95). Between two messages not one new line may have come
+    lower cosine (0.8 by default) than a call's reasoning (0.95). Between two messages not one new line may have come
     back; reasoning comes with calls whose own results may be new in ways lines do not show ("More than 594
     files matched", then 288, then 192: three searches narrowing down). On the dev labels messages gain two
     episodes from 0.76 to 0.82 and no false alarm (at 0.75 a run's repeated final summary counts); reasoning
@@ -287,7 +298,7 @@ class RephraseDetector(Detector):
         ):
             raise ValueError(f"rephrase: a pending instruction must be [index, text, tool], got {asked!r}")
         replies = state["replies"]
-        if not (isinstance(replies, list) and len(replies) <= _REPLIES and all(type(x) is str for x in replies)):
+        if not (isinstance(replies, list) and len(replies) <= _REPLIES and all(map(_is_vector, replies))):
             raise ValueError(f"rephrase: replies must be a list of at most {_REPLIES} vectors, got {replies!r}")
         return state
 
@@ -346,7 +357,8 @@ class RephraseDetector(Detector):
     def _reply(self, state: State, text: str) -> None:
         """A user reply: its new lines are news, unless (with an embedder) it restates one of the last replies
         in other words (cosine at least ``reply_threshold``): a user saying once more, in new sentences, that
-        they do not have the number brings nothing new."""
+        they do not have the number brings nothing new. A reply with a digit in it (an ID, a date, an amount)
+        is always news: embeddings barely tell ``ID 8JX2QZ`` from ``ID 7HKL3M``."""
         if self._embedder is not None:
             said = intent_text(text, self.max_chars)
             if len(said) >= self.min_chars:
@@ -355,7 +367,7 @@ class RephraseDetector(Detector):
                 restated = bool(rep) and any(self._compare(rep, other) >= self.reply_threshold for other in replies)
                 if rep:
                     push(replies, rep, _REPLIES)
-                if restated:
+                if restated and not _DIGIT.search(said):
                     return
         self._observe(state, text)
 
