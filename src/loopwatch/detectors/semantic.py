@@ -75,8 +75,8 @@ _INSTRUCTION_WORDS: Final = 6
 _LETTERS_AND_SPACE: Final = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz "
 _LEVELS: Final = 127
 _REPLIES: Final = 2
-_DIGIT: Final = re.compile(r"\d")
 """User replies a new one is compared with (to tell a restated reply from news)."""
+_DIGIT: Final = re.compile(r"\d")
 
 
 class TextEmbedder(Protocol):
@@ -201,14 +201,15 @@ class RephraseDetector(Detector):
     Intents are compared without their code blocks (the call itself, again) and labels (``THOUGHT:``). Intents
     of tool calls are judged when the call's result arrives (the embedding then stays off the call's path); a
     call that changes something (an edit, a write) and works counts as new information. Messages are judged
-    when they arrive. User replies do not reset this rule: they are observations (a reply at least
-    ``reply_threshold`` similar to one of the last two, with an embedder, is no news). Messages are compared at a
-    lower cosine (0.8 by default) than a call's reasoning (0.95). Between two messages not one new line may have come
-    back; reasoning comes with calls whose own results may be new in ways lines do not show ("More than 594
-    files matched", then 288, then 192: three searches narrowing down). On the dev labels messages gain two
-    episodes from 0.76 to 0.82 and no false alarm (at 0.75 a run's repeated final summary counts); reasoning
-    catches nothing the other rules miss at any cosine from 0.88 to 1.0, and below 0.93 it flags that
-    narrowing search, which the labels call healthy.
+    when they arrive. User replies do not reset this rule: they are observations (with an embedder, a reply
+    at least ``reply_threshold`` similar to one of the last two and without a digit is no news).
+
+    Messages are compared at a lower cosine (0.8 by default) than a call's reasoning (0.95). Between two
+    messages not one new line may have come back; reasoning comes with calls whose own results may be new in
+    ways lines do not show ("More than 594 files matched", then 288, then 192: three searches narrowing down).
+    On the dev labels messages gain two episodes from 0.76 to 0.82 and no false alarm (at 0.75 a run's
+    repeated final summary counts); reasoning catches nothing the other rules miss at any cosine from 0.88 to
+    1.0, and below 0.93 it flags that narrowing search, which the labels call healthy.
 
     With ``instructions=True`` the prose a call hands over (see :func:`instruction_of`) is compared with the
     last instructions to the same tool, once its result has arrived: ``instruction_count`` in a row at least
