@@ -7,7 +7,7 @@ from typing import Any, Final
 from .._lazy_re import lazy_compile
 from ..fingerprint import error_signature, preview, word_hashes
 from .base import Detector, Finding, State, Step, mutates, polls, push, sketch_of, sketch_similarity
-from .progress import fruitless_output
+from .progress import fruitless
 from .repeat import loose_fp
 
 _FILE_OPS: Final = lazy_compile(r"^\s*(cat|echo|sed|printf|tee|head|tail|awk)\b")
@@ -228,11 +228,11 @@ class FailureStreakDetector(Detector):
         if step.kind != "result":
             return None
         shell = step.tool_key is not None and step.tool_key != step.tool
-        call = step.call_index
-        answers_quiet = call is not None and call in quiet
-        if call is not None and answers_quiet:
+        call = step.call_index if step.call_index is not None else -1  # -1: no call, never in the list
+        answers_quiet = call in quiet
+        if answers_quiet:
             quiet.remove(call)
-        empty = not step.failed and answers_quiet and fruitless_output(step.output or "")
+        empty = not step.failed and answers_quiet and fruitless(step)
         if not (step.failed or empty) or (self.shell_only and not shell):
             state.update(n=0, start=None, idx=[], file_ops=True)
             return None

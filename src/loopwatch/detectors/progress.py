@@ -91,6 +91,14 @@ def fruitless_output(output: str) -> bool:
     return not head or bool(_NO_RESULT.match(head))
 
 
+def fruitless(step: Step) -> bool:
+    """:func:`fruitless_output` of a result step's output, computed once per step (several rules ask)."""
+    cached = step.extra.get("fruitless")
+    if cached is None:
+        cached = step.extra["fruitless"] = fruitless_output(step.output or "")
+    return bool(cached)
+
+
 class NoProgressDetector(Detector):
     """Consecutive calls of the same kind that bring nothing new.
 
@@ -168,7 +176,7 @@ class NoProgressDetector(Detector):
     def _result(self, state: State, step: Step) -> Finding | None:
         state["pending"] = None
         output = step.output or ""
-        empty = state["search"] and (step.failed or fruitless_output(output))
+        empty = state["search"] and (step.failed or fruitless(step))
         trivial = not step.failed and _trivial(output)
         seen = not (trivial or empty) and self._seen(state, step, output)
         push(state["seen"], step.outcome_fp, _SEEN)
