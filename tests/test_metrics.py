@@ -273,7 +273,7 @@ def test_per_pattern_breakdown_and_recall_excluding_patterns() -> None:
     )
     report = score([(run("s/a", 40, det(3), det(11), det(33)), lab)], exclude_patterns={"rephrase"})
     by = report.by_pattern
-    assert list(by) == ["repeat", "cycle", "error_retry", "rephrase", "edit_revert", "other"]
+    assert list(by) == ["repeat", "cycle", "error_retry", "rephrase", "edit_revert", "no_effect", "other"]
     assert (by["repeat"].episode_recall.count, by["repeat"].delay_median) == (1, 1.0)
     assert (by["rephrase"].episode_recall.count, by["rephrase"].episode_recall.total) == (1, 2)
     assert by["rephrase"].delay_p90 == -1
@@ -372,6 +372,13 @@ def test_parse_label_reads_fields() -> None:
     assert lab.confidence == "high"
     assert lab.episodes[0].unit_len is None
     assert (lab.episodes[0].start, lab.episodes[0].detectable_at, lab.episodes[0].end) == (1, 3, 9)
+
+
+def test_parse_label_knows_every_rubric_v2_pattern() -> None:
+    # rubric v2 added "edits with no effect" (pattern no_effect); the dev labels use it
+    for pattern in ("repeat", "cycle", "error_retry", "rephrase", "edit_revert", "no_effect", "other"):
+        lab = parse_label({**GOOD_LABEL, "episodes": [{**episode(6, 84, 38, pattern), "unit_len": 2}]})
+        assert lab.episodes[0].pattern == pattern
 
 
 def test_parse_labels_reports_line_and_duplicates() -> None:

@@ -45,7 +45,7 @@ from .errors import ConfigError, LoopwatchError
 
 ACTIONS: Final = ("nudge", "block", "stop")
 VERDICTS: Final = ("stuck", "recovered", "clean")
-PATTERNS: Final = ("repeat", "cycle", "error_retry", "rephrase", "edit_revert", "other")
+PATTERNS: Final = ("repeat", "cycle", "error_retry", "rephrase", "edit_revert", "no_effect", "other")
 CONFIDENCES: Final = ("high", "medium", "low")
 
 
