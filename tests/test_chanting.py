@@ -441,3 +441,13 @@ def test_result_does_not_depend_on_a_save_and_restore(text: str, cut: int) -> No
     late = restored.feed(text[cut:])
     assert (early or late) == expected
     assert restored.to_json() == whole.to_json()
+
+
+def test_a_list_marker_split_before_its_blanks_gives_the_same_state() -> None:
+    """The blanks after a list marker belong to the marker, whichever delta they arrive in."""
+    text = "0.  000000000"
+    whole, pieces = ChantTracker(threshold=3), ChantTracker(threshold=3)
+    whole.feed(text)
+    pieces.feed(text[:3])
+    pieces.feed(text[3:])
+    assert pieces.to_json() == whole.to_json()

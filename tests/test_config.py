@@ -511,16 +511,6 @@ def test_tool_ladder_overrides_the_pattern_ladder() -> None:
     assert actions[5] == "nudge"
 
 
-def test_precise_outcomes_from_toml(tmp_path: Path) -> None:
-    path = tmp_path / "loopwatch.toml"
-    path.write_text("precise_outcomes = true\n", encoding="utf-8")
-    assert load_config(path).policy().precise_outcomes is True
-    path.write_text('precise_outcomes = "yes"\n', encoding="utf-8")
-    with pytest.raises(ConfigError) as info:
-        load_config(path)
-    assert info.value.field == "precise_outcomes"
-
-
 def test_a_detector_override_keeps_the_rephrase_rule_s_embedder() -> None:
     """Changing one threshold of the default's rephrase rule keeps the built-in embedder (not word overlap)."""
     from loopwatch.detectors import RephraseDetector

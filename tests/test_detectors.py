@@ -326,7 +326,7 @@ def test_feedback_repeat_without_reply_threshold_treats_replies_and_calls_alike(
     assert flagged(run(guard, _rejected_turns(4))) == [(6, "nudge", "error_retry", 4)]
     assert (
         repr(feedback_repeat(threshold=4, reply_threshold=3))
-        == "FeedbackRepeatDetector(threshold=4, reply_threshold=3)"
+        == "FeedbackRepeatDetector(threshold=4, reply_threshold=3, similarity=0.8)"
     )
     with pytest.raises(ValueError, match="reply_threshold"):
         feedback_repeat(reply_threshold=1)

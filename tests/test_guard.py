@@ -120,11 +120,6 @@ def test_polling_with_changing_results_is_never_stopped() -> None:
     assert {v.pattern for v in verdicts if v.action == "nudge"} <= {"polling"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Known, documented limitation: outcome fingerprints drop digits and the letters a-f, so outputs "
-    "'compiling module a'..'f' differ only in dropped letters and look like one unchanged result",
-)
 def test_polling_outputs_differing_in_one_letter_are_progress() -> None:
     guard = Guard()
     verdicts = []

@@ -480,6 +480,9 @@ class ChantTracker:
     def _accumulate(self, seg: str, content_at: int) -> None:
         """Hash a markdown line as it streams (list markers excluded)."""
         body = seg[content_at:]
+        if not self._llen:
+            # the blanks after a list marker are the marker's, whether they came in this piece or the last one
+            body = body.lstrip(" \t")
         self._lcrc = zlib.crc32(body.encode("utf-8", "surrogatepass"), self._lcrc)
         self._llen += len(body)
         if not self._lalnum:

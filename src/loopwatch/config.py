@@ -11,7 +11,6 @@ so ``[ladders.repeat]`` becomes ``[tool.loopwatch.ladders.repeat]``)::
     preset = "default"                # default, jaccard-turns, call-cycles, ralph, doom-loop, behavioral
     ignore_keys = ["task_progress"]   # argument keys left out of every call fingerprint
     reset_on_user = true              # a user message resets the loop counters
-    precise_outcomes = false          # regex masking of tool results (keeps counters apart; slower)
 
     [ladders.repeat]                  # a pattern: repeat, polling, cycle, error_retry, failure_streak,
     nudge = 3                         #   no_progress, no_effect, test_fix, similar_text, chanting, monologue,
@@ -96,7 +95,6 @@ _TOP_KEYS: Final = (
     "preset",
     "ignore_keys",
     "reset_on_user",
-    "precise_outcomes",
     "ladders",
     "limits",
     "messages",
@@ -142,7 +140,6 @@ class Config:
     tools: Mapping[str, ToolSettings] = field(default_factory=dict)
     ignore_keys: tuple[str, ...] | None = None
     reset_on_user: bool | None = None
-    precise_outcomes: bool | None = None
     detectors: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     source: str | None = None
 
@@ -163,8 +160,6 @@ class Config:
             changes["ignore_keys"] = tuple(self.ignore_keys)
         if self.reset_on_user is not None:
             changes["reset_on_user"] = self.reset_on_user
-        if self.precise_outcomes is not None:
-            changes["precise_outcomes"] = self.precise_outcomes
         return base.replace(**changes)
 
 
@@ -293,7 +288,6 @@ def config_from_mapping(data: Mapping[str, Any], *, source: str | None = None) -
         tools=_tools(table.get("tools", {}), "tools"),
         ignore_keys=_optional(table, "ignore_keys", _strings),
         reset_on_user=_optional(table, "reset_on_user", _bool),
-        precise_outcomes=_optional(table, "precise_outcomes", _bool),
         detectors=_detector_overrides(table.get("detectors", {}), "detectors", base),
         source=source,
     )

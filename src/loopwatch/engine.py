@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ._lazy_re import lazy_compile
-from .detectors.base import Detector, Finding, State, Step
+from .detectors.base import Detector, Finding, State, Step, masked_of
 from .detectors.swarm import SwarmDetector, SwarmTally
 from .errors import StateError
 from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
@@ -365,10 +365,8 @@ class Engine:
             calls["last"] = None if last is not None and last[0] == record[0] else last
         else:
             step.tool = step.tool_key = event.tool
-        if self.policy.precise_outcomes:
-            step.extra["precise"] = True
         step.outcome_fp, step.error_sig = outcome_fingerprints(
-            output, event.is_error, event.exit_code, error=failed, precise=self.policy.precise_outcomes
+            output, event.is_error, event.exit_code, error=failed, masked_output=masked_of(step)
         )
         return step
 

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from ._lazy_re import lazy_compile
 from .canonical import canonical_json, digest, digest_bytes, digest_parts, flat_payload, fold_string
-from .masking import mask_volatile
+from .masking import masked
 
 # -- calls --------------------------------------------------------------------------------------------
 
@@ -256,27 +256,16 @@ def normalize_args_seed004(args: Mapping[str, Any]) -> str:
 
 # -- outcomes -----------------------------------------------------------------------------------------
 
-# Digits and hex letters carry timestamps, UUIDs, hex ids, addresses, PIDs, durations, counters and shell
-# line numbers (`bash: line 13008:`); dropping them at C speed leaves the words that say what happened.
-ID_CHARS: Final = b"0123456789abcdefABCDEF"
-"""Digits and hex letters: what timestamps, UUIDs, hex ids, PIDs, counters and line numbers are made of."""
-_VOLATILE_BYTES: Final = ID_CHARS + b" \t\r\n\x0b\x0c"
-_TEMP_PATHS: Final = tuple(
-    (prefix, lazy_compile(re.escape(prefix) + r"[^\s'\":,)\]]*"))
-    for prefix in ("/tmp/", "/var/folders/", "/private/var/")
-)
-_OUTCOME_LIMIT: Final = 65_536
+# Only what changes from run to run whatever the agent does is masked (see loopwatch.masking): timestamps,
+# durations, UUIDs, long hex ids, addresses, PIDs, shell line numbers, temp paths. Counters, dates, prices and
+# short ids are content: "1/10 replicas ready" then "2/10" is progress.
+_BLANKS: Final = b" \t\r\n\x0b\x0c"
 
 
-def outcome_bytes(output: str) -> bytes:
-    """The output as compared for progress: temp paths masked; digits, hex letters and blanks dropped."""
-    if len(output) > _OUTCOME_LIMIT:
-        output = fold_string(output, _OUTCOME_LIMIT)
-    for prefix, pattern in _TEMP_PATHS:
-        if prefix in output:  # literal-prefix patterns: the regex engine skips to the prefix at C speed
-            output = pattern.sub("<tmp>", output)
-    # generated names such as tmp_code_1f43c3d4.py lose their hex part with the digits and a-f below
-    return output.encode("utf-8", "surrogatepass").translate(None, _VOLATILE_BYTES)
+def outcome_bytes(output: str, masked_output: bytes | None = None) -> bytes:
+    """The output as compared for progress: volatile parts removed, blanks dropped (``masked_output``: the
+    output's :func:`~loopwatch.masking.masked` bytes, when already computed)."""
+    return (masked(output) if masked_output is None else masked_output).translate(None, _BLANKS)
 
 
 ASCII_LOWER: Final = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
@@ -284,9 +273,10 @@ ASCII_LOWER: Final = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
 and lowercasing take one pass."""
 
 
-def word_hashes(text: str) -> Iterator[int]:
-    """CRC-32 hashes of the lowercased words of ``text``, digits and hex letters dropped (at C speed)."""
-    return map(zlib.crc32, text.encode("utf-8", "surrogatepass").translate(ASCII_LOWER, ID_CHARS).split())
+def word_hashes(text: str, masked_text: bytes | None = None) -> Iterator[int]:
+    """CRC-32 hashes of the lowercased words of ``text``, its volatile parts removed (at C speed)."""
+    data = masked(text) if masked_text is None else masked_text
+    return map(zlib.crc32, data.translate(ASCII_LOWER).split())
 
 
 def outcome_fingerprint(output: str, is_error: bool | None = None, exit_code: int | None = None) -> str:
@@ -300,22 +290,19 @@ def outcome_fingerprints(
     exit_code: int | None = None,
     *,
     error: bool = False,
-    precise: bool = False,
+    masked_output: bytes | None = None,
 ) -> tuple[str, str | None]:
-    """(:func:`outcome_fingerprint`, :func:`error_signature` when ``error``) from one masking pass.
-
-    ``precise=True`` masks volatile parts with :func:`loopwatch.masking.mask_volatile` instead (regular
-    expressions: words made of hex letters and moving counters stay distinct; several times slower).
-    """
-    text = digest(mask_volatile(output)) if precise else digest_bytes(outcome_bytes(output))
+    """(:func:`outcome_fingerprint`, :func:`error_signature` when ``error``) from one masking pass."""
+    text = digest_bytes(outcome_bytes(output, masked_output))
     flag = "e" if is_error else ("o" if is_error is False else "?")
     outcome = digest(f"{flag}{exit_code if exit_code is not None else ''}\x00{text}")
     return outcome, (text if error else None)
 
 
-def error_signature(output: str) -> str:
-    """Fingerprint of an error message, whatever its line numbers, ids, timestamps or spacing."""
-    return digest_bytes(outcome_bytes(output))
+def error_signature(output: str, masked_output: bytes | None = None) -> str:
+    """Fingerprint of an error message, whatever its volatile parts (shell line numbers, ids, timestamps) or
+    spacing."""
+    return digest_bytes(outcome_bytes(output, masked_output))
 
 
 def preview(value: Any, limit: int = 160) -> str:

@@ -158,10 +158,6 @@ class Policy:
     ignore_keys: tuple[str, ...] = ("task_progress",)
     reset_on_user: bool = True
     nudge_role: Literal["system", "user"] = "system"
-    precise_outcomes: bool = False
-    """Compare tool results with regex masking of volatile parts (timestamps, ids, PIDs, durations...)
-    instead of dropping every digit and hex letter: outputs whose only change is a counter or a word
-    made of the letters a-f count as progress. Several times slower per result."""
 
     def tool(self, name: str) -> ToolSettings | None:
         return self.tools.get(name)

@@ -259,7 +259,7 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
     Calibrated on the corpus dev labels (see the README for the numbers and how to rerun them).
     """
     detectors = (
-        repeat(),
+        repeat(loose=False),
         cycle(max_period=6, min_period=2),
         error_retry(threshold=3),
         feedback_repeat(threshold=4, reply_threshold=3),

@@ -8,6 +8,7 @@ They never read a clock, a file or the network, and never import their driver.
 from __future__ import annotations
 
 import binascii
+import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from ..canonical import canonical_json
 from ..configured import Configured
 from ..events import Event
 from ..fingerprint import is_mutation, is_poll, is_search, preview
+from ..masking import masked
 
 StepKind = Literal["call", "result", "message", "delta", "usage", "reset"]
 State = dict[str, Any]
@@ -45,6 +47,8 @@ class Step:
     call_index: int | None = None
     # tool results
     output: str | None = None
+    masked: bytes | None = None
+    """The output (or a message's text) as UTF-8 with its volatile parts removed: see :func:`masked_of`."""
     outcome_fp: str | None = None
     failed: bool = False
     error_sig: str | None = None
@@ -117,6 +121,35 @@ def canonical_of(step: Step) -> str:
     if step.canonical is None:
         step.canonical = canonical_json(step.projected if step.projected is not None else step.args or {})
     return step.canonical
+
+
+def masked_of(step: Step) -> bytes:
+    """The step's output (a message's text for messages) with its volatile parts removed
+    (:func:`loopwatch.masking.masked`), computed once per step."""
+    if step.masked is None:
+        step.masked = masked((step.output if step.kind == "result" else step.text) or "")
+    return step.masked
+
+
+_LINE_BYTES: Final = 2_000
+"""Bytes of a (masked) output whose lines are hashed: where a result says what it says."""
+_LOWER_NO_BLANKS: Final = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
+_BLANKS: Final = b" \t\r\x0b\x0c"
+EMPTY_LINE: Final = zlib.crc32(b"")
+
+
+def lines_of(masked_text: bytes) -> list[bytes]:
+    """The lines of the first 2,000 bytes of a masked text, lowercased (ASCII) and without blanks."""
+    return masked_text[:_LINE_BYTES].translate(_LOWER_NO_BLANKS, _BLANKS).split(b"\n")
+
+
+def line_hashes(step: Step) -> frozenset[int]:
+    """CRC-32s of the distinct non-empty lines of the step's masked output (see :func:`lines_of`), computed once
+    per step: several rules ask what a result's lines are."""
+    cached = step.extra.get("lines")
+    if cached is None:
+        cached = step.extra["lines"] = frozenset(map(zlib.crc32, lines_of(masked_of(step)))) - {EMPTY_LINE}
+    return cached
 
 
 def call_label(step: Step, limit: int = 120) -> str:

@@ -6,7 +6,7 @@ from typing import Any, Final
 
 from .._lazy_re import lazy_compile
 from ..fingerprint import error_signature, preview, word_hashes
-from .base import Detector, Finding, State, Step, mutates, polls, push, sketch_of, sketch_similarity
+from .base import Detector, Finding, State, Step, masked_of, mutates, polls, push, sketch_of, sketch_similarity
 from .progress import fruitless
 from .repeat import loose_fp
 
@@ -49,14 +49,14 @@ def excerpt_of(step: Step) -> str:
     return str(cached)
 
 
-def error_words(output: str, limit: int = 32) -> str:
-    """A small sketch of an error: the smallest hashes of its distinct words (digits, hex ids ignored).
+def error_words(masked_output: bytes, limit: int = 32) -> str:
+    """A small sketch of an error: the smallest hashes of the distinct words of its (masked) output.
 
-    Only the first and last 800 characters are read (where errors say what went wrong); the words are
-    split and deduplicated at C speed, so the cost stays a few microseconds whatever the output.
+    Only the first and last 800 bytes are read (where errors say what went wrong); the words are split and
+    deduplicated at C speed, so the cost stays a few microseconds whatever the output.
     """
-    text = output if len(output) <= 1_600 else output[:800] + "\n" + output[-800:]
-    return sketch_of(word_hashes(text), limit)
+    text = masked_output if len(masked_output) <= 1_600 else masked_output[:800] + b"\n" + masked_output[-800:]
+    return sketch_of(word_hashes("", text), limit)
 
 
 def _jaccard(a: str, b: str) -> float:
@@ -131,7 +131,7 @@ class ErrorRetryDetector(Detector):
         return self._finding(key, streak, step, blockable=False) if _counted(streak)[0] >= 2 else None
 
     def _join(self, streaks: dict[str, State], key: str, step: Step) -> State:
-        words = error_words(step.output or "")
+        words = error_words(masked_of(step))
         where = step.call_index if step.call_index is not None else step.index
         streak = streaks.pop(key, None)
         if streak is not None and step.index - streak["last"] > self.gap:
@@ -372,27 +372,33 @@ class FeedbackRepeatDetector(Detector):
     kinds = frozenset({"call", "result", "message"})
     patterns = ("error_retry",)
     reset_on_user = False
+    optional_state = frozenset({"words"})  # snapshots taken before complaints were compared by their words
 
-    def __init__(self, *, threshold: int = 3, reply_threshold: int | None = None) -> None:
+    def __init__(self, *, threshold: int = 3, reply_threshold: int | None = None, similarity: float = 0.8) -> None:
         if threshold < 2 or (reply_threshold is not None and reply_threshold < 2):
             raise ValueError("threshold and reply_threshold must be at least 2")
         self.threshold = threshold
         self.reply_threshold = reply_threshold
+        self.similarity = similarity
 
     def new_state(self) -> State:
-        return {"sig": None, "n": 0, "start": None, "last_action": None, "text": "", "idx": []}
+        return {"sig": None, "n": 0, "start": None, "last_action": None, "text": "", "idx": [], "words": ""}
 
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind == "message" and step.role == "user":
-            signature = error_signature(step.text or "")
-            if signature != state["sig"]:
-                state.update(sig=signature, n=0, start=state["last_action"], idx=[])
+            # the same complaint, or an equivalent one ("found 3 actions", then "found 2 actions")
+            signature = error_signature(step.text or "", masked_of(step))
+            words = error_words(masked_of(step))
+            if signature != state["sig"] and not (
+                state["words"] and _jaccard(words, state["words"]) >= self.similarity
+            ):
+                state.update(sig=signature, n=0, start=state["last_action"], idx=[], words=words)
                 state["text"] = preview(step.text or "", 160)
             state["n"] += 1
             return None
         acting = step.kind == "call" or (step.kind == "message" and step.role == "assistant")
         if step.kind == "result" and not step.failed:
-            state.update(sig=None, n=0, start=None, idx=[])
+            state.update(sig=None, n=0, start=None, idx=[], words="")
         if not acting:
             return None
         state["last_action"] = step.index
@@ -419,6 +425,8 @@ class FeedbackRepeatDetector(Detector):
         )
 
 
-def feedback_repeat(*, threshold: int = 3, reply_threshold: int | None = None) -> FeedbackRepeatDetector:
+def feedback_repeat(
+    *, threshold: int = 3, reply_threshold: int | None = None, similarity: float = 0.8
+) -> FeedbackRepeatDetector:
     """The repeated-feedback detector (see :class:`FeedbackRepeatDetector`)."""
-    return FeedbackRepeatDetector(threshold=threshold, reply_threshold=reply_threshold)
+    return FeedbackRepeatDetector(threshold=threshold, reply_threshold=reply_threshold, similarity=similarity)

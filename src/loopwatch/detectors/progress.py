@@ -13,8 +13,7 @@ from itertools import islice, repeat
 from typing import Final
 
 from .._lazy_re import lazy_compile
-from ..fingerprint import ID_CHARS, preview, word_hashes
-from ..masking import mask_volatile
+from ..fingerprint import preview
 from ..similarity import jaccard_sets
 from .base import (
     Detector,
@@ -23,6 +22,7 @@ from .base import (
     Step,
     bits_similarity,
     canonical_of,
+    line_hashes,
     mutates,
     polls,
     push,
@@ -51,22 +51,11 @@ def _words(text: str, limit: int = 64) -> list[int]:
 
 
 _SKETCH: Final = 24
-_BLANKS: Final = b" \t\r"
-_ID_CHARS_AND_BLANKS: Final = ID_CHARS + _BLANKS
 
 
-def word_sketch(output: str) -> str:
-    """A bottom-k sketch of an output's distinct words (digits and hex letters dropped)."""
-    return sketch_of(set(word_hashes(output[:2_000])), _SKETCH)
-
-
-def line_sketch(output: str, precise: bool = False) -> str:
-    """A bottom-k sketch of an output's distinct lines (whitespace, digits and hex ids ignored)."""
-    raw = (mask_volatile(output[:1_500]) if precise else output[:1_500]).encode("utf-8", "surrogatepass")
-    text = raw.translate(None, _BLANKS if precise else _ID_CHARS_AND_BLANKS)
-    hashes = set(map(zlib.crc32, text.splitlines()))
-    hashes.discard(zlib.crc32(b""))
-    return sketch_of(hashes, _SKETCH)
+def output_sketch(step: Step) -> str:
+    """A bottom-k sketch of the distinct lines of a result (masked, lowercased, blanks ignored)."""
+    return sketch_of(line_hashes(step), _SKETCH)
 
 
 def _trivial(output: str) -> bool:
@@ -196,10 +185,7 @@ class NoProgressDetector(Detector):
 
     def _seen(self, state: State, step: Step, output: str) -> bool:
         """Was this result (or nearly this result) already returned in the streak?"""
-        if state["search"] or step.extra.get("precise"):
-            sketch = line_sketch(output, bool(step.extra.get("precise")))
-        else:
-            sketch = word_sketch(output)
+        sketch = output_sketch(step)
         exact = step.outcome_fp in state["seen"]
         near = not exact and _near(sketch, state["sketches"], self.near)
         if sketch:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..fingerprint import loose_fingerprint
-from .base import Detector, Finding, State, Step, call_label, polls, push
+from ..fingerprint import is_shell_tool, loose_fingerprint
+from .base import Detector, Finding, State, Step, call_label, mutates, polls, push
 
 _INDICES = 8
 
@@ -21,7 +21,9 @@ class RepeatDetector(Detector):
     """The same call again and again, result-aware.
 
     Consecutive identical calls (same fingerprint) count as no progress while their outcomes stay the
-    same or are missing: ``repeat`` is reported with the length of that run. When the outcome changes the
+    same or are missing: ``repeat`` is reported with the length of that run. The very same change (an edit, a
+    write, a booking) applied again is never progress, whatever it answers (an editor shows the file it grew).
+    For other calls, when the outcome changes the
     run restarts at the call that produced the new outcome (progress), and the calls are counted as
     ``polling``, reported separately (and nudged at a much higher count by the default ladder).
     With ``loose=True`` calls whose arguments differ only in digits (the same block pasted at other line
@@ -31,6 +33,7 @@ class RepeatDetector(Detector):
     name = "repeat"
     kinds = frozenset({"call", "result"})
     patterns = ("repeat", "polling")
+    optional_state = frozenset({"change"})  # snapshots taken before repeated changes were told apart
 
     def __init__(self, *, result_aware: bool = True, loose: bool = True, loose_min_chars: int = 48) -> None:
         self.result_aware = result_aware
@@ -40,7 +43,7 @@ class RepeatDetector(Detector):
     def new_state(self) -> State:
         return {
             "fp": None, "loose": None, "n": 0, "total": 0, "start": None, "first": None, "out": None, "idx": [],
-            "last": -1, "changes": 0,
+            "last": -1, "changes": 0, "change": False,
         }  # fmt: skip
 
     def observe(self, state: State, step: Step) -> Finding | None:
@@ -65,6 +68,8 @@ class RepeatDetector(Detector):
             state.update(fp=step.call_fp, n=1, total=1, start=step.index, first=step.index, out=None, idx=[], changes=0)
             state["loose"] = loose_fp(step) if self.loose else None
         state["last"] = step.index
+        # an editor's answer shows what it wrote: the same change again is no progress, whatever it answers
+        state["change"] = mutates(step) and not is_shell_tool(step.tool or "")
         push(state["idx"], step.index, _INDICES)
         n, changes = state["n"], state["changes"]
         if state["total"] < 2:
@@ -79,6 +84,8 @@ class RepeatDetector(Detector):
         return None
 
     def _result(self, state: State, step: Step) -> None:
+        if state["change"]:
+            return
         if state["out"] is None:
             state["out"] = step.outcome_fp
         elif step.outcome_fp != state["out"]:

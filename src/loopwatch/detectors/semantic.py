@@ -33,12 +33,16 @@ from typing import Any, Final, Protocol
 
 from ..fingerprint import ASCII_LOWER, preview
 from .base import (
+    EMPTY_LINE,
     Detector,
     Finding,
     State,
     Step,
     bits_text,
     fold,
+    line_hashes,
+    lines_of,
+    masked_of,
     mutates,
     push,
     sketch_of,
@@ -50,14 +54,12 @@ _NOT_LETTERS: Final = bytes(c if 65 <= c <= 90 or 97 <= c <= 122 or c >= 128 els
 """Every ASCII byte that is not a letter becomes a space (UTF-8 bytes of other scripts stay: word parts)."""
 _LOWER_NOT_LETTERS: Final = _NOT_LETTERS.translate(ASCII_LOWER)
 """:data:`_NOT_LETTERS` with ASCII letters lowercased: for ASCII text, lowercasing and splitting in one pass."""
-_DIGITS_AND_SPACES: Final = b"0123456789 \t\r\f\v"
 _QUOTES: Final = re.compile(rb'"[^"\n]*"|\'[^\'\n]*\'|`[^`\n]*`')
 _CODE: Final = re.compile(r"```.*?(?:```|\Z)", re.S)
 _LABEL: Final = re.compile(r"^\s*(?:THOUGHT|DISCUSSION|Thought|Reasoning|REASONING)\s*:?\s*")
 _SEEN_BITS: Final = 1024
 _SEEN_FULL: Final = _SEEN_BITS // 2
 """When half the bits of the seen-lines filter are set it starts afresh: "new" means new lately."""
-_OBSERVATION_CHARS: Final = 2_000
 _SHORT: Final = 600
 """Quoted strings are dropped from short observations only ("No matches found for "x"": a search that found
 nothing), where the quote is what varies; in long ones they tell lines apart (file names in a traceback)."""
@@ -108,21 +110,22 @@ def collapsed(text: str, limit: int) -> str:
     return " ".join(text.split())[:limit]
 
 
-def line_set(text: str, limit: int) -> set[int]:
-    """CRC-32 hashes of the distinct lines of ``text[:limit]``, lowercased, without digits and spacing, and, in a
-    short text, without quoted strings (so ``No matches found for "x"`` and ``No matches found for "y"`` are one
-    line). At C speed but for the lines of a short text that hold a quote."""
-    head = text[:limit]
-    if head.isascii():  # lowercased and stripped in one pass
-        raw = head.encode("ascii").translate(ASCII_LOWER, _DIGITS_AND_SPACES)
-    else:
-        raw = head.lower().encode("utf-8", "surrogatepass").translate(None, _DIGITS_AND_SPACES)
-    lines = raw.split(b"\n")
-    if len(raw) <= _SHORT and (b'"' in raw or b"'" in raw or b"`" in raw):
+def line_set(masked_text: bytes) -> frozenset[int]:
+    """CRC-32 hashes of the distinct lines of a masked text (see :func:`~.base.lines_of`), and, in a short text,
+    without quoted strings (so ``No matches found for "x"`` and ``No matches found for "y"`` are one line)."""
+    lines = lines_of(masked_text)
+    if len(masked_text) <= _SHORT and (b'"' in masked_text or b"'" in masked_text or b"`" in masked_text):
         lines = [_QUOTES.sub(b"", line) if b'"' in line or b"'" in line or b"`" in line else line for line in lines]
-    keys = set(map(zlib.crc32, lines))
-    keys.discard(zlib.crc32(b""))
-    return keys
+    return frozenset(map(zlib.crc32, lines)) - {EMPTY_LINE}
+
+
+def observation_lines(step: Step) -> frozenset[int]:
+    """:func:`line_set` of a result's output or a reply's text, reusing the lines other rules hashed when the
+    text is long (quoted strings stay: they tell lines apart)."""
+    masked_text = masked_of(step)
+    if len(masked_text) > _SHORT:
+        return line_hashes(step)
+    return line_set(masked_text)
 
 
 def word_set(text: str, limit: int) -> set[int]:
@@ -325,7 +328,7 @@ class RephraseDetector(Detector):
             rule = (self.message_threshold, self.max_gain, self.count)
             return self._intent(state, f"said:{step.event.worker or ''}", text, step.index, step.index, rule)
         if step.role == "user":
-            self._reply(state, step.text or "")
+            self._reply(state, step)
         return None
 
     def _result(self, state: State, step: Step) -> Finding | None:
@@ -340,7 +343,7 @@ class RephraseDetector(Detector):
             text = intent_text(pending[1], self.max_chars)
             if len(text) >= self.min_chars:
                 finding = self._intent(state, "calls", text, pending[0], step.index)
-        self._observe(state, step.output or "")
+        self._observe(state, step)
         if finding is None and asked is not None and asked[0] == step.call_index:
             text = intent_text(asked[1], self.max_chars)
             if len(text) >= self.min_chars:
@@ -355,13 +358,13 @@ class RephraseDetector(Detector):
 
     # -- information gain --------------------------------------------------------------------------------
 
-    def _reply(self, state: State, text: str) -> None:
+    def _reply(self, state: State, step: Step) -> None:
         """A user reply: its new lines are news, unless (with an embedder) it restates one of the last replies
         in other words (cosine at least ``reply_threshold``): a user saying once more, in new sentences, that
         they do not have the number brings nothing new. A reply with a digit in it (an ID, a date, an amount)
         is always news: embeddings barely tell ``ID 8JX2QZ`` from ``ID 7HKL3M``."""
         if self._embedder is not None:
-            said = intent_text(text, self.max_chars)
+            said = intent_text(step.text or "", self.max_chars)
             if len(said) >= self.min_chars:
                 rep = self._represent(said)
                 replies: list[str] = state["replies"]
@@ -370,14 +373,14 @@ class RephraseDetector(Detector):
                     push(replies, rep, _REPLIES)
                 if restated and not _DIGIT.search(said):
                     return
-        self._observe(state, text)
+        self._observe(state, step)
 
-    def _observe(self, state: State, text: str) -> None:
+    def _observe(self, state: State, step: Step) -> None:
         """Count the lines of an observation the session has not seen before, and remember them."""
         seen = text_bits(state["seen"])
         if seen.bit_count() >= _SEEN_FULL:
             seen = 0
-        lines = fold(line_set(text, _OBSERVATION_CHARS), _SEEN_BITS)
+        lines = fold(observation_lines(step), _SEEN_BITS)
         new = (lines & ~seen).bit_count()
         seen |= lines
         state["gain"] += min(new, self.gain_cap)
