@@ -30,11 +30,11 @@ from loopwatch.verdict import Verdict
 MODULE = "loopwatch.adapters.claude_code"
 REPEAT_STOP = (
     "loopwatch: LOOP_DETECTED (repeat): Bash called 8 times in a row with the same arguments and no new result"
+    " (after 1 nudge at step 5 went unheeded)"
 )
-CYCLE_STOP = "loopwatch: LOOP_DETECTED (cycle): the same 2-call sequence repeated 7 times"
-NO_PROGRESS_STOP = (
-    "loopwatch: LOOP_DETECTED (no_progress): 8 look-ups in a row brought nothing new "
-    '(last result: {"filenames":[],"mode":"files_with_matches","numFiles":0})'
+CYCLE_STOP = (
+    "loopwatch: LOOP_DETECTED (cycle): the same 2-call sequence repeated 7 times"
+    " (after 1 nudge at step 11 went unheeded)"
 )
 
 
@@ -245,9 +245,10 @@ def test_an_a_b_cycle_is_caught(tmp_path: Path, base_env: dict[str, str]) -> Non
             break
     assert any(text.startswith("You are going round in a cycle") for text in claude.model_sees)
     assert claude.denied and len(bodies) == len(claude.executed)
-    # identical look-ups bring nothing new either: whichever rule gets there first stops the run
-    assert claude.stopped is not None and claude.stopped["stopReason"].startswith("loopwatch: LOOP_DETECTED (")
-    assert claude.stopped["stopReason"] in (CYCLE_STOP, NO_PROGRESS_STOP)
+    # the cycle (the same calls, the same results) is the hard evidence that stops the run; the look-ups that
+    # find nothing are nudged, never stopped
+    assert claude.stopped is not None
+    assert claude.stopped["stopReason"] == CYCLE_STOP
     assert claude.stopped["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert claude.guard_index() == claude.judged
 

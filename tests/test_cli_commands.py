@@ -88,7 +88,7 @@ def test_summary_shows_loop_spans_and_cost_inside_loops(capsys: pytest.CaptureFi
     code, out, _ = run(capsys, "scan", str(EXAMPLES))
     assert code == 0
     assert "steps inside loops" in out
-    assert "loops at steps 0-16 cycle/no_progress (stop)" in out  # the A-B-A-B agent
+    assert "loops at steps 0-18 cycle/no_progress (block)" in out  # the A-B-A-B agent
     assert "agent-a (15 events, 13 steps inside loops, $0.01 of $0.02 inside loops)" in out
 
 

@@ -139,8 +139,8 @@ def test_explain_lists_the_steps_of_each_detection_with_its_rule() -> None:
 def test_explain_at_one_index_and_as_json() -> None:
     run = find_run(list(read_runs([str(SWE)])), STUCK)
     assert run is not None
-    only = explain_run(preset("default"), run, index=23)
-    assert "[23] NUDGE" in only and "[22]" not in only
+    only = explain_run(preset("default"), run, index=29)
+    assert "[29] NUDGE" in only and "[28]" not in only
     assert "no detection at index 3" in explain_run(preset("default"), run, index=3)
     data = explanation_json(preset("default"), run, index=22)
     assert data["id"] == STUCK and len(data["detections"]) == 1

@@ -77,7 +77,7 @@ def _apt_session(last_line: str) -> list[str]:
 
 
 def test_apt_failures_with_other_packages_are_an_error_retry() -> None:
-    """The same apt error after installing other packages each time: the third install is nudged as an error
-    retry, found only because ``E:`` lines are read as failures (the results carry no status)."""
-    assert _apt_session("E: Unable to correct problems, you have held broken packages.")[4] == "error_retry"
+    """The same apt error after installing other packages each time: the third install's failure is nudged as an
+    error retry, found only because ``E:`` lines are read as failures (the results carry no status)."""
+    assert _apt_session("E: Unable to correct problems, you have held broken packages.")[5] == "error_retry"
     assert "error_retry" not in _apt_session("Unable to correct problems, you have held broken packages.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loopwatch import Guard, Ladder, Message, Rung, ToolCall, ToolResult
+from loopwatch import Guard, Ladder, Message, Rung, ToolCall, ToolResult, Verdict, preset
 from loopwatch.detectors.base import Finding
 from loopwatch.policy import decide
 
@@ -53,17 +53,31 @@ def test_without_restrike_a_new_streak_is_only_nudged() -> None:
     assert again is not None and again.action == "nudge"
 
 
-def test_default_stops_a_second_text_loop_right_after_the_first_warning() -> None:
-    guard = Guard(clock=None)
+def _two_text_loops(guard: Guard) -> tuple[list[Verdict], list[Verdict]]:
     looping = "I will check the configuration file and then update the settings accordingly now."
     other = "I will check the configuration file and then update the settings accordingly later today."
-    verdicts = [guard.observe("s", Message("assistant", looping)) for _ in range(4)]
-    assert verdicts[-1].action == "nudge" and verdicts[-1].pattern == "similar_text"
-    assert not any(v.action == "stop" for v in verdicts)
+    first = [guard.observe("s", Message("assistant", f"{looping} Attempt {i}.")) for i in range(4)]
     guard.observe("s", Message("assistant", "Something entirely different about deployment windows and DNS."))
-    verdicts = [guard.observe("s", Message("assistant", other)) for _ in range(4)]
-    assert verdicts[-1].action == "stop"
-    assert "warning did not help" in (verdicts[-1].reason or "")
+    second = [guard.observe("s", Message("assistant", f"{other} Try {i}.")) for i in range(12)]
+    return first, second
+
+
+def test_default_only_nudges_text_loops_however_often_they_come_back() -> None:
+    """Similar text is similarity, not hard evidence: the default nudges it and never blocks or stops it."""
+    first, second = _two_text_loops(Guard(clock=None))
+    assert first[-1].action == "nudge" and first[-1].pattern == "similar_text"
+    assert {v.action for v in first + second} <= {"ok", "nudge"}
+
+
+def test_restrike_stops_a_second_text_loop_when_a_policy_allows_it() -> None:
+    """Without hard_evidence a ladder's restrike turns a second streak right after a warning into a stop."""
+    policy = preset("default").replace(
+        hard_evidence=False, ladders={"similar_text": Ladder.of(nudge=3, stop=8, restrike=15)}
+    )
+    first, second = _two_text_loops(Guard(policy=policy, clock=None))
+    assert not any(v.action == "stop" for v in first)
+    stop = next(v for v in second if v.action == "stop")
+    assert "warning did not help" in (stop.reason or "")
 
 
 def test_the_more_specific_rule_wins_a_tie() -> None:

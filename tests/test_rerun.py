@@ -119,10 +119,12 @@ def test_a_long_streak_keeps_its_start_and_is_nudged_once() -> None:
 
 def test_the_default_preset_has_the_rule() -> None:
     assert any(isinstance(d, RerunDetector) for d in Guard(preset="default-lexical").policy.detectors)
-    events = _cycle([""] * 6)
+    events = _cycle([""] * 12)
     guard = Guard(preset="default-lexical", clock=None)
     verdicts = [guard.observe("s", e) for e in events]
-    assert (verdicts[-1].action, verdicts[-1].pattern, verdicts[-1].count) == ("nudge", "no_effect", 6)
+    assert (verdicts[-1].action, verdicts[-1].pattern, verdicts[-1].count) == ("ok", None, 0)
+    nudges = [(i, v.action, v.count) for i, v in enumerate(verdicts) if v.pattern == "no_effect"]
+    assert nudges == [(19, "nudge", 5)]  # one nudge, on the fifth identical round; never a block or a stop
 
 
 def test_look_ups_and_waits_are_left_to_their_own_rules() -> None:
@@ -163,3 +165,19 @@ def test_bad_settings_are_refused_and_repr_names_them() -> None:
     with pytest.raises(ValueError):
         rerun(calls=0)
     assert repr(rerun()) == "RerunDetector(threshold=3, calls=4)"
+
+
+def test_a_look_at_what_runs_starts_the_count_over() -> None:
+    """Reading the script the run runs is the investigation its sameness calls for."""
+    events = _cycle([""] * 2)
+    events += [ToolCall("bash", {"command": "cat reproduce_bug.py"}, id="look"), ToolResult("print(1)", id="look")]
+    events += _cycle([""] * 2)[4:]  # two more rounds
+    assert {a for a, _, _ in _verdicts(events)} == {"ok"}
+    assert ("nudge", "no_effect", 3) in _verdicts(_cycle([""] * 4))
+
+
+def test_the_nudge_names_the_likely_causes() -> None:
+    guard = Guard(preset="default-lexical", clock=None)
+    message = next(v.message for v in (guard.observe("s", e) for e in _cycle([""] * 5)) if v.pattern == "no_effect")
+    assert message is not None
+    assert all(cause in message for cause in ("installed copy", "import path", "cache", "build"))

@@ -232,12 +232,14 @@ class Engine:
         if ladder is None:
             return None
         ladder_state = session["ladders"].setdefault(finding.pattern, {})
-        decision = decide(ladder, ladder_state, finding, step.index)
+        decision = decide(ladder, ladder_state, finding, step.index, hard_evidence=self.policy.hard_evidence)
         if decision is None:
             return None
-        return self._verdict(step, finding, decision, detector)
+        return self._verdict(step, finding, decision, detector, ladder_state.get("nudges"))
 
-    def _verdict(self, step: Step, finding: Finding, decision: Decision, detector: str) -> Verdict:
+    def _verdict(
+        self, step: Step, finding: Finding, decision: Decision, detector: str, nudges: list[list[int]] | None = None
+    ) -> Verdict:
         fields = {"count": finding.count, "reason": finding.reason, "tool": step.tool or "", **finding.facts}
         template = decision.rung.message or self.policy.messages.template(
             finding.pattern, decision.level, decision.action
@@ -259,6 +261,17 @@ class Engine:
                 evidence[key] = finding.facts[key]
         if step.kind == "call" and step.args is not None:
             evidence["args"] = step.args
+        reason = render(decision.rung.reason, fields) if decision.rung.reason else finding.reason
+        if decision.action != "nudge":
+            # what repeated, how often, and which warnings it ignored: what an operator needs to trust a stop
+            evidence["repeated"] = {"pattern": finding.pattern, "count": finding.count, "hard": finding.hard}
+            evidence["unit"] = finding.facts.get("call") or finding.facts.get("error") or finding.key
+            ignored = [{"index": index, "level": level} for index, level in nudges or () if index < step.index]
+            evidence["ignored_nudges"] = ignored
+            if ignored and not decision.rung.reason:  # a rung's own reason (a preset's documented text) stays as is
+                steps = ", ".join(str(n["index"]) for n in ignored)
+                plural = "s" if len(ignored) > 1 else ""
+                reason += f" (after {len(ignored)} nudge{plural} at step{plural} {steps} went unheeded)"
         return Verdict(
             action=decision.action,
             index=step.index,
@@ -268,7 +281,7 @@ class Engine:
             loop_start=finding.loop_start,
             status=status,
             message=render(template, fields),
-            reason=render(decision.rung.reason, fields) if decision.rung.reason else finding.reason,
+            reason=reason,
             detector=detector,
             evidence=evidence,
             partial=decision.rung.partial,

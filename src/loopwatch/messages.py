@@ -55,8 +55,10 @@ _NO_PROGRESS = (
 )
 _NO_EFFECT = (
     "{tool} has returned the same result {count} times although you changed things in between ({result}). "
-    "Your changes are not reaching what you are running: check that you edit the file that is actually "
-    "used, rebuild or reinstall if needed, and re-read the result before the next change."
+    "Your changes are probably not reaching what runs. Before the next change, check what the run actually "
+    "executes: an installed copy instead of the file you edit (pip show, python -c 'import m; print(m.__file__)'), "
+    "another import path, a stale cache or build (rebuild, reinstall, clear __pycache__), or a script that never "
+    "calls the code you change."
 )
 _TEST_FIX = (
     "You've had {count} consecutive test failures. Step back and rethink:\n1. Re-read the error messages "

@@ -110,12 +110,22 @@ _RESTRIKE = Rung(
 )
 
 
-def decide(ladder: Ladder, state: State, finding: Finding, index: int) -> Decision | None:
-    """Apply ``ladder`` to ``finding`` at event ``index``, updating the pattern's ladder ``state``."""
+_NUDGES_KEPT = 4
+
+
+def decide(
+    ladder: Ladder, state: State, finding: Finding, index: int, *, hard_evidence: bool = False
+) -> Decision | None:
+    """Apply ``ladder`` to ``finding`` at event ``index``, updating the pattern's ladder ``state``.
+
+    ``hard_evidence``: a block or a stop needs a hard finding (:attr:`Finding.hard`) and a nudge of the same
+    streak given before it (and ignored); otherwise the rung is a nudge. The nudges a streak was given are kept
+    in ``state["nudges"]`` (``[index, level]``, the last four) for the evidence of what follows.
+    """
     if state.get("key") != finding.key:
         last = state.get("last")
         state.clear()
-        state.update(key=finding.key, emitted=0, detections=0, last=last, previous=last)
+        state.update(key=finding.key, emitted=0, detections=0, last=last, previous=last, nudges=[])
     state["detections"] += 1
     value = finding.count if ladder.metric == "count" else state["detections"]
     level = ladder.level_for(value)
@@ -125,13 +135,20 @@ def decide(ladder: Ladder, state: State, finding: Finding, index: int) -> Decisi
     action: Action = rung.action
     if action == "block" and not finding.blockable:
         action = "nudge"
+    if hard_evidence and action != "nudge" and not (finding.hard and state.get("nudges")):
+        action = "nudge"
     if action == "nudge" and level <= state["emitted"] and not ladder.renotify:
         return None
     state["emitted"] = max(state["emitted"], level)
     state["last"] = index
     previous = state.get("previous")
-    if ladder.restrike and action != "stop" and previous is not None and index - previous <= ladder.restrike:
+    restrike = ladder.restrike and not hard_evidence  # a new streak is another unit: no hard evidence
+    if restrike and action != "stop" and previous is not None and index - previous <= ladder.restrike:
         return Decision("stop", len(ladder.rungs) + 1, _RESTRIKE)
+    if action == "nudge":
+        nudges = state.setdefault("nudges", [])
+        nudges.append([index, level])
+        del nudges[:-_NUDGES_KEPT]
     return Decision(action, level, rung)
 
 
@@ -158,6 +175,11 @@ class Policy:
     ignore_keys: tuple[str, ...] = ("task_progress",)
     reset_on_user: bool = True
     nudge_role: Literal["system", "user"] = "system"
+    hard_evidence: bool = False
+    """Block and stop only on hard evidence: the same unit repeated with nothing changed in between, after a
+    nudge for it was given and ignored (see :attr:`~loopwatch.detectors.base.Finding.hard`). Every other
+    finding (similar text, reworded intents, chanting, monologues, self-reported stalls, streaks of different
+    calls that find nothing, an error retried after changes that worked) may only nudge, whatever its ladder."""
 
     def tool(self, name: str) -> ToolSettings | None:
         return self.tools.get(name)

@@ -263,7 +263,7 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
         cycle(max_period=6, min_period=2),
         error_retry(threshold=3),
         feedback_repeat(threshold=4, reply_threshold=3),
-        no_progress(empty_threshold=4),
+        no_progress(seen_threshold=4, empty_threshold=4),
         failure_streak(empty=True),
         test_fix_cycle(),
         similar_text(
@@ -276,24 +276,26 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
         rerun(),  # rules added since the first release go last: older snapshots still load (Engine.load)
         self_report(threshold=2),
     )
+    # Block and stop only where the same unit repeats with nothing changed (repeat, cycle, error_retry, an
+    # identical message), after a nudge went unheeded; everything else nudges (hard_evidence below).
     ladders = {
-        "rephrase": Ladder.of(nudge=3),
-        "stalled": Ladder.of(nudge=2),
         "repeat": Ladder.of(nudge=3, block=5, stop=8),
-        "polling": Ladder.of(nudge=15),
-        "cycle": Ladder.of(nudge=3, block=5, stop=7, restrike=15),
+        "cycle": Ladder.of(nudge=3, block=5, stop=7),
         "error_retry": Ladder.of(nudge=3, block=6, stop=10),
-        "no_progress": Ladder.of(nudge=3, stop=8),
-        "no_effect": Ladder.of(nudge=6, stop=12),
-        "failure_streak": Ladder.of(nudge=6, stop=12),
+        "repeat_message": Ladder.of(nudge=3, stop=6),
+        "polling": Ladder.of(nudge=15),
+        "no_progress": Ladder.of(nudge=3),
+        "no_effect": Ladder.of(nudge=5),
+        "failure_streak": Ladder.of(nudge=6),
         "test_fix": Ladder.of(nudge=3),
-        "similar_text": Ladder.of(nudge=3, stop=8, restrike=15),
+        "similar_text": Ladder.of(nudge=3),
         "chanting": Ladder.of(nudge=10),
         "monologue": Ladder.of(nudge=4),
-        "repeat_message": Ladder.of(nudge=3, stop=6),
         "swarm_repeat": Ladder.of(nudge=10),
+        "rephrase": Ladder.of(nudge=3),
+        "stalled": Ladder.of(nudge=2),
     }
-    return Policy(name, detectors, ladders, limits=Limits(), messages=Messages())
+    return Policy(name, detectors, ladders, limits=Limits(), messages=Messages(), hard_evidence=True)
 
 
 PRESETS: Final[dict[str, Callable[[], Policy]]] = {

@@ -72,6 +72,10 @@ class Finding:
     facts: Mapping[str, Any] = field(default_factory=dict)
     blockable: bool = False
     """True when the finding is about the tool call of this very step (so the call can be refused)."""
+    hard: bool = False
+    """Hard evidence: the same unit (a call and its result, a failing call and its error, an identical message)
+    repeated with nothing changed in between. Only hard findings may block or stop a policy with
+    ``hard_evidence=True``; similarity, rewording, streaks of different calls and self-reports may only nudge."""
 
 
 class Detector(Configured, ABC):

@@ -132,6 +132,7 @@ class CycleDetector(Detector):
             indices=indices,
             facts={"period": period, "calls": listing, "tool": step.tool, "call": unit[-1]},
             blockable=True,
+            hard=True,
         )
 
 

@@ -6,9 +6,9 @@ from typing import Any, Final
 
 from .._lazy_re import lazy_compile
 from ..fingerprint import error_signature, preview, word_hashes
+from ..tools import batch_items, query_hashes, search_query, search_scopes
 from .base import Detector, Finding, State, Step, masked_of, mutates, polls, push, sketch_of, sketch_similarity
 from .progress import fruitless
-from .repeat import loose_fp
 
 _FILE_OPS: Final = lazy_compile(r"^\s*(cat|echo|sed|printf|tee|head|tail|awk)\b")
 _ECHOES: Final = lazy_compile(r"^\s*(?:echo|printf)\b")
@@ -67,21 +67,23 @@ class ErrorRetryDetector(Detector):
     """The same tool failing again and again with the same (or an equivalent) error, whatever its arguments.
 
     "Tool" is the tool key: for shell-like tools, the program run (``bash:python``, ``bash:cd``...). Errors
-    are equivalent when their words (digits, hex ids, timestamps, temp paths ignored) overlap by at least
-    ``similarity``; a streak may alternate between two such errors (a second error counts on its own until
-    the first one comes back: A, B, B is two Bs after an A, A, B, A is three alternating failures). Calls to
-    other tools in between do not
-    end a streak (the agent looks around, then retries the same thing); a success of the same tool, a third
-    kind of error, or ``gap`` steps without a failure of that tool do. After a change (an edit, an
-    install) only the very same failure counts. Reported on the result completing each retry, and
-    (blockable) on the call that would make the ``threshold``-th attempt when it repeats the last failing
-    call (digits aside) with nothing changed in between.
+    are equivalent when their words (volatile parts such as timestamps, hex ids and temp paths ignored) overlap by
+    at least ``similarity``; a streak may alternate between two such errors (a second error counts on its own
+    until the first one comes back: A, B, B is two Bs after an A, A, B, A is three alternating failures). Calls
+    to other tools in between do not end a streak (the agent looks around, then retries the same thing); a
+    success of the same tool, a third kind of error, or ``gap`` steps without a failure of that tool do. After
+    a change (an edit, an
+    install) that worked, what fails next starts afresh (the same failure after each of several changes is the
+    rerun rule's business); after one that failed, only the very same failure counts. Reported on the result
+    completing each retry, and (blockable) on the call that would make the ``threshold``-th attempt when it
+    repeats the last failing call exactly with nothing changed in between.
     """
 
     name = "error_retry"
     kinds = frozenset({"call", "result"})
     patterns = ("error_retry",)
     reset_on_user = False  # the same call failing the same way after a user reply is still a retry
+    optional_state = frozenset({"change"})  # snapshots taken before changes that worked ended a streak
 
     def __init__(self, *, threshold: int = 3, similarity: float = 0.5, gap: int = 16, tools: int = 4) -> None:
         self.threshold = threshold
@@ -90,7 +92,7 @@ class ErrorRetryDetector(Detector):
         self.tools = tools
 
     def new_state(self) -> State:
-        return {"streaks": {}, "shapes": {}}
+        return {"streaks": {}, "shapes": {}, "change": None}
 
     def load_state(self, data: dict[str, Any]) -> State:
         state = super().load_state(data)
@@ -106,11 +108,13 @@ class ErrorRetryDetector(Detector):
         streaks: dict[str, State] = state["streaks"]
         key = step.tool_key or step.tool or "?"
         if step.kind == "call":
-            if streaks and mutates(step):
+            change = mutates(step)
+            state["change"] = step.index if change else None
+            if streaks and change:
                 for other_key, other in streaks.items():
                     other["mut"] = other["mut"] or other_key != key
             shapes: dict[str, str] = state["shapes"]
-            shape = loose_fp(step)
+            shape = step.call_fp or ""
             same_shape = shapes.pop(key, None) == shape
             shapes[key] = shape
             while len(shapes) > self.tools:
@@ -124,6 +128,13 @@ class ErrorRetryDetector(Detector):
             return None
         if step.kind != "result":
             return None
+        if state["change"] is not None and state["change"] == step.call_index:
+            state["change"] = None
+            if not step.failed:
+                # a change that worked: what fails next is a new attempt (the same failure after each of several
+                # changes is the no_effect rule's business, not a retry)
+                for other_key in [k for k in streaks if k != key]:
+                    del streaks[other_key]
         if not step.failed or not (step.output or "").strip():
             streaks.pop(key, None)
             return None
@@ -184,6 +195,7 @@ class ErrorRetryDetector(Detector):
                 "failures": failures,
             },
             blockable=blockable,
+            hard=True,  # no change worked since the first failure: the same attempt failing the same way
         )
 
 
@@ -203,14 +215,16 @@ class FailureStreakDetector(Detector):
     name = "failure_streak"
     kinds = frozenset({"call", "result"})
     patterns = ("failure_streak",)
-    optional_state = frozenset({"quiet"})  # snapshots taken before empty results counted
+    optional_state = frozenset({"quiet", "items", "item"})  # snapshots taken before empty results counted
 
     def __init__(self, *, shell_only: bool = False, empty: bool = False) -> None:
         self.shell_only = shell_only
         self.empty = empty
 
     def new_state(self) -> State:
-        return {"n": 0, "start": None, "idx": [], "file_ops": True, "last": "", "quiet": []}
+        # quiet: calls whose result may count as empty (not a change, wait or echo), in the order made;
+        # items: what those calls look for and where ({call index: [places, query]}); item: the last empty one's
+        return {"n": 0, "start": None, "idx": [], "file_ops": True, "last": "", "quiet": [], "items": {}, "item": None}
 
     def load_state(self, data: dict[str, Any]) -> State:
         state = super().load_state(data)
@@ -221,9 +235,15 @@ class FailureStreakDetector(Detector):
 
     def observe(self, state: State, step: Step) -> Finding | None:
         quiet: list[int] = state["quiet"]  # calls whose result may count as empty (not a change, wait or echo)
+        items: dict[str, Any] = state["items"]
         if step.kind == "call":
             if self.empty and not (mutates(step) or polls(step) or _ECHOES.match(step.command or "")):
                 push(quiet, step.index, 8)  # calls may run in parallel: their results come back in any order
+                tool, args = step.tool or "", step.args or {}
+                places = list(search_scopes(tool, args, step.command))
+                items[str(step.index)] = [places, query_hashes(search_query(tool, args, step.command))]
+                for stale in [key for key in items if int(key) not in quiet]:
+                    del items[stale]
             return None
         if step.kind != "result":
             return None
@@ -233,9 +253,14 @@ class FailureStreakDetector(Detector):
         if answers_quiet:
             quiet.remove(call)
         empty = not step.failed and answers_quiet and fruitless(step)
+        item = items.pop(str(call), None)
         if not (step.failed or empty) or (self.shell_only and not shell):
-            state.update(n=0, start=None, idx=[], file_ops=True)
+            state.update(n=0, start=None, idx=[], file_ops=True, item=None)
             return None
+        if empty:
+            previous, state["item"] = state["item"], item
+            if previous is not None and item is not None and batch_items(*item, *previous):
+                return None  # the same thing looked for in one place after another: a batch, not a dead end
         if state["n"] == 0:
             state["start"] = step.call_index
         state["n"] += 1

@@ -104,6 +104,7 @@ class DoomLoopDetector(Detector):
             indices=indices,
             facts={"tool": tool, "call": f"{tool}({preview(args, 120)})", "match": kind},
             blockable=True,
+            hard=kind == "exact",
         )
 
 

@@ -10,18 +10,17 @@ from __future__ import annotations
 import re
 import zlib
 from itertools import islice, repeat
-from typing import Final
+from typing import Any, Final
 
 from .._lazy_re import lazy_compile
 from ..fingerprint import preview
-from ..similarity import jaccard_sets
+from ..tools import query_hashes, same_query, same_search, search_query, search_scopes
 from .base import (
     Detector,
     Finding,
     State,
     Step,
     bits_similarity,
-    canonical_of,
     line_hashes,
     mutates,
     polls,
@@ -89,131 +88,143 @@ def fruitless(step: Step) -> bool:
 
 
 class NoProgressDetector(Detector):
-    """Consecutive calls of the same kind that bring nothing new.
+    """The same look-up again, in a place already searched, bringing nothing new.
 
-    Look-ups (find, grep, ls, read, search...: they are one kind) count when they fail, come back empty,
-    say nothing matched, or return a result already seen in the streak; other calls of one tool count
-    when they return a (non-trivial) result already seen in the streak, exactly or nearly (``near``: the
-    estimated share of words, for look-ups of lines, shared with an earlier result; digits and spacing
-    aside, so a re-rendered page or a re-run with new timestamps is still "the same"). A result with new content
-    ends the streak (for look-ups with ``leaky``, one finding halves a long fruitless streak instead).
+    A *re-search* is a call of the same kind (look-ups: find, grep, ls, read, search...; other tools: each its
+    own kind) that looks for what an earlier call of the streak looked for (the words of what it looks for
+    overlap by at least ``similarity``, places and program names aside) in the same place or around or inside
+    it (``find / -name java``, then ``find /opt -name java``; see :func:`loopwatch.tools.search_scopes`). A
+    re-search that comes back empty, says nothing matched, or returns a result already seen (exactly, or
+    ``near``: most of its lines shared with one, so a re-rendered page is still the same) counts, together with
+    the call it repeats. Calls that look for something else, or in a distinct place (the same query over one
+    file after another: a batch over distinct items), are work: they neither count nor end a streak. A
+    result with new content ends the streak (``leaky``: one finding halves a long fruitless streak instead);
+    a change (an edit, a write) or a wait starts afresh.
 
-    Streaks are reported from ``seen_threshold`` calls when a result repeated, from ``empty_threshold``
-    when look-ups only came back empty, and from ``changed_threshold`` as pattern ``no_effect`` when
-    changes (edits) were made in between and the result still did not move. Reported on the result and
-    on the next call of the kind (blockable, that call counted); for repeated results already on the
-    call that would reach ``seen_threshold`` when its arguments overlap the previous call's by at least
-    ``similarity`` (word Jaccard).
+    Reported from ``seen_threshold`` calls when a result repeated, from ``empty_threshold`` when the look-ups
+    only came back empty, on the result; then on each further re-search before it runs (blockable, that call
+    counted).
     """
 
     name = "no_progress"
     kinds = frozenset({"call", "result"})
-    patterns = ("no_progress", "no_effect")
+    patterns = ("no_progress",)
+    optional_state = frozenset({"searched", "current", "vain"})  # snapshots taken before re-searches were told apart
 
     def __init__(
         self,
         *,
         seen_threshold: int = 3,
         empty_threshold: int = 5,
-        changed_threshold: int = 6,
         similarity: float = 0.5,
         near: float = 0.9,
         leaky: bool = True,
     ) -> None:
         self.seen_threshold = seen_threshold
         self.empty_threshold = empty_threshold
-        self.changed_threshold = changed_threshold
         self.similarity = similarity
         self.near = near
         self.leaky = leaky
 
     def new_state(self) -> State:
+        # searched: [places, query word hashes, call index] of the streak's recent calls that ran (last 8)
+        # current: the pending call's [places, query, index of the call it repeats or -1]
+        # vain: the calls that found nothing (or nothing new) since a result last brought something
         return {
-            "key": None, "n": 0, "start": None, "idx": [], "seen": [], "calls": [], "pending": None,
-            "search": False, "last": "", "repeated": False, "changed": False, "words": [], "sketches": [],
+            "key": None, "n": 0, "start": None, "idx": [], "seen": [], "pending": None, "search": False,
+            "last": "", "repeated": False, "sketches": [], "searched": [], "current": None, "vain": [],
         }  # fmt: skip
+
+    def load_state(self, data: dict[str, Any]) -> State:
+        for stale in ("calls", "changed", "words", "scopes", "looking"):  # kept by an earlier release
+            data.pop(stale, None)
+        return super().load_state(data)
 
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind == "call":
-            if polls(step):  # waits and status checks are expected to repeat: not this rule's business
+            search = searches(step)
+            if polls(step) or (not search and mutates(step)):
+                # a wait or a status check is expected to repeat; a change's result shows what was written
                 state.update(self.new_state())
                 return None
-            return self._call(state, step)
+            return self._call(state, step, search)
         if step.kind == "result" and step.call_index is not None and step.call_index == state["pending"]:
             return self._result(state, step)
         return None
 
-    def _call(self, state: State, step: Step) -> Finding | None:
-        search = searches(step)
+    def _call(self, state: State, step: Step, search: bool) -> Finding | None:
         key = "search" if search else step.tool_key
         if key != state["key"]:
-            state.update(key=key, n=0, start=None, idx=[], seen=[], calls=[], repeated=False, changed=False)
-            state["sketches"] = []
-        if not search and state["n"] and mutates(step):
-            state["changed"] = True
-        state.update(pending=step.index, search=search)
-        push(state["calls"], step.index, _SEEN)
-        words = _words(canonical_of(step)) if state["n"] else []
-        early = state["repeated"] and not state["changed"] and state["n"] + 1 >= self.seen_threshold
-        early = early and jaccard_sets(set(words), set(state["words"])) >= self.similarity
-        state["words"] = words
-        if self._report(state, state["n"]) or early:
-            # another call of a kind that has brought nothing new for a while
+            state.update(key=key, n=0, start=None, idx=[], seen=[], repeated=False, sketches=[], searched=[], vain=[])
+        tool, args = step.tool or "", step.args or {}
+        places = list(search_scopes(tool, args, step.command))
+        query = query_hashes(search_query(tool, args, step.command))
+        repeats = self._repeats(places, query, state["searched"])
+        state.update(pending=step.index, search=search, current=[places, query, repeats])
+        if repeats >= 0 and self._report(state, state["n"]):
+            # another re-search in a streak that has brought nothing new for a while
             return self._finding(state, step, state["n"] + 1, step.index, blockable=True)
         return None
 
+    def _repeats(self, places: list[str], query: list[int], searched: list[list[Any]]) -> int:
+        """The index of the latest earlier call this one searches again (see :func:`loopwatch.tools.same_search`),
+        or -1."""
+        for other_places, other_query, index in reversed(searched):
+            if same_query(query, other_query, self.similarity) and same_search(places, [], other_places, []):
+                return int(index)
+        return -1
+
     def _result(self, state: State, step: Step) -> Finding | None:
         state["pending"] = None
+        places, query, repeats = state["current"] or ([], [], -1)
         output = step.output or ""
         empty = state["search"] and (step.failed or fruitless(step))
         trivial = not step.failed and _trivial(output)
-        seen = not (trivial or empty) and self._seen(state, step, output)
+        seen = not (trivial or empty) and self._seen(state, step)
         push(state["seen"], step.outcome_fp, _SEEN)
+        if not step.failed:  # a call refused for its arguments searched nowhere
+            push(state["searched"], [places, query, step.call_index], _SEEN)
         if not (seen or empty):
+            state["vain"] = []
             if state["search"] and self.leaky and state["n"] >= 2:
                 state["n"] //= 2  # one look-up finding something does not end a long fruitless search
                 return None
-            state.update(n=0, start=None, idx=[], repeated=False, changed=False)
+            state.update(n=0, start=None, idx=[], repeated=False)
             return None
+        push(state["vain"], step.call_index, _SEEN)
+        if repeats < 0:
+            return None  # something else looked for, or somewhere else: work, whatever it found
         if state["n"] == 0:
-            state["start"] = step.call_index
+            state.update(start=step.call_index, idx=[])
+            prior = [entry[2] for entry in state["searched"] if entry[2] != step.call_index]
+            if repeats in state["vain"] or (prior and repeats == prior[-1]):
+                # the call it repeats found nothing either, or came right before it: it belongs to the loop
+                state.update(n=1, start=repeats, idx=[repeats])
         state["n"] += 1
         push(state["idx"], step.call_index, 8)
         state["last"] = preview(output, 120) or "empty"
         state["repeated"] = state["repeated"] or seen
         return self._finding(state, step, state["n"], step.index) if self._report(state, state["n"]) else None
 
-    def _seen(self, state: State, step: Step, output: str) -> bool:
+    def _seen(self, state: State, step: Step) -> bool:
         """Was this result (or nearly this result) already returned in the streak?"""
         sketch = output_sketch(step)
         exact = step.outcome_fp in state["seen"]
         near = not exact and _near(sketch, state["sketches"], self.near)
         if sketch:
             push(state["sketches"], sketch, 4)
-        if (exact or near) and state["n"] == 0:
-            # the call that first produced this result belongs to the loop too
-            seen = state["seen"]
-            first = seen.index(step.outcome_fp) if exact else len(seen) - 1
-            calls = state["calls"]
-            state.update(n=1, start=calls[first] if 0 <= first < len(calls) else step.call_index, idx=[])
         return exact or near
 
     def _report(self, state: State, n: int) -> bool:
-        if state["changed"]:
-            return n >= self.changed_threshold
         return n >= (self.seen_threshold if state["repeated"] else self.empty_threshold)
 
     def _finding(self, state: State, step: Step, n: int, index: int, *, blockable: bool = False) -> Finding:
         what = "look-ups" if state["search"] else f"{step.tool} calls"
-        pattern = "no_effect" if state["changed"] else "no_progress"
-        if state["changed"]:
-            reason = f"{n} {what} gave the same result although things were changed in between ({state['last']})"
-        else:
-            reason = f"{n} {what} in a row brought nothing new (last result: {state['last']})"
+        reason = f"{n} {what} for the same thing in the same place brought nothing new (last result: {state['last']})"
         return Finding(
-            pattern=pattern,
+            pattern="no_progress",
             count=n,
-            key=f"{pattern}:{state['key']}:{state['start']}",
+            key=f"no_progress:{state['key']}:{state['start']}",
             loop_start=state["start"],
             reason=reason,
             indices=(*state["idx"], index) if blockable else tuple(state["idx"]),
@@ -223,12 +234,9 @@ class NoProgressDetector(Detector):
 
 
 def no_progress(
-    *, seen_threshold: int = 3, empty_threshold: int = 5, changed_threshold: int = 6, similarity: float = 0.5
+    *, seen_threshold: int = 3, empty_threshold: int = 5, similarity: float = 0.5, near: float = 0.9
 ) -> NoProgressDetector:
     """The no-progress detector (see :class:`NoProgressDetector`)."""
     return NoProgressDetector(
-        seen_threshold=seen_threshold,
-        empty_threshold=empty_threshold,
-        changed_threshold=changed_threshold,
-        similarity=similarity,
+        seen_threshold=seen_threshold, empty_threshold=empty_threshold, similarity=similarity, near=near
     )

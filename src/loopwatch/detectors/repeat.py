@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..fingerprint import is_shell_tool, loose_fingerprint
+from ..tools import moves_relatively
 from .base import Detector, Finding, State, Step, call_label, mutates, polls, push
 
 _INDICES = 8
@@ -74,8 +75,9 @@ class RepeatDetector(Detector):
         n, changes = state["n"], state["changes"]
         if state["total"] < 2:
             return None  # the first call of a streak: nothing to report, whatever kind of call it is
-        if polls(step):
-            # a wait or a status check: the same answer again means the job is still running
+        if polls(step) or moves_relatively(step.tool_key, step.command):
+            # a wait or a status check: the same answer again means the job is still running (and `cd ..` again
+            # goes somewhere else, silently)
             return self._finding(state, step, "polling", state["total"], state["first"])
         if n >= 3 or (n >= 2 and changes == 0):
             return self._finding(state, step, "repeat", n, state["start"])
@@ -106,6 +108,7 @@ class RepeatDetector(Detector):
             indices=tuple(state["idx"]),
             facts={"tool": step.tool, "call": call, "fingerprint": state["fp"]},
             blockable=True,
+            hard=pattern == "repeat",
         )
 
 

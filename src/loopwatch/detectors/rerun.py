@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..fingerprint import preview
+from ..tools import scope_overlaps, search_scopes
 from .base import Detector, Finding, State, Step, mutates, polls, push, searches
 
 
@@ -21,10 +22,13 @@ class RerunDetector(Detector):
     Counted per call (its fingerprint; the last ``calls`` distinct calls are kept): a run counts when its
     result equals the previous run's, that result failed or is empty, and a change (a call that mutates)
     worked in between; a re-run with nothing changed in between neither counts nor breaks the count (the
-    repeat rule's business); a different result starts over. A run that succeeds with something to say (a
-    green test suite, a linter's "All checks passed!") never counts: re-checking after each step of a
-    refactor is how healthy work looks. Reported, as pattern ``no_effect``, from ``threshold`` runs (the
-    first one included) on the result of the last. Look-ups and waits are left to their own rules.
+    repeat rule's business); a different result starts over, and so does a look at what the run runs (the
+    script or test file it names): that is the investigation the sameness calls for. A run that succeeds with
+    something to say (a green test suite, a linter's "All checks passed!") never counts: re-checking after
+    each step of a refactor is how healthy work looks. Reported, as pattern ``no_effect``, from ``threshold``
+    runs (the first one included) on the result of the last. Look-ups and waits are left to their own rules.
+    Such runs sometimes end with a correct change: the default preset nudges them (once, from the fifth
+    round) and never blocks or stops them.
     """
 
     name = "rerun"
@@ -38,7 +42,8 @@ class RerunDetector(Detector):
         self.calls = calls
 
     def new_state(self) -> State:
-        # runs: call fingerprint -> [outcome fingerprint, runs counted, changed since?, first run, last runs]
+        # runs: call fingerprint -> [outcome fingerprint, runs counted, changed since?, first run, last runs,
+        #                            the paths the run names (the script or test it runs)]
         # pending: [index of the call awaiting its result, does it change something?]
         return {"runs": {}, "pending": None}
 
@@ -49,16 +54,20 @@ class RerunDetector(Detector):
             raise ValueError("rerun: runs must be an object")
         if pending is not None and not (isinstance(pending, list) and len(pending) == 2 and type(pending[0]) is int):
             raise ValueError(f"rerun: pending must be [index, changes?] or null, got {pending!r}")
-        for run in runs.values():
-            if not (isinstance(run, list) and len(run) == 5 and type(run[1]) is int and type(run[2]) is bool):
-                raise ValueError(f"rerun: a run must be [outcome, count, changed, first, indices], got {run!r}")
+        for run in runs.values():  # runs saved before their targets were kept have five fields
+            if not (isinstance(run, list) and len(run) in (5, 6) and type(run[1]) is int and type(run[2]) is bool):
+                raise ValueError(f"rerun: a run must be [outcome, count, changed, first, indices, paths], got {run!r}")
             if type(run[3]) is not int or not isinstance(run[4], list) or not all(type(i) is int for i in run[4]):
-                raise ValueError(f"rerun: a run's first index and indices must be integers, got {run[3:]!r}")
+                raise ValueError(f"rerun: a run's first index and indices must be integers, got {run[3:5]!r}")
+            if len(run) == 6 and not (isinstance(run[5], list) and all(isinstance(t, str) for t in run[5])):
+                raise ValueError(f"rerun: a run's targets must be a list of paths, got {run[5]!r}")
         return state
 
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind == "call":
             changes = mutates(step)
+            if searches(step) and state["runs"]:
+                self._investigated(state, step)
             counted = changes or not (searches(step) or polls(step))
             state["pending"] = [step.index, changes] if counted else None
             return None
@@ -73,6 +82,17 @@ class RerunDetector(Detector):
             return None
         return self._result(state, step)
 
+    def _investigated(self, state: State, step: Step) -> None:
+        """A look at what a run runs (the script or test it names) is the investigation its sameness called for:
+        that run's count starts over."""
+        places = search_scopes(step.tool or "", step.args or {}, step.command)
+        if not places:
+            return
+        for key, run in list(state["runs"].items()):
+            targets = run[5] if len(run) > 5 else []
+            if any(scope_overlaps(a, b) for a in places for b in targets):
+                del state["runs"][key]
+
     def _result(self, state: State, step: Step) -> Finding | None:
         runs: dict[str, list[Any]] = state["runs"]
         key = step.call_fp or ""
@@ -81,7 +101,8 @@ class RerunDetector(Detector):
         if not step.failed and output and not output.isspace():
             return None  # a run that worked and said something ends the count: not this rule's business
         if run is None or run[0] != step.outcome_fp:
-            run = [step.outcome_fp, 1, False, step.call_index, [step.call_index]]
+            targets = [p for p in search_scopes(step.tool or "", {}, step.command) if p not in (".", "..", "~")]
+            run = [step.outcome_fp, 1, False, step.call_index, [step.call_index], targets]
         elif run[2]:
             run[1] += 1
             run[2] = False

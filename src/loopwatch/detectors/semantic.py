@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from ..fingerprint import ASCII_LOWER, preview
+from ..tools import moves
 from .base import (
     EMPTY_LINE,
     Detector,
@@ -338,8 +339,8 @@ class RephraseDetector(Detector):
         asked, state["asked"] = state["asked"], None
         finding = None
         if pending is not None and pending[0] == step.call_index:
-            if not step.failed and mutates(step):
-                state["gain"] += self.gain_cap  # a change that worked: something new happened
+            if not step.failed and (mutates(step) or moves(step.tool_key)):
+                state["gain"] += self.gain_cap  # a change that worked, or a move elsewhere: something new happened
             text = intent_text(pending[1], self.max_chars)
             if len(text) >= self.min_chars:
                 finding = self._intent(state, "calls", text, pending[0], step.index)

@@ -283,11 +283,13 @@ class MonologueDetector(Detector):
             reason = f"the same assistant message {count} times in a row"
         else:
             reason = f"{count} assistant messages in a row without using a tool"
+        start = state["idx"][-count] if len(state["idx"]) >= count else state["start"]
         return Finding(
             pattern=pattern,
             count=count,
-            key=f"{pattern}:{state['start']}",
-            loop_start=state["idx"][-count] if len(state["idx"]) >= count else state["start"],
+            hard=pattern == "repeat_message",  # the very same message again; talking on is not
+            key=f"{pattern}:{start if pattern == 'repeat_message' else state['start']}",
+            loop_start=start,
             reason=reason,
             indices=tuple(state["idx"][-count:]),
             facts={"text": preview(step.text or "", 160)},
