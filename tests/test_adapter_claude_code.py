@@ -198,7 +198,8 @@ def test_the_same_bash_call_again_and_again_is_nudged_then_denied_then_stopped(
         if not claude.tool("Bash", {"command": "npm test", "description": "Run the tests"}, npm_test):
             break
     nudge = next(text for text in claude.model_sees if "3 times in a row" in text)
-    assert nudge.startswith('You have called Bash({"command":"npm test","description":"Run the tests"}) 3 times')
+    # the description does not change what a Bash call does: it is not part of the call the model is shown
+    assert nudge.startswith('You have called Bash({"command":"npm test"}) 3 times')
     assert claude.model_sees.index(nudge) < len(claude.model_sees) - 1  # the model saw it before going on
     assert any(text.startswith("Refused: Bash(") for text in claude.model_sees)
     assert claude.calls == 8 and len(claude.executed) == 4 and len(claude.denied) == 4

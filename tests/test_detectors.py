@@ -222,7 +222,7 @@ def test_no_swarm_no_swarm_repeat() -> None:
 def test_chanting_in_one_message_and_in_a_stream() -> None:
     chunk = "The answer is that we must keep going forward now. "
     whole = Guard().observe("s", Message("assistant", chunk * 12))
-    assert whole.action == "nudge" and whole.pattern == "chanting" and whole.count >= 10
+    assert whole.action == "nudge" and whole.pattern == "chanting" and whole.count >= 5
     guard = Guard()
     verdicts = run(guard, [TextDelta(chunk) for _ in range(12)])
     hits = [v for v in verdicts if v.pattern == "chanting"]

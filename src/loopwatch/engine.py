@@ -28,6 +28,7 @@ from .fingerprint import (
 from .limits import LimitHit, Limits
 from .messages import render
 from .policy import Decision, Policy, decide
+from .tools import ignored_keys
 from .verdict import LOOP_DETECTED, SEVERITY, Action, Verdict, ok
 
 STATE_VERSION: Final = 1
@@ -94,7 +95,7 @@ class Engine:
             "calls": {"last": None, "ids": {}},
             "warned": [],
             "stopped": None,
-            "last_user": None,
+            "last_user": [],
             "last": None,
         }
 
@@ -174,12 +175,16 @@ class Engine:
         if step.kind == "reset":
             self.reset(session)
             return ok(index)
-        if step.kind == "message" and step.role == "user" and self.policy.reset_on_user:
-            # the same reply again (a harness's canned complaint) is not new information
-            signature = error_signature(step.text or "")
-            if signature != session["last_user"]:
+        if step.kind == "message" and step.role == "user" and self.policy.reset_on_user and _human(event.worker):
+            # a person's new prompt starts afresh; a reply seen lately (a harness's canned complaint, the fixed
+            # prompts of its rounds, "continue" again) is not new information
+            signature = error_signature(step.text or "", masked_of(step))
+            recent = session["last_user"]
+            if not isinstance(recent, list):  # a session saved when one reply was kept
+                recent = [] if recent is None else [recent]
+            if signature not in recent:
                 self._reset_for_user(session)
-            session["last_user"] = signature
+            session["last_user"] = [*(s for s in recent if s != signature), signature][-_RECENT_REPLIES:]
         best = _stronger(self._run_detectors(session, step), self._check_limits(session, index))
         if best is None:
             return self._undecided_ok(session, index) if self._undecided else ok(index)
@@ -203,11 +208,16 @@ class Engine:
         return payload_fingerprint(event.tool, payload)
 
     def _projected(self, tool: str, args: Mapping[str, Any]) -> Mapping[str, Any]:
-        """The arguments the fingerprints see: the tool's (or the policy's) ignored keys removed."""
+        """The arguments the fingerprints see: without the keys that do not change what the call does (the
+        tool's known annotations, see :mod:`loopwatch.tools`, and the tool's or the policy's ignored keys); only
+        the tool's ``keep_keys`` when it has them."""
         settings = self.policy.tool(tool)
-        ignore = settings.ignore_keys if settings and settings.ignore_keys else self.policy.ignore_keys
         keep = settings.keep_keys if settings else None
-        return project(args, ignore_keys=ignore, keep_keys=keep)
+        if keep is not None:
+            return project(args, keep_keys=keep)
+        ignore = settings.ignore_keys if settings and settings.ignore_keys else self.policy.ignore_keys
+        known = ignored_keys(tool, args)
+        return project(args, ignore_keys=known.union(ignore) if known else ignore)
 
     def _exempt(self, step: Step) -> bool:
         settings = self.policy.tool(step.tool) if step.tool else None
@@ -382,6 +392,17 @@ class Engine:
             output, event.is_error, event.exit_code, error=failed, masked_output=masked_of(step)
         )
         return step
+
+
+_RECENT_REPLIES: Final = 4
+"""User replies remembered: one of them again is not a new prompt."""
+_HUMANS: Final = frozenset({"user", "human", "customer", "client", "operator", "person"})
+
+
+def _human(worker: str | None) -> bool:
+    """Is a ``user`` message a person's? In a multi-agent transcript the other agents' turns are often recorded
+    as ``user`` messages with the agent's name (``Validation_Expert``): they are not a new prompt."""
+    return worker is None or worker.strip().lower() in _HUMANS
 
 
 _STOP_FIELDS: Final = (

@@ -18,6 +18,7 @@ from typing import Any, Final
 from ._lazy_re import lazy_compile
 from .canonical import canonical_json, digest, digest_bytes, digest_parts, flat_payload, fold_string
 from .masking import masked
+from .tools import reads_only
 
 # -- calls --------------------------------------------------------------------------------------------
 
@@ -341,6 +342,8 @@ _SEARCH_PROGRAMS: Final = frozenset(
 
 def is_mutation(tool: str, args: Mapping[str, Any], *, command: str | None = None) -> bool:
     """Does this call (probably) change something: edit a file, install, write, submit?"""
+    if reads_only(tool, args):  # an editor's view command
+        return False
     command = command if command is not None else command_of(args)
     if command is not None and (is_shell_tool(tool) or not _MUTATING_TOOLS.search(tool)):
         # the verb and a heredoc's target are at the start, a trailing redirect at the end
@@ -390,4 +393,4 @@ def is_search(
         return program in _SEARCH_PROGRAMS and not changes()
     if _SEARCH_TOOLS.match(tool):
         return not changes() if command else True
-    return False
+    return reads_only(tool, args)

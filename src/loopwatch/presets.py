@@ -269,7 +269,7 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
         similar_text(
             metric="jaccard", threshold=0.85, window=5, mode="consecutive", history=5, max_chars=2000, sketch=48
         ),
-        chanting(),
+        chanting(threshold=5),
         monologue(per_worker=True),
         swarm(threshold=10, min_workers=2),
         rephrase(embedder=BUILTIN_EMBEDDER) if semantic else rephrase(),
@@ -289,7 +289,7 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
         "failure_streak": Ladder.of(nudge=6),
         "test_fix": Ladder.of(nudge=3),
         "similar_text": Ladder.of(nudge=3),
-        "chanting": Ladder.of(nudge=10),
+        "chanting": Ladder.of(nudge=5),
         "monologue": Ladder.of(nudge=4),
         "swarm_repeat": Ladder.of(nudge=10),
         "rephrase": Ladder.of(nudge=3),

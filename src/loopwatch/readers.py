@@ -12,6 +12,7 @@ callback, so the caller can go on with the other files and say some input was ba
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import gzip
 import io
@@ -361,12 +362,19 @@ def trajectory_run(record: Any, *, path: str | None = None) -> Run:
     run_id = record.get("id")
     if not isinstance(run_id, str):
         run_id = run_id_from_path(path)
-    events = []
+    events: list[Event] = []
     for i, step in enumerate(steps):
         try:
-            events.append(step_event(step))
+            event = step_event(step)
         except EventError as exc:
             raise EventError(f"step {i}: {exc}") from exc
+        previous = events[-1] if events else None
+        if isinstance(event, ToolResult) and isinstance(previous, ToolCall) and previous.id is None:
+            # a tool step is the result of the call right before it, whatever tool name it was recorded under
+            link = f"step-{i - 1}"
+            events[-1] = dataclasses.replace(previous, id=link)
+            event = dataclasses.replace(event, id=link)
+        events.append(event)
     source = record.get("source") if isinstance(record.get("source"), str) else None
     labels = record.get("labels") if isinstance(record.get("labels"), Mapping) else {}
     return Run(id=run_id, events=events, source=source, path=path, meta={"labels": labels})

@@ -128,8 +128,8 @@ class NoProgressDetector(Detector):
 
     def new_state(self) -> State:
         # searched: [places, query word hashes, call index] of the streak's recent calls that ran (last 8)
-        # current: the pending call's [places, query, index of the call it repeats or -1]
-        # vain: the calls that found nothing (or nothing new) since a result last brought something
+        # current: the pending call's [places, query, indices of the earlier calls it searches again]
+        # vain: the latest calls that found nothing (or nothing new)
         return {
             "key": None, "n": 0, "start": None, "idx": [], "seen": [], "pending": None, "search": False,
             "last": "", "repeated": False, "sketches": [], "searched": [], "current": None, "vain": [],
@@ -161,45 +161,45 @@ class NoProgressDetector(Detector):
         query = query_hashes(search_query(tool, args, step.command))
         repeats = self._repeats(places, query, state["searched"])
         state.update(pending=step.index, search=search, current=[places, query, repeats])
-        if repeats >= 0 and self._report(state, state["n"]):
+        if repeats and self._report(state, state["n"]):
             # another re-search in a streak that has brought nothing new for a while
             return self._finding(state, step, state["n"] + 1, step.index, blockable=True)
         return None
 
-    def _repeats(self, places: list[str], query: list[int], searched: list[list[Any]]) -> int:
-        """The index of the latest earlier call this one searches again (see :func:`loopwatch.tools.same_search`),
-        or -1."""
-        for other_places, other_query, index in reversed(searched):
-            if same_query(query, other_query, self.similarity) and same_search(places, [], other_places, []):
-                return int(index)
-        return -1
+    def _repeats(self, places: list[str], query: list[int], searched: list[list[Any]]) -> list[int]:
+        """The earlier calls this one searches again (see :func:`loopwatch.tools.same_search`), latest last."""
+        return [
+            int(index)
+            for other_places, other_query, index in searched
+            if same_query(query, other_query, self.similarity) and same_search(places, [], other_places, [])
+        ]
 
     def _result(self, state: State, step: Step) -> Finding | None:
         state["pending"] = None
-        places, query, repeats = state["current"] or ([], [], -1)
+        places, query, repeats = state["current"] or ([], [], [])
         output = step.output or ""
         empty = state["search"] and (step.failed or fruitless(step))
         trivial = not step.failed and _trivial(output)
         seen = not (trivial or empty) and self._seen(state, step)
         push(state["seen"], step.outcome_fp, _SEEN)
+        previous = state["searched"][-1][2] if state["searched"] else None
         if not step.failed:  # a call refused for its arguments searched nowhere
             push(state["searched"], [places, query, step.call_index], _SEEN)
         if not (seen or empty):
-            state["vain"] = []
             if state["search"] and self.leaky and state["n"] >= 2:
                 state["n"] //= 2  # one look-up finding something does not end a long fruitless search
                 return None
             state.update(n=0, start=None, idx=[], repeated=False)
             return None
-        push(state["vain"], step.call_index, _SEEN)
-        if repeats < 0:
-            return None  # something else looked for, or somewhere else: work, whatever it found
-        if state["n"] == 0:
-            state.update(start=step.call_index, idx=[])
-            prior = [entry[2] for entry in state["searched"] if entry[2] != step.call_index]
-            if repeats in state["vain"] or (prior and repeats == prior[-1]):
-                # the call it repeats found nothing either, or came right before it: it belongs to the loop
-                state.update(n=1, start=repeats, idx=[repeats])
+        vain = state["vain"]
+        # a re-search counts when what it repeats found nothing either, or came right before it; a second pass over
+        # items that each brought something is work, like a new search
+        repeated = [index for index in repeats if index in vain or index == previous]
+        push(vain, step.call_index, _SEEN)
+        if not repeated:
+            return None
+        if state["n"] == 0:  # the call it repeats belongs to the loop too
+            state.update(n=1, start=repeated[-1], idx=[repeated[-1]])
         state["n"] += 1
         push(state["idx"], step.call_index, 8)
         state["last"] = preview(output, 120) or "empty"

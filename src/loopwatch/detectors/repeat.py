@@ -69,8 +69,9 @@ class RepeatDetector(Detector):
             state.update(fp=step.call_fp, n=1, total=1, start=step.index, first=step.index, out=None, idx=[], changes=0)
             state["loose"] = loose_fp(step) if self.loose else None
         state["last"] = step.index
-        # an editor's answer shows what it wrote: the same change again is no progress, whatever it answers
-        state["change"] = mutates(step) and not is_shell_tool(step.tool or "")
+        # an editor's answer shows what it wrote: the same change again is no progress, whatever it answers (a call
+        # recorded without its arguments is not known to be the same change: its results must tell)
+        state["change"] = bool(step.args) and mutates(step) and not is_shell_tool(step.tool or "")
         push(state["idx"], step.index, _INDICES)
         n, changes = state["n"], state["changes"]
         if state["total"] < 2:

@@ -1,0 +1,221 @@
+"""What the default preset promises users who leave it on: a stop only on hard evidence, and none of the
+behaviours users complain about in other detectors (polling with moving counters, batch work over distinct
+items, two-pass batches, productive turns) ever flagged."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from loopwatch import Guard, Message, TextDelta, ToolCall, ToolResult, Verdict, preset
+from loopwatch.events import Event
+from loopwatch.fingerprint import is_mutation, is_search
+
+
+def _run(events: list[Event], guard: Guard | None = None) -> list[Verdict]:
+    guard = guard or Guard(clock=None)
+    return [guard.observe("s", event) for event in events]
+
+
+def _actions(verdicts: list[Verdict]) -> set[str]:
+    return {v.action for v in verdicts}
+
+
+def _call(tool: str, args: dict[str, object], output: str, n: int, *, is_error: bool | None = None) -> list[Event]:
+    return [ToolCall(tool, args, id=f"c{n}"), ToolResult(output, id=f"c{n}", is_error=is_error)]
+
+
+# -- a stop needs hard evidence --------------------------------------------------------------------------------
+
+
+def test_the_same_call_with_the_same_result_is_nudged_blocked_then_stopped_with_its_evidence() -> None:
+    events: list[Event] = []
+    for n in range(10):
+        events += _call("bash", {"command": "cat config.yml"}, "error: config.yml: permission denied", n)
+    verdicts = _run(events)
+    stop = next(v for v in verdicts if v.action == "stop")
+    nudges = [v for v in verdicts if v.action == "nudge"]
+    assert nudges and nudges[0].index < stop.index  # warned first
+    assert stop.evidence["repeated"]["count"] == stop.count and stop.evidence["repeated"]["hard"] is True
+    assert "cat config.yml" in stop.evidence["unit"]
+    ignored = [n["index"] for n in stop.evidence["ignored_nudges"]]
+    assert ignored and set(ignored) <= {v.index for v in nudges}  # nudges the model was shown, for this loop
+    assert "went unheeded" in (stop.reason or "")
+    json.dumps(stop.to_json())  # the evidence is JSON, for audit records
+
+
+def test_similar_text_rewording_and_chanting_only_ever_nudge() -> None:
+    events: list[Event] = []
+    for n in range(30):
+        events.append(Message("assistant", f"I will look into the failing test and fix it right away, step {n}."))
+    chant = "The deployment failed because the configuration file is missing a required key. " * 40
+    events.append(Message("assistant", chant))
+    verdicts = _run(events, Guard(preset="default-lexical", clock=None))
+    assert "nudge" in _actions(verdicts)
+    assert _actions(verdicts) <= {"ok", "nudge"}
+
+
+def test_an_error_retried_after_changes_that_worked_is_never_blocked_or_stopped() -> None:
+    """Edit, rerun, another edit, rerun... with the same failure each time: the no_effect rule may nudge once,
+    the run is never refused or stopped (such runs sometimes end with a correct patch)."""
+    events: list[Event] = []
+    for n in range(15):
+        events += _call(
+            "str_replace_editor",
+            {"command": "str_replace", "path": "src/app.py", "old_str": f"x = {n}", "new_str": f"x = {n + 1}"},
+            "The file src/app.py has been edited.",
+            2 * n,
+        )
+        events += _call(
+            "bash",
+            {"command": "python -m pytest tests/test_app.py -q"},
+            "FAILED tests/test_app.py::test_x - assert 1 == 2\n1 failed in 0.12s",
+            2 * n + 1,
+            is_error=True,
+        )
+    verdicts = _run(events)
+    assert _actions(verdicts) <= {"ok", "nudge"}
+    assert [v.pattern for v in verdicts if v.pattern == "no_effect"] == ["no_effect"]  # one nudge, no more
+
+
+def test_the_very_same_edit_again_and_again_is_still_a_loop() -> None:
+    edit = {"command": "edit 1:1\nimport json\nend_of_edit"}
+    events: list[Event] = []
+    for n in range(9):
+        events += _call("edit", edit, f"[File: a.py ({10 + n} lines total)]\n1:import json", n)
+    assert "stop" in _actions(_run(events))
+
+
+# -- what counts as the same ----------------------------------------------------------------------------------
+
+
+def test_polling_with_moving_progress_counters_is_never_flagged() -> None:
+    events: list[Event] = []
+    for n in range(12):
+        events += _call("bash", {"command": "kubectl rollout status deploy/web"}, f"{n}/12 replicas ready", n)
+    assert _actions(_run(events)) == {"ok"}
+
+
+@pytest.mark.parametrize(
+    ("tool", "make_args"),
+    [
+        ("calculate", lambda n: {"expression": f"{12 + n}*3"}),
+        ("search_flights", lambda n: {"origin": "JFK", "destination": "LAX", "date": f"2024-05-{10 + n:02d}"}),
+    ],
+)
+def test_calls_differing_in_a_number_are_different_calls(tool: str, make_args: object) -> None:
+    assert callable(make_args)
+    events: list[Event] = []
+    for n in range(8):
+        events += _call(tool, make_args(n), f"result {n}" if tool == "calculate" else "No flights found.", n)
+    assert _actions(_run(events)) == {"ok"}
+
+
+def test_batch_writes_to_distinct_paths_with_the_same_content_are_work() -> None:
+    events: list[Event] = []
+    for n in range(10):
+        events += _call("write_file", {"path": f"src/module_{n}/__init__.py", "content": ""}, "File written.", n)
+    assert _actions(_run(events)) == {"ok"}
+
+
+def test_reading_distinct_files_with_the_same_content_or_nothing_found_is_work() -> None:
+    events: list[Event] = []
+    for n in range(10):
+        events += _call("read_file", {"path": f"config/env_{n}.yml"}, "# empty config\n", 2 * n)
+        events += _call("bash", {"command": f'grep -n "TODO" src/part_{n}.py'}, "", 2 * n + 1)
+    assert _actions(_run(events)) == {"ok"}
+
+
+def test_a_two_pass_batch_is_work() -> None:
+    events: list[Event] = []
+    for n, path in enumerate(["a.py", "b.py", "c.py", "d.py"] * 2):
+        events += _call("bash", {"command": f"python -m black {path}"}, f"reformatted {path}\nAll done! 1 file", n)
+    assert _actions(_run(events)) == {"ok"}
+
+
+def test_productive_successful_turns_are_never_flagged() -> None:
+    events: list[Event] = [Message("user", "Add type hints to the utils module and run the tests.")]
+    for n in range(20):
+        events += _call(
+            "read_file", {"path": f"src/utils/part_{n}.py"}, f"def helper_{n}(x):\n    return x * {n}\n", 3 * n
+        )
+        events += _call(
+            "edit_file",
+            {"path": f"src/utils/part_{n}.py", "old": f"def helper_{n}(x):", "new": f"def helper_{n}(x: int) -> int:"},
+            "Edited.",
+            3 * n + 1,
+        )
+        events += _call("bash", {"command": "pytest -q"}, f"{40 + n} passed in 1.{n}s", 3 * n + 2)
+        events.append(Message("assistant", f"Annotated helper_{n}; the suite still passes ({40 + n} tests)."))
+    assert _actions(_run(events)) == {"ok"}
+
+
+def test_arguments_that_do_not_change_what_a_call_does_are_not_compared() -> None:
+    events: list[Event] = []
+    for n in range(6):
+        args = {"command": "npm test", "description": f"Run the tests (attempt {n})", "timeout": 1000 * n}
+        events += _call("Bash", args, "FAIL src/app.test.js\nTests: 1 failed", n)
+    assert "block" in _actions(_run(events))  # Claude Code's description and timeout aside, the same call
+    events = []
+    for n in range(6):
+        args = {"command": "ls /tmp/out", "security_risk": ["LOW", "MEDIUM"][n % 2]}
+        events += _call("execute_bash", args, "ls: cannot access '/tmp/out': No such file or directory", n)
+    assert "block" in _actions(_run(events))  # OpenHands' security_risk aside, the same call
+
+
+def test_an_editor_view_is_a_read_not_a_change() -> None:
+    view = {"command": "view", "path": "/repo/app.py"}
+    assert not is_mutation("str_replace_editor", view) and is_search("str_replace_editor", None, view)
+    assert is_mutation("str_replace_editor", {"command": "str_replace", "path": "/repo/app.py"})
+
+
+def test_other_agents_turns_do_not_reset_loop_tracking() -> None:
+    """In a group chat the other agents' turns are often recorded as user messages with their names."""
+    events: list[Event] = []
+    for n in range(8):
+        events += _call("web_search", {"query": "survivor winners birthdates"}, "No results found.", n)
+        events.append(Message("user", f"Expert {n % 3}: please keep looking.", worker=f"Expert_{n % 3}"))
+    assert "nudge" in _actions(_run(events))
+    human: list[Event] = []
+    for n in range(8):
+        human += _call("web_search", {"query": "survivor winners birthdates"}, "No results found.", n)
+        human.append(Message("user", f"Try again with another idea, number {n}."))  # a person's new prompt each time
+    assert _actions(_run(human)) == {"ok"}
+
+
+# -- chanting ------------------------------------------------------------------------------------------------
+
+
+CHUNK = "The build failed again because the cache directory was not writable. "
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_chanted_prose_chunk_is_flagged_by_its_fifth_repetition(streamed: bool) -> None:
+    def verdicts(copies: int) -> list[Verdict]:
+        text = "Here is what happened. " + CHUNK * copies + "I will look into it."
+        if streamed:
+            events: list[Event] = [TextDelta(text[i : i + 17]) for i in range(0, len(text), 17)]
+            events.append(Message("user", "ok"))  # the next event ends the streamed message
+        else:
+            events = [Message("assistant", text)]
+        return _run(events, Guard(preset="default-lexical", clock=None))
+
+    assert not [v for v in verdicts(4) if v.pattern == "chanting"]
+    assert [v.pattern for v in verdicts(5) if v.pattern == "chanting"] == ["chanting"]
+
+
+def test_code_blocks_tables_and_lists_do_not_chant() -> None:
+    table = "| name | value |\n|---|---|\n" + "| retries | 3 |\n" * 3 + "".join(f"| row {i} | x |\n" for i in range(8))
+    code = (
+        "```python\n" + "print('The build failed again because the cache directory was not writable.')\n" * 8 + "```\n"
+    )
+    items = "".join(f"- Checked the cache directory permissions on host number {i} again.\n" for i in range(8))
+    verdicts = _run([Message("assistant", table + code + items)], Guard(preset="default-lexical", clock=None))
+    assert _actions(verdicts) == {"ok"}
+
+
+def test_the_default_declares_hard_evidence_and_the_seed_presets_keep_theirs() -> None:
+    assert preset("default").hard_evidence and preset("default-lexical").hard_evidence
+    for name in ("jaccard-turns", "call-cycles", "ralph", "doom-loop", "behavioral"):
+        assert not preset(name).hard_evidence
