@@ -9,11 +9,25 @@ from typing import Any
 
 import pytest
 
+from loopwatch.detectors import chanting, error_retry
 from loopwatch.errors import ConfigError
-from loopwatch.evaluation import Sweep, compare_table, evaluate_policy, labelled_runs, sweep_point, sweep_table
-from loopwatch.events import ToolCall, ToolResult
+from loopwatch.evaluation import (
+    Evaluation,
+    Sweep,
+    choose,
+    compare_table,
+    evaluate_policy,
+    held_out_table,
+    labelled_runs,
+    leave_one_source_out,
+    rule_share_table,
+    rule_shares,
+    sweep_point,
+    sweep_table,
+)
+from loopwatch.events import Message, ToolCall, ToolResult
 from loopwatch.explain import explain_run, explanation_json, find_run
-from loopwatch.metrics import Detection, evaluate, parse_labels, run_outcome_from_trajectory
+from loopwatch.metrics import Detection, RunOutcome, evaluate, parse_labels, run_outcome_from_trajectory
 from loopwatch.presets import preset
 from loopwatch.readers import Run, read_runs, trajectory_run
 from loopwatch.scan import scan_runs
@@ -169,3 +183,80 @@ def test_find_run_accepts_a_unique_suffix_only() -> None:
     assert find_run(runs, "a/x/one") is runs[0]
     assert find_run(runs, "two") is runs[2]
     assert find_run(runs, "one") is None  # ambiguous
+
+
+# -- leave one source out, what each rule brings --------------------------------------------------------------
+
+
+def _synthetic(value: int) -> Evaluation:
+    """Two sources scored as if a threshold were ``value``: source ``a``'s loops last 4 steps and its clean runs hold
+    2 repeats; source ``b``'s loops last 3 and its clean runs hold 3 repeats (what a detector at ``value`` flags)."""
+    lines = []
+    outcomes = []
+    for source, loop_reps, clean_reps in (("a", 4, 2), ("b", 3, 3)):
+        for n in range(4):
+            run_id = f"{source}/loop-{n}"
+            lines.append(json.dumps({"id": run_id, "verdict": "stuck", "confidence": "high", "episodes": [
+                {"start": 0, "detectable_at": 2, "end": loop_reps - 1, "unit_len": 1, "pattern": "repeat",
+                 "reps": loop_reps, "note": ""}]}))  # fmt: skip
+            found = (Detection(value - 1, "nudge", 1, "repeat", 0),) if loop_reps >= value else ()
+            outcomes.append(RunOutcome(run_id, source, 10, None, found))
+            clean_id = f"{source}/clean-{n}"
+            lines.append(json.dumps({"id": clean_id, "verdict": "clean", "confidence": "high", "episodes": []}))
+            alarm = (Detection(value - 1, "nudge", 1, "repeat", 0),) if clean_reps >= value else ()
+            outcomes.append(RunOutcome(clean_id, source, 10, None, alarm))
+    labels = parse_labels(lines)
+    return Evaluation(preset("default"), evaluate(outcomes, labels), (), tuple(outcomes), labels)
+
+
+def test_leave_one_source_out_chooses_on_the_other_sources_and_scores_the_one_left_out() -> None:
+    points = [(float(value), _synthetic(value)) for value in (2, 3, 4)]
+    overall, held = leave_one_source_out(points)
+    # on both sources, only 4 keeps false alarms within budget (at 3, b's clean runs are flagged)
+    assert overall == 4
+    by_source = {h.source: h for h in held}
+    # chosen on b alone: 4 (the only value within the budget); on a, where 3 would do as well, it still catches all
+    assert (by_source["a"].value, by_source["a"].metrics.episode_recall.rate) == (4, 1.0)
+    # chosen on a alone: 3 (the earliest value with full recall and no alarm); on b it flags every clean run
+    assert (by_source["b"].value, by_source["b"].best_here) == (3, 4)
+    assert by_source["b"].metrics.false_alarm_rate.rate == 1.0
+    assert "left out" in held_out_table("repeat.threshold", overall, held)
+    assert choose([(1.0, _synthetic(2).report.overall)])[0] == 1.0
+
+
+def test_rule_shares_credit_each_rule_with_what_only_it_catches() -> None:
+    looping = [ToolCall("bash", {"command": "make"}, id=f"c{n}") for n in range(4)]
+    events: list[Any] = []
+    for n, call in enumerate(looping):
+        events += [call, ToolResult("make: *** No rule to make target 'all'.  Stop.", id=f"c{n}", is_error=True)]
+    chant = Message("assistant", "Checking the build configuration once more to be sure of it. " * 12)
+    runs = [Run(id="s/loop", events=events), Run(id="s/clean", events=[chant])]
+    labels = parse_labels(
+        [
+            json.dumps(
+                {
+                    "id": "s/loop",
+                    "verdict": "stuck",
+                    "confidence": "high",
+                    "episodes": [
+                        {
+                            "start": 0,
+                            "detectable_at": 4,
+                            "end": 6,
+                            "unit_len": 1,
+                            "pattern": "error_retry",
+                            "reps": 4,
+                            "note": "",
+                        }
+                    ],
+                }
+            ),  # fmt: skip
+            json.dumps({"id": "s/clean", "verdict": "clean", "confidence": "high", "episodes": []}),
+        ]
+    )
+    policy = preset("default-lexical").replace(detectors=(error_retry(), chanting(threshold=5)))
+    shares = {s.rule: s for s in rule_shares(evaluate_policy(policy, runs, labels), runs, labels)}
+    assert shares["error_retry"].catches == {"s": 1} and not shares["error_retry"].useless
+    assert shares["chanting"].alarms == {"s": 1} and shares["chanting"].useless
+    table = rule_share_table(list(shares.values()))
+    assert "chanting  (catches nothing alone)" in table and "1 / 0" in table

@@ -33,7 +33,11 @@ from .evaluation import (
     compare_json,
     compare_table,
     evaluate_policy,
+    held_out_table,
     labelled_runs,
+    leave_one_source_out,
+    rule_share_table,
+    rule_shares,
     sweep_point,
     sweep_table,
 )
@@ -65,6 +69,16 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--compare", nargs="+", metavar="PRESET", help="presets to put side by side")
     evaluate.add_argument(
         "--sweep", metavar="DETECTOR.PARAM=A:B:STEP", help="vary one detector parameter from A to B by STEP"
+    )
+    evaluate.add_argument(
+        "--loso",
+        action="store_true",
+        help="with --sweep: for each source, the value chosen on the other sources and its metrics on the one left out",
+    )
+    evaluate.add_argument(
+        "--rules",
+        action="store_true",
+        help="per rule and source, the episodes only it catches and the clean runs only it alarms (one scan per rule)",
     )
     evaluate.add_argument("--untruncated", action="store_true", help="keep verdicts after a stop")
     evaluate.add_argument("--html", metavar="FILE", help="also write an HTML report (with the sweep's chart)")
@@ -291,8 +305,19 @@ def _eval(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors: _E
         labels = parse_labels(handle)
     runs = labelled_runs(read_runs(args.paths, format=args.format, on_error=errors), labels)
     live = not args.untruncated
+    if args.loso and not args.sweep:
+        raise ConfigError("--loso needs --sweep DETECTOR.PARAM=A:B:STEP", field="loso")
     if args.sweep:
         return _sweep(args, policy, runs, labels, live)
+    if args.rules:
+        evaluation = evaluate_policy(policy, runs, labels, live=live)
+        shares = rule_shares(evaluation, runs, labels, live=live)
+        if args.json:
+            print(json.dumps([share.to_json() for share in shares], indent=1))
+        else:
+            print(f"{len(runs)} labelled runs ({len(labels)} labels), preset {policy.name}")
+            print(rule_share_table(shares))
+        return 0
     names = [policy.name, *[p for p in args.compare or () if p != policy.name]]
     evaluations = [
         evaluate_policy(
@@ -336,9 +361,21 @@ _EXCLUDED = ("rephrase",)  # semantic loops: also reported without them (no lexi
 
 def _sweep(args: argparse.Namespace, policy: Policy, runs: list[Run], labels: Any, live: bool) -> int:
     sweep = Sweep.parse(args.sweep)
-    points = []
-    for value, changed in sweep.policies(policy):
-        points.append(sweep_point(value, evaluate_policy(changed, runs, labels, live=live)))
+    evaluations = [
+        (value, evaluate_policy(changed, runs, labels, live=live)) for value, changed in sweep.policies(policy)
+    ]
+    points = [sweep_point(value, evaluation) for value, evaluation in evaluations]
+    if args.loso:
+        overall, held = leave_one_source_out(evaluations)
+        if args.json:
+            print(
+                json.dumps({"sweep": args.sweep, "chosen": overall, "held_out": [h.to_json() for h in held]}, indent=1)
+            )
+        else:
+            print(sweep_table(sweep, points))
+            print()
+            print(held_out_table(f"{sweep.detector}.{sweep.param}", overall, held))
+        return 0
     if args.html:
         base = evaluate_policy(policy, runs, labels, live=live)
         _eval_html(args.html, base, runs, [(sweep, points)])

@@ -8,7 +8,7 @@ without being scanned; labels without a run are counted by the report.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -27,6 +27,15 @@ class Evaluation:
     policy: Policy
     report: Report
     runs: tuple[RunReport, ...]
+    outcomes: tuple[RunOutcome, ...] = ()
+    labels: Mapping[str, Label] | None = None
+    live: bool = True
+
+    def on(self, sources: Collection[str], *, keep: bool = True) -> Report:
+        """The metrics of these runs restricted to ``sources`` (``keep=False``: to every other source), without
+        scanning again."""
+        chosen = [o for o in self.outcomes if (o.source in sources) == keep]
+        return evaluate(chosen, self.labels or {}, live=self.live)
 
 
 def run_outcome(run: Run, report: RunReport) -> RunOutcome:
@@ -53,9 +62,9 @@ def evaluate_policy(
 ) -> Evaluation:
     """Scan ``runs`` (already restricted to labelled ones) with ``policy`` and score the verdicts."""
     reports = tuple(scan_runs(policy, runs))
-    outcomes = [run_outcome(run, report) for run, report in zip(runs, reports, strict=True)]
+    outcomes = tuple(run_outcome(run, report) for run, report in zip(runs, reports, strict=True))
     report = evaluate(outcomes, labels, live=live, exclude_patterns=exclude_patterns)
-    return Evaluation(policy, report, reports)
+    return Evaluation(policy, report, reports, outcomes, labels, live)
 
 
 # -- side by side -------------------------------------------------------------------------------------
@@ -221,3 +230,139 @@ def sweep_table(sweep: Sweep, points: Sequence[SweepPoint]) -> str:
     lines = ["  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+# -- leave one source out --------------------------------------------------------------------------------
+
+MAX_FALSE_ALARMS: Final = 0.025
+"""The false-alarm rate a threshold is chosen under (the share of clean runs with any detection)."""
+
+
+def _preference(metrics: Metrics, max_false_alarms: float) -> tuple[bool, float, float]:
+    """How good a threshold's metrics are: within the false-alarm budget first, then recall, then fewer alarms."""
+    alarms = metrics.false_alarm_rate.rate or 0.0
+    return (alarms <= max_false_alarms, metrics.episode_recall.rate or 0.0, -alarms)
+
+
+def choose(
+    points: Sequence[tuple[float, Metrics]], max_false_alarms: float = MAX_FALSE_ALARMS
+) -> tuple[float, Metrics]:
+    """The value whose metrics are best: the highest episode recall among the values within the false-alarm
+    budget (the fewest false alarms when none is), ties to the fewer alarms, then to the earlier value."""
+    best = points[0]
+    for point in points[1:]:
+        if _preference(point[1], max_false_alarms) > _preference(best[1], max_false_alarms):
+            best = point
+    return best
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """One source left out of a sweep: the value chosen on the other sources, and how it does on this one."""
+
+    source: str
+    value: float
+    metrics: Metrics
+    """The held-out source's metrics at ``value``."""
+    best_here: float
+    """The value that would have been chosen on this source alone (for comparison)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "value": self.value, "best_here": self.best_here, **self.metrics.to_json()}
+
+
+def leave_one_source_out(
+    points: Sequence[tuple[float, Evaluation]], max_false_alarms: float = MAX_FALSE_ALARMS
+) -> tuple[float, list[HeldOut]]:
+    """(the value chosen on every source, and per source the value chosen on the others with its metrics on the
+    source left out): the figures that say whether a threshold holds on sources it was not chosen on."""
+    overall = choose([(value, e.report.overall) for value, e in points], max_false_alarms)[0]
+    sources = sorted({source for _, e in points for source in e.report.by_source})
+    held: list[HeldOut] = []
+    for source in sources:
+        others = [(value, e.on([source], keep=False).overall) for value, e in points]
+        value = choose(others, max_false_alarms)[0]
+        here = [(v, e.report.by_source[source]) for v, e in points if source in e.report.by_source]
+        metrics = next(e.report.by_source[source] for v, e in points if v == value)
+        held.append(HeldOut(source, value, metrics, choose(here, max_false_alarms)[0]))
+    return overall, held
+
+
+def held_out_table(name: str, overall: float, held: Sequence[HeldOut]) -> str:
+    """The leave-one-source-out figures as aligned text."""
+
+    def pct(ratio: Any) -> str:
+        return "-" if ratio.rate is None else f"{ratio.rate:.1%} ({ratio.count}/{ratio.total})"
+
+    rows = [[f"left out ({name} chosen on the rest)", "value", "best there", "recall", "false alarms", "false stops"]]
+    for h in held:
+        m = h.metrics
+        rows.append([h.source, f"{h.value:g}", f"{h.best_here:g}", pct(m.episode_recall), pct(m.false_alarm_rate),
+                     pct(m.false_stop_rate)])  # fmt: skip
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [f"{name}: {overall:g} on every source"]
+    lines += ["  ".join(_align(i, c, w) for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
+    lines.insert(2, "  ".join("-" * w for w in widths))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+# -- what each rule brings --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RuleShare:
+    """What one rule of a policy brings on its own: per source, the labelled episodes only it catches and the clean
+    runs only it raises an alarm on (measured by running the policy without it)."""
+
+    rule: str
+    catches: Mapping[str, int]
+    alarms: Mapping[str, int]
+
+    @property
+    def useless(self) -> bool:
+        """Catches nothing on its own anywhere, but raises alarms: a rule to take out of the policy."""
+        return not any(self.catches.values()) and any(self.alarms.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rule": self.rule, "catches": dict(self.catches), "alarms": dict(self.alarms), "useless": self.useless}
+
+
+def _caught(evaluation: Evaluation) -> tuple[set[tuple[str, int, int]], set[str]]:
+    detected = {(e.run_id, e.episode.start, e.episode.end) for e in evaluation.report.episodes if e.detected}
+    alarmed = {a.run_id for a in evaluation.report.alarms}
+    return detected, alarmed
+
+
+def rule_shares(
+    evaluation: Evaluation, runs: Sequence[Run], labels: Mapping[str, Label], *, live: bool = True
+) -> list[RuleShare]:
+    """:class:`RuleShare` of every rule of ``evaluation``'s policy (one scan of the policy without each rule)."""
+    policy = evaluation.policy
+    detected, alarmed = _caught(evaluation)
+    sources = sorted(evaluation.report.by_source)
+    shares = []
+    for i, rule in enumerate(policy.detectors):
+        without = policy.replace(detectors=policy.detectors[:i] + policy.detectors[i + 1 :], name=f"-{rule.name}")
+        still_detected, still_alarmed = _caught(evaluate_policy(without, runs, labels, live=live))
+        catches = dict.fromkeys(sources, 0)
+        for run_id, _, _ in detected - still_detected:
+            catches[source_from_id(run_id)] = catches.get(source_from_id(run_id), 0) + 1
+        alarms = dict.fromkeys(sources, 0)
+        for run_id in alarmed - still_alarmed:
+            alarms[source_from_id(run_id)] = alarms.get(source_from_id(run_id), 0) + 1
+        shares.append(RuleShare(rule.name, catches, alarms))
+    return shares
+
+
+def rule_share_table(shares: Sequence[RuleShare]) -> str:
+    """Per rule and source, ``episodes only it catches / clean runs only it alarms``."""
+    sources = sorted({s for share in shares for s in share.catches})
+    rows = [["rule (only it: catches / alarms)", *sources, "all"]]
+    for share in shares:
+        cells = [f"{share.catches.get(s, 0)} / {share.alarms.get(s, 0)}" for s in sources]
+        total = f"{sum(share.catches.values())} / {sum(share.alarms.values())}"
+        rows.append([share.rule + ("  (catches nothing alone)" if share.useless else ""), *cells, total])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(_align(i, c, w) for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(line.rstrip() for line in lines)
