@@ -250,7 +250,7 @@ def test_rule_shares_credit_each_rule_with_what_only_it_catches() -> None:
                         }
                     ],
                 }
-            ),  # fmt: skip
+            ),
             json.dumps({"id": "s/clean", "verdict": "clean", "confidence": "high", "episodes": []}),
         ]
     )
