@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -144,9 +145,17 @@ def _number(value: object, name: str) -> float | int | None:
 def _integer(value: object, name: str, *, non_negative: bool) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
+    if type(value) is int:
+        number = value
+    elif isinstance(value, int) and not isinstance(value, bool):
+        number = int.__int__(value)
+    elif not isinstance(value, (bool, float, str)) and hasattr(type(value), "__index__"):
+        try:  # numpy's integers and other exact integer types
+            number = operator.index(value)  # type: ignore[arg-type]
+        except Exception:
+            raise EventError(f"expected an integer, got {type(value).__name__}", field=name) from None
+    else:
         raise EventError(f"expected an integer, got {type(value).__name__}", field=name)
-    number = value if type(value) is int else int.__int__(value)
     if abs(number) > _MAX_INT:
         raise EventError("integer out of range", field=name)
     if non_negative and number < 0:

@@ -51,9 +51,8 @@ def use_orjson(enabled: bool) -> None:
 def encode_state(data: Any) -> str:
     """Compact JSON text of a session's state (orjson when installed, else json: the same JSON).
 
-    Always valid Unicode a store can hold, whatever the state's strings are: text orjson cannot encode (a lone
-    surrogate, an int over 64 bits) is written by ``json`` with every non-ASCII character escaped, which
-    :func:`decode_state` reads back exactly."""
+    A state's strings may hold surrogates (orjson refuses them: ``json`` writes them as they are); stores
+    keep such text exactly (:func:`~loopwatch.stores.storable`), and :func:`decode_state` reads it back."""
     fast = _fast()
     if fast is not None:
         try:
@@ -61,7 +60,7 @@ def encode_state(data: Any) -> str:
             return text
         except (TypeError, fast.JSONEncodeError):  # a lone surrogate, an int over 64 bits...: json copes
             pass
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=True)
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
 
 def decode_state(text: str) -> Any:
@@ -70,7 +69,7 @@ def decode_state(text: str) -> Any:
     if fast is not None:
         try:
             return fast.loads(text)
-        except fast.JSONDecodeError:  # orjson refuses escaped lone surrogates, which json reads
+        except fast.JSONDecodeError:  # orjson refuses surrogates, which json reads
             pass
     return json.loads(text)
 

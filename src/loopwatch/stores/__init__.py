@@ -16,15 +16,14 @@ thus counted exactly once, whichever process or machine it came from, and one ev
 when the guard's cached state is current.
 
 Names (sessions, swarms, workers, tools) and states are any Python strings, lone surrogates included
-(``os.fsdecode`` gives them for file names that are not UTF-8): :func:`storable` writes a name the store's
-encoding cannot hold as escaped JSON text behind a marker, and :func:`from_storable` reads it back.
+(``os.fsdecode`` gives them for file names that are not UTF-8): :func:`storable` writes a text the store's
+encoding cannot hold as its bytes behind a marker, and :func:`from_storable` reads it back exactly.
 
 Third-party stores: subclass :class:`Store` and :func:`register` a URL scheme.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -79,15 +78,15 @@ def new_token() -> str:
     return os.urandom(8).hex()
 
 
-_ESCAPED: Final = "\x00json:"
+_ESCAPED: Final = "\x00utf8:"
 
 
 def storable(text: str) -> str:
-    """``text`` as valid Unicode a store can hold: itself, or when it holds lone surrogates (or starts with
-    the marker this uses) the marker and its JSON with every non-ASCII character escaped. Reversible with
-    :func:`from_storable`; two different texts never give the same result."""
+    """``text`` as valid Unicode a store can hold: itself, or when it holds surrogates (or starts with the
+    marker this uses) the marker and its UTF-8 bytes (surrogates as such) one character per byte. Reversible
+    with :func:`from_storable` for any Python string; two different texts never give the same result."""
     if text.startswith(_ESCAPED) or not (text.isascii() or _encodable(text)):
-        return _ESCAPED + json.dumps(text, ensure_ascii=True)
+        return _ESCAPED + text.encode("utf-8", "surrogatepass").decode("latin-1")
     return text
 
 
@@ -95,10 +94,9 @@ def from_storable(text: str) -> str:
     """The text :func:`storable` was given."""
     if text.startswith(_ESCAPED):
         try:
-            value = json.loads(text[len(_ESCAPED) :])
-        except ValueError:
+            return text[len(_ESCAPED) :].encode("latin-1").decode("utf-8", "surrogatepass")
+        except UnicodeError:  # not written by storable (a damaged value): as it is
             return text
-        return value if isinstance(value, str) else text
     return text
 
 
