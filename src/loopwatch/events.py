@@ -36,6 +36,9 @@ a longer one keeps its first and last halves of that around a line saying how ma
 MAX_ARG_TEXT: Final = MAX_STRING
 """Characters of one string inside a call's arguments: a longer one keeps its head, its length, a digest of
 its middle and its tail (as call fingerprints do)."""
+MAX_ARGS_TEXT: Final = 262_144
+"""Characters of all the strings of a call's arguments together: past it, a string keeps only its length and a
+digest (the arguments' words stay bounded however many strings they hold)."""
 MAX_ARG_NODES: Final = MAX_NODES
 """Values copied from a call's arguments; past it the rest is summarised."""
 MAX_ARG_DEPTH: Final = MAX_DEPTH
@@ -178,12 +181,14 @@ def _flat(args: dict[Any, Any]) -> bool:
     """Plain arguments that need no copy: at most 64 string keys, short strings, small ints, floats, bools."""
     if len(args) > 64:
         return False
+    room = MAX_ARGS_TEXT
     for key, value in args.items():
         if type(key) is not str or len(key) > MAX_NAME:
             return False
         kind = type(value)
         if kind is str:
-            if len(value) > MAX_ARG_TEXT:
+            room -= len(value)
+            if len(value) > MAX_ARG_TEXT or room < 0:
                 return False
         elif kind is int:
             if value.bit_length() > _MAX_INT_BITS:
@@ -206,7 +211,7 @@ def _args(value: object) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise EventError(f"expected a mapping, got {type(value).__name__}", field="args")
     try:
-        return _plain_mapping(value, 0, [MAX_ARG_NODES], set())
+        return _plain_mapping(value, 0, [MAX_ARG_NODES, MAX_ARGS_TEXT], set())
     except Exception as exc:  # a mapping whose own methods raise: described, not read
         return {UNREADABLE: f"<{type(value).__name__}: {type(exc).__name__}>"}
 
@@ -249,7 +254,7 @@ def _plain(value: Any, depth: int, budget: list[int], seen: set[int]) -> Any:
     if value is None or kind is bool or kind is float:
         return value
     if kind is str:
-        return value if len(value) <= MAX_ARG_TEXT else fold_string(value, MAX_ARG_TEXT)
+        return _arg_text(value, budget)
     if isinstance(value, int) and kind is not bool:
         number = value if kind is int else int.__int__(value)
         bits = number.bit_length()
@@ -260,11 +265,22 @@ def _plain(value: Any, depth: int, budget: list[int], seen: set[int]) -> Any:
     if isinstance(value, float):
         return float.__float__(value)
     if isinstance(value, str):
-        return fold_string(str.__str__(value), MAX_ARG_TEXT)
+        return _arg_text(str.__str__(value), budget)
     try:
         return _container(value, depth, budget, seen)
     except Exception:  # a nested object whose own methods raise: described, not read
         return f"<{type(value).__name__}: unreadable>"
+
+
+def _arg_text(text: str, budget: list[int]) -> str:
+    """A string of the arguments: folded past :data:`MAX_ARG_TEXT`; past :data:`MAX_ARGS_TEXT` characters in
+    all, only its length and a digest are kept."""
+    if len(text) > MAX_ARG_TEXT:
+        text = fold_string(text, MAX_ARG_TEXT)
+    budget[1] -= len(text)
+    if budget[1] < 0 and len(text) > 64:
+        return f"<{len(text)} chars #{digest(text)}>"
+    return text
 
 
 def _container(value: Any, depth: int, budget: list[int], seen: set[int]) -> Any:
