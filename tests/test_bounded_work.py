@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from loopwatch import Guard, Message, TextDelta
 from loopwatch.chanting import ChantTracker
-from loopwatch.events import MAX_TEXT
+from loopwatch.events import MAX_MESSAGE_TEXT
 from loopwatch.fingerprint import _PATH, normalize_args_seed004
 
 # seed 004's path normalisation as it was written first: quadratic on a long word without a slash
@@ -75,5 +75,5 @@ def test_a_huge_message_is_judged_on_its_capped_text(monkeypatch: pytest.MonkeyP
     verdict = guard.observe("s", Message("assistant", "\n" * 3_000_000))
     assert verdict.action == "ok" and guard.stats["errors"] == 0 and seen[0] == 0
     message = Message("assistant", "Thinking... " + "\n" * 3_000_000 + "Done. " * 20)
-    assert len(message.text) <= MAX_TEXT + 64 and message.text.endswith("Done. " * 20)
-    assert len(TextDelta("x" * 3_000_000).text) <= MAX_TEXT + 64  # streamed chunks are capped one by one
+    assert len(message.text) <= MAX_MESSAGE_TEXT + 64 and message.text.endswith("Done. " * 20)
+    assert len(TextDelta("x" * 3_000_000).text) <= MAX_MESSAGE_TEXT + 64  # streamed chunks are capped one by one

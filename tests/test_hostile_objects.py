@@ -16,7 +16,7 @@ import pytest
 
 from loopwatch import EventError, Guard, Message, TextDelta, ToolCall, ToolResult, Usage, preset
 from loopwatch.canonical import canonical_json
-from loopwatch.events import MAX_ARG_TEXT, MAX_NAME, MAX_TEXT, Reset, cut_text
+from loopwatch.events import MAX_ARG_TEXT, MAX_MESSAGE_TEXT, MAX_NAME, MAX_TEXT, Reset, cut_text
 from loopwatch.limits import max_runtime
 
 
@@ -150,10 +150,14 @@ def test_a_cyclic_or_huge_argument_tree_is_copied_in_bounded_size() -> None:
 
 def test_texts_are_cut_keeping_head_and_tail() -> None:
     long = "head " + "x" * (3 * MAX_TEXT) + " tail"
-    for event in (ToolResult(long, tool="t"), Message("assistant", long), TextDelta(long)):
+    for event, limit in (
+        (ToolResult(long, tool="t"), MAX_TEXT),
+        (Message("assistant", long), MAX_MESSAGE_TEXT),
+        (TextDelta(long), MAX_MESSAGE_TEXT),
+    ):
         text = event.output if isinstance(event, ToolResult) else event.text
-        assert len(text) < MAX_TEXT + 100 and text.startswith("head ") and text.endswith(" tail")
-        assert f"[... {len(long) - MAX_TEXT} characters cut ...]" in text
+        assert len(text) < limit + 100 and text.startswith("head ") and text.endswith(" tail")
+        assert f"[... {len(long) - limit} characters cut ...]" in text
     assert ToolCall("t", {}, thought=long).thought == cut_text(long)
     assert cut_text("short") == "short"
 

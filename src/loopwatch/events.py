@@ -4,13 +4,14 @@ The constructors are the edge between the agent's objects and the rules: whateve
 holds plain, bounded values. Subclasses of ``str``, ``int``, ``float`` and of mappings become the plain
 types (their own methods are never called); a ``datetime`` time stamp becomes seconds since the epoch; ids
 and worker names that are not strings (a ``uuid.UUID``, an int) become their text; arguments are copied into
-plain dicts and lists with at most :data:`MAX_ARG_TEXT` characters per string, :data:`MAX_ARG_NODES` values
-and :data:`MAX_ARG_DEPTH` levels (objects that are not JSON become a short description, as in call
-fingerprints); a text longer than :data:`MAX_TEXT` keeps its head and its tail around a note of what was
-cut. Parts of the arguments whose own methods raise when read are described instead (a whole mapping that
-cannot be read becomes ``{"<unreadable>": "<Type: Error>"}``): the agent goes on and the call is still
-judged. A value of the wrong kind (a time stamp that is not a number, arguments that are not a mapping, an
-unknown role) is refused with an :class:`~loopwatch.errors.EventError` naming the field.
+plain dicts and lists with at most :data:`MAX_ARG_TEXT` characters per string (:data:`MAX_ARGS_TEXT` in
+all), :data:`MAX_ARG_NODES` values and :data:`MAX_ARG_DEPTH` levels (objects that are not JSON become a
+short description, as in call fingerprints); a text longer than :data:`MAX_TEXT` (a message:
+:data:`MAX_MESSAGE_TEXT`) keeps its head and its tail around a note of what was cut. Parts of the arguments
+whose own methods raise when read are described instead (a whole mapping that cannot be read becomes
+``{"<unreadable>": "<Type: Error>"}``): the agent goes on and the call is still judged. A value of the wrong
+kind (a time stamp that is not a number, arguments that are not a mapping, an unknown role) is refused with
+an :class:`~loopwatch.errors.EventError` naming the field.
 """
 
 from __future__ import annotations
@@ -31,8 +32,12 @@ ROLES: Final = ("assistant", "user", "system")
 _MAX_INT: Final = 2**63 - 1
 
 MAX_TEXT: Final = 65_536
-"""Characters of one text (a result's output, a message, a streamed chunk, a call's reasoning) an event keeps:
-a longer one keeps its first and last halves of that around a line saying how many characters were cut."""
+"""Characters of a result's output or a call's reasoning an event keeps: a longer one keeps its first and last
+halves of that around a line saying how many characters were cut."""
+MAX_MESSAGE_TEXT: Final = 16_384
+"""Characters of a message or a streamed chunk an event keeps, cut the same way (about 4,000 tokens: the
+rules that read a reply line by line stay within a few tens of milliseconds whatever it holds; a chant
+runs to the end of a reply, which is kept)."""
 MAX_ARG_TEXT: Final = MAX_STRING
 """Characters of one string inside a call's arguments: a longer one keeps its head, its length, a digest of
 its middle and its tail (as call fingerprints do)."""
@@ -80,13 +85,13 @@ def _describe(value: object) -> str:
     return f"<{type(value).__name__}:{fold_string(text, 200)}>"
 
 
-def _text(value: object, name: str, *, default: str | None = None) -> str:
+def _text(value: object, name: str, *, default: str | None = None, limit: int = MAX_TEXT) -> str:
     text = plain_str(value)
     if text is None:
         if value is None and default is not None:
             return default
         raise EventError(f"expected a string, got {type(value).__name__}", field=name)
-    return text if len(text) <= MAX_TEXT else cut_text(text)
+    return text if len(text) <= limit else cut_text(text, limit)
 
 
 def _opt_text(value: object, name: str) -> str | None:
@@ -401,8 +406,8 @@ class Message:
             shown = role if role is not None else type(self.role).__name__
             raise EventError(f"expected one of {', '.join(ROLES)}, got {shown!r}", field="role")
         _set(self, "role", role)
-        if type(self.text) is not str or len(self.text) > MAX_TEXT:
-            _set(self, "text", _text(self.text, "text", default=""))
+        if type(self.text) is not str or len(self.text) > MAX_MESSAGE_TEXT:
+            _set(self, "text", _text(self.text, "text", default="", limit=MAX_MESSAGE_TEXT))
         if self.ts is not None or self.worker is not None:
             _common_fields(self)
 
@@ -416,8 +421,8 @@ class TextDelta:
     worker: str | None = None
 
     def __post_init__(self) -> None:
-        if type(self.text) is not str or len(self.text) > MAX_TEXT:
-            _set(self, "text", _text(self.text, "text"))
+        if type(self.text) is not str or len(self.text) > MAX_MESSAGE_TEXT:
+            _set(self, "text", _text(self.text, "text", limit=MAX_MESSAGE_TEXT))
         if self.ts is not None or self.worker is not None:
             _common_fields(self)
 
