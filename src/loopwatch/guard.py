@@ -28,6 +28,7 @@ from .verdict import Verdict
 
 if TYPE_CHECKING:
     from .judge import JudgeMemory, LoopJudge
+    from .redact import Redactor
 
 
 def _logger() -> Any:
@@ -69,7 +70,9 @@ class Guard:
     >>> verdict = guard.observe("run-1", ToolCall("bash", {"command": "ls"}))
 
     ``sinks``: audit sinks (``emit(record)``), written before the verdict is returned; ``listeners``:
-    callables receiving the same records. ``clock``: seconds since the epoch, for runtime limits and idle
+    callables receiving the same records, each its own redacted copy (secrets hidden as the sinks hide them;
+    ``redact_listeners=False`` hands them the records as they are, or give a configured
+    :class:`~loopwatch.redact.Redactor`). ``clock``: seconds since the epoch, for runtime limits and idle
     eviction (events' own ``ts`` win when present). ``max_sessions``: least recently used sessions beyond it
     are evicted; ``max_swarms`` the same for the swarm counts kept in this process (without a store).
     ``on_error``: ``"allow"`` logs and counts a malformed event or an internal error and returns ``ok``;
@@ -104,6 +107,7 @@ class Guard:
         store: str | Store | None = None,
         on_store_error: OnStoreError = "allow",
         judge: LoopJudge | None = None,
+        redact_listeners: bool | Redactor = True,
     ) -> None:
         if on_error not in ("allow", "raise") or on_audit_error not in ("allow", "raise"):
             raise ConfigError("must be 'allow' or 'raise'", field="on_error")
@@ -113,6 +117,12 @@ class Guard:
         self.engine = Engine(self.policy)
         self.sinks = list(sinks)
         self.listeners = list(listeners)
+        if not isinstance(redact_listeners, bool):
+            from .redact import Redactor
+
+            if not isinstance(redact_listeners, Redactor):
+                raise ConfigError("must be True, False or a Redactor", field="redact_listeners")
+        self.redact_listeners: bool | Redactor = redact_listeners
         self.clock = clock
         self.max_sessions = max_sessions
         if isinstance(max_swarms, bool) or not isinstance(max_swarms, int) or max_swarms < 1:
@@ -519,6 +529,18 @@ class Guard:
             return verdict, [record]
         return Verdict(reason=f"store error (fail open): {exc}"), [record]
 
+    def _for_listener(self, record: dict[str, Any]) -> dict[str, Any]:
+        """A listener's own redacted copy of ``record`` (``redact_listeners``; the redactor made on first use)."""
+        setting = self.redact_listeners
+        if setting is False:
+            return record
+        if setting is True:
+            from .redact import Redactor
+
+            setting = self.redact_listeners = Redactor()
+        copy: dict[str, Any] = setting(record)
+        return copy
+
     def _skip(self, session: object, exc: EventError) -> Verdict:
         self.stats["skipped"] += 1
         _logger().warning("loopwatch: skipped a malformed event of session %s: %s", _safe_repr(session), exc)
@@ -546,7 +568,7 @@ class Guard:
                     raise
         for listener in self.listeners:
             try:
-                listener(record)
+                listener(self._for_listener(record))
             except Exception:
                 self.stats["errors"] += 1
                 _logger().exception("loopwatch: listener %r failed", listener)
