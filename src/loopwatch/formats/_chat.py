@@ -100,6 +100,8 @@ def dialect(first: Any) -> str | None:
         content = item.get("content")
         for part in content if isinstance(content, list) else ():
             ptype = part.get("type") if isinstance(part, Mapping) else None
+            if not isinstance(ptype, str):
+                continue
             if ptype in _RESPONSES_PARTS:
                 found.add(RESPONSES)
             elif ptype in _ANTHROPIC_PARTS or (ptype == "image" and isinstance(part, Mapping) and "source" in part):
