@@ -4,7 +4,9 @@ by ``benchmarks/fuzz_guard.py``; these tests count work and compare results."""
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -12,9 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopwatch import Guard, Message, TextDelta
+from loopwatch.canonical import fold_string
 from loopwatch.chanting import ChantTracker
 from loopwatch.events import MAX_MESSAGE_TEXT
-from loopwatch.fingerprint import _PATH, normalize_args_seed004
+from loopwatch.fingerprint import _PATH, _normalize_text, normalize_args_seed004
 
 # seed 004's path normalisation as it was written first: quadratic on a long word without a slash
 _ORIGINAL_PATH = re.compile(r"(?:[\w.~-]*/)+([\w.-]+)")
@@ -32,6 +35,42 @@ def test_the_path_normalisation_keeps_its_documented_examples() -> None:
     assert normalize_args_seed004({"p": "a/~b"}) == '{"p":"a/~b"}'  # no basename after the last slash
     hexes = ["0123456789abcdef" * 256] * 4  # each a 4 KB word without a slash: kept whole, not searched again
     assert normalize_args_seed004({"h": hexes}).startswith('{"h":["0123456789abcdef')
+
+
+def _eager(value: Any, depth: int = 0) -> Any:
+    """seed 004's normalisation as first written: every value normalised, then the JSON cut at 200."""
+    if isinstance(value, str):
+        return _normalize_text(fold_string(value, 4_096))
+    if depth > 16:
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _eager(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_eager(v, depth + 1) for v in value[:256]]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return None
+    return value if value is None or isinstance(value, bool) else _normalize_text(repr(value))
+
+
+_pieces = st.sampled_from(
+    ["/a/b/file.ts", "2024-05-01T10:00:00Z", "1700000000", "0f8fad5b-d9cb-469f-a165-70867728950e", "Find LOGIN",
+     "x" * 300, "ü/é", "12", "-", "a~/b", ""]
+)  # fmt: skip
+_texts = st.lists(st.one_of(_pieces, st.text(max_size=12)), max_size=6).map(" ".join)
+_json_args = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), _texts),
+    lambda inner: st.one_of(st.lists(inner, max_size=6), st.dictionaries(st.text(max_size=6), inner, max_size=6)),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=1_500, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), _json_args, max_size=8))
+def test_the_seed004_normalisation_writes_what_it_wrote_whole(args: dict[str, Any]) -> None:
+    """Only the first 200 characters of the normalised JSON are kept: writing it key by key and stopping
+    there gives the same text as normalising everything first."""
+    whole = json.dumps(_eager(args), sort_keys=True, separators=(",", ":"), ensure_ascii=False)[:200]
+    assert normalize_args_seed004(args) == whole
 
 
 def _checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
