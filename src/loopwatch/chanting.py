@@ -88,8 +88,18 @@ _ALNUM = lazy_compile(r"[^\W_]")
 # search at C speed, however many short lines come before it.
 _NOT_PLAIN = lazy_compile(
     r"^(?![ \t\r\f\v]{0,255}"  # indentation, then a newline (blank) or what starts prose, else not plain
-    r"(?:\n|[^\s\d\-=_*~+#.·•…\u2500-\u257f|>`]|`[^`\n]|\d{1,9}[^\d.)\n]|\d{1,9}[.)]?\n))",
+    r"(?:\n|[^\s\d\-=_*~+#.·•…\u2500-\u257f|>`]|`[^`\n]|`{1,2}\n|\d{1,9}[^\d.)\n]|\d{1,9}[.)]?\n))",
     re.MULTILINE,
+)
+
+
+# Whole lines that change nothing but where the text is: markdown lines without a letter or a digit (table
+# rows, quotes, headings, list items: never counted) and dividers. A run of them is skipped in one match.
+_INERT_LINES = lazy_compile(
+    r"(?:[ \t\r\f\v]{0,255}(?!~~~)"  # (a ~~~ line is a code fence)
+    r"(?:(?:[|>]|#{1,6}[ \t]|[-*+•][ \t]+)(?:[^\w\n]|_)*"  # markup without a letter or digit
+    r"|(?:[^\S\n \t\r\f\v]|[\-=_*~+#.·•…\u2500-\u257f])(?:[^\S\n]|[\-=_*~+#.·•…\u2500-\u257f])*)"  # a divider
+    r"\n)+"
 )
 
 
@@ -426,6 +436,9 @@ class ChantTracker:
                 end, prose = _plain_lines(text, pos)
                 if end > pos:
                     return self._plain(text[pos:end], prose), end
+                inert = _INERT_LINES.match(text, pos)
+                if inert is not None:
+                    return self._inert(inert.end() - pos), inert.end()
         nl = text.find("\n", pos)
         end = len(text) if nl < 0 else nl
         return self._segment(text[pos:end], nl >= 0), end + 1
@@ -437,6 +450,17 @@ class ChantTracker:
         if prose:
             self._break_lines()
         return self._append(block, off)
+
+    def _inert(self, length: int) -> ChantHit | None:
+        """Whole markup or divider lines without a letter or a digit: the prose before them is scanned (as
+        :meth:`_start_line` does for any such line), and the rest is only how far the text has gone."""
+        if self._run_len:
+            hit = self._flush()
+            if hit is not None:
+                return hit
+            self._clear_run()
+        self._offset = self._line_start = self._offset + length
+        return None
 
     def _segment(self, seg: str, complete: bool) -> ChantHit | None:
         """Process part of one line (``complete``: the line's newline follows ``seg``)."""
