@@ -15,7 +15,9 @@ Draws repeat, so loops happen and the rules escalate. Each event goes to one of 
 included) of a guard per preset.
 
 Printed per preset: events, events/s, exceptions out of ``observe`` (must be 0), skipped malformed events,
-internal errors counted by the guard, the 99th percentile and the slowest event (its time and what it was).
+internal errors counted by the guard, the 99th percentile (clock time) and the slowest event: the CPU time
+its call took in this thread (the work itself; the clock also counts the moments this 2-core machine gives
+to other processes), what it was, and the slowest on the clock.
 Only ``observe`` is timed, after a warm-up (what loads once per process, such as ``default``'s embedding
 model, is loaded first); the garbage collector runs between batches of 10,000 events, not inside the timed
 calls. ``default`` is fuzzed with its built-in embedding model when the ``semantic`` extra is installed (then
@@ -272,11 +274,17 @@ def fuzz(preset: str, count: int, seed: int, pool: list[Any], names: list[str]) 
     picks = [rng.randrange(len(pool)) for _ in range(count)]
     who = [rng.choice(session_pool) for _ in range(count)]
     swarm = [rng.choice([None, None, None, "crew", "crew-2", HostileStr("s")]) for _ in range(count)]
-    for warm in (Message("assistant", "warming up"), Message("user", "go on"), ToolCall("bash", {"command": "ls"})):
-        guard.observe("warm-up", warm)  # loads what loads once per process (the embedding model of `default`)
+    warm_up = (
+        Message("assistant", "I will read the configuration file again and then run the whole test suite."),
+        Message("user", "Please go on with the plan, the configuration file has not changed since then."),
+        ToolCall("bash", {"command": "ls"}),
+    )
+    for warm in warm_up:  # loads what loads once per process (the embedding model of `default`)
+        guard.observe("warm-up", warm)
     times = array("d")
     exceptions: list[str] = []
-    slowest = (0.0, "")
+    slowest = (0.0, "")  # by the thread's CPU time: the work itself, not the machine's other tenants
+    slowest_wall = 0.0
     gc.collect()
     gc.disable()
     started = time.perf_counter()
@@ -285,15 +293,16 @@ def fuzz(preset: str, count: int, seed: int, pool: list[Any], names: list[str]) 
             if n % 10_000 == 0:
                 gc.collect()
             event = pool[picks[n]]
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), time.thread_time()
             try:
                 guard.observe(who[n], event, swarm=swarm[n])
             except BaseException as exc:  # counted: nothing may escape
                 exceptions.append(f"{names[picks[n]]}: {type(exc).__name__}: {exc!s:.100}")
-            took = time.perf_counter() - began
+            took, work = time.perf_counter() - began, time.thread_time() - cpu
             times.append(took)
-            if took > slowest[0]:
-                slowest = (took, names[picks[n]])
+            if work > slowest[0]:
+                slowest = (work, names[picks[n]])
+            slowest_wall = max(slowest_wall, took)
     finally:
         gc.enable()
     elapsed = time.perf_counter() - started
@@ -306,6 +315,7 @@ def fuzz(preset: str, count: int, seed: int, pool: list[Any], names: list[str]) 
         "p99_ms": 1000 * ordered[int(0.99 * (len(ordered) - 1))],
         "slowest_ms": 1000 * slowest[0],
         "slowest": slowest[1],
+        "slowest_wall_ms": 1000 * slowest_wall,
         "stats": dict(guard.stats),
     }
 
@@ -334,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:16} {count:9,d} events  {count / result['seconds']:8,.0f} events/s  "
             f"exceptions {len(result['exceptions'])}  skipped {stats['skipped']:,d}  "
             f"internal errors {stats['errors']}  "
-            f"p99 {result['p99_ms']:.2f} ms  slowest {result['slowest_ms']:.1f} ms ({result['slowest']})",
+            f"p99 {result['p99_ms']:.2f} ms  slowest {result['slowest_ms']:.1f} ms of CPU ({result['slowest']}; "
+            f"{result['slowest_wall_ms']:.1f} ms the slowest on the clock)",
             flush=True,
         )
         for line in result["exceptions"][:5]:
@@ -345,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"all: {events:,d} events, {escaped} exceptions out of observe, "
         f"{sum(r['stats']['errors'] for r in results)} internal errors counted, "
-        f"slowest event {worst['slowest_ms']:.1f} ms ({worst['preset']}: {worst['slowest']})"
+        f"slowest event {worst['slowest_ms']:.1f} ms of CPU ({worst['preset']}: {worst['slowest']})"
     )
     return 1 if escaped else 0
 
