@@ -309,3 +309,12 @@ def test_an_event_that_fails_on_any_state_leaves_the_session_as_it_was(monkeypat
     verdict = guard.observe("s", ToolCall("explode", {}))
     assert verdict.index == -1 and "a rule's bug" in (verdict.reason or "")
     assert guard.stats["state_resets"] == 0 and guard.snapshot("s")["state"]["index"] == 1
+
+
+def test_restore_refuses_a_hostile_snapshot_with_a_state_error() -> None:
+    from loopwatch.errors import StateError
+
+    guard = Guard()
+    for data in (HostileMapping(), {"session": BadRepr(), "state": {}}, {"session": "s", "state": HostileMapping()}):
+        with pytest.raises(StateError):
+            guard.restore(data)  # type: ignore[arg-type]

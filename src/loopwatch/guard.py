@@ -247,12 +247,18 @@ class Guard:
 
     def restore(self, data: Mapping[str, Any], session: str | None = None) -> None:
         """Load a snapshot (seed 003's restoreFrom); raises :class:`StateError` when it is not one."""
-        if not isinstance(data, Mapping) or "state" not in data:
-            raise StateError("a snapshot is an object with 'session' and 'state'")
-        name = session or data.get("session")
-        if not isinstance(name, str):
-            raise StateError("the snapshot names no session")
-        state = self.engine.load(data["state"])
+        try:
+            if not isinstance(data, Mapping) or "state" not in data:
+                raise StateError("a snapshot is an object with 'session' and 'state'")
+            name = session or data.get("session")
+            if not isinstance(name, str):
+                raise StateError("the snapshot names no session")
+            name = _name(name, "session")
+            state = self.engine.load(data["state"])
+        except StateError:
+            raise
+        except Exception as exc:  # a mapping whose own methods raise, a name with no text...
+            raise StateError(f"not a loopwatch snapshot ({type(exc).__name__})") from None
         if self._stored is not None:
             with self._lock(name):
                 self._stored.replace(name, state, str(data["swarm"]) if data.get("swarm") else None)
