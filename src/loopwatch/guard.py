@@ -447,7 +447,10 @@ class Guard:
             except DamagedStateError as damaged:
                 if not self._damaged(session, event, damaged, stamp):
                     raise
-                verdict, was_stopped, swarm = self._stored.observe(session, event, swarm=swarm, now=stamp)
+                counted = (damaged.tally,) if damaged.counted else None  # the swarm count is added once
+                verdict, was_stopped, swarm = self._stored.observe(
+                    session, event, swarm=swarm, now=stamp, counted=counted
+                )
         except StoreError as exc:
             return self._store_failed(session, event, exc, stamp)
         if verdict.action != "ok" and not was_stopped:

@@ -100,6 +100,8 @@ class DamagedStateError(StoreError):
         self.session = session
         self.stored = stored
         self.reason = reason
+        self.tally: SwarmTally | None = None  # the swarm count already added for the event being judged
+        self.counted = False
         super().__init__(f"the stored state of session {session!r} is damaged: {reason}")
 
 
@@ -181,16 +183,23 @@ class StoredSessions:
     # -- judging -------------------------------------------------------------------------------------
 
     def observe(
-        self, session: str, event: Event, *, swarm: str | None, now: float | None
+        self,
+        session: str,
+        event: Event,
+        *,
+        swarm: str | None,
+        now: float | None,
+        counted: tuple[SwarmTally | None] | None = None,
     ) -> tuple[Verdict, bool, str | None]:
         """Judge ``event`` and store the session's new state: (verdict, was the session already stopped, swarm).
 
         Raises :class:`StoreError` when the store fails (:class:`DamagedStateError` when the stored state
         cannot be read); the cache then keeps nothing for the session (its next event reloads what the
-        store has)."""
+        store has). ``counted``: the swarm count already added for this event (by an attempt that met a
+        damaged state), so that it is not added twice."""
         entry = self._current(session)
         swarm = swarm or entry.swarm
-        tally = self._tally(session, event, swarm)
+        tally = counted[0] if counted is not None else self._tally(session, event, swarm)
         for attempt in range(MAX_ATTEMPTS):
             state = entry.state
             was_stopped = state["stopped"] is not None
@@ -198,7 +207,11 @@ class StoredSessions:
             lost = self._write(session, entry, state, swarm)
             if lost is None:
                 return verdict, was_stopped, swarm
-            entry = self._decode(session, lost)
+            try:
+                entry = self._decode(session, lost)
+            except DamagedStateError as damaged:
+                damaged.tally, damaged.counted = tally, True
+                raise
             swarm = swarm or entry.swarm
             if attempt:  # the first loss is retried at once: usually one other writer got in between
                 _back_off(attempt)
