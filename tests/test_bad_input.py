@@ -181,7 +181,7 @@ def test_loops_of_odd_calls_are_still_detected_and_audited(which: str, tmp_path:
         assert all(r["evidence"]["args"]["api_key"] == "[REDACTED]" for r in records)
 
 
-def test_internal_errors_are_contained(caplog: pytest.LogCaptureFixture) -> None:
+def test_arguments_that_cannot_be_read_are_described_and_the_call_judged(caplog: pytest.LogCaptureFixture) -> None:
     class Exploding(Mapping[str, Any]):
         """Arguments that cannot even be read."""
 
@@ -194,16 +194,35 @@ def test_internal_errors_are_contained(caplog: pytest.LogCaptureFixture) -> None
         def __len__(self) -> int:
             return 1
 
+    call = ToolCall("tool", Exploding())
+    assert call.args == {"<unreadable>": "<Exploding: RuntimeError>"}
+    for on_error in ("allow", "raise"):
+        guard = Guard(on_error=on_error)  # type: ignore[arg-type]
+        with caplog.at_level(logging.ERROR, logger="loopwatch"):
+            verdicts = [guard.observe("s", ToolCall("tool", Exploding())).action for _ in range(4)]
+        assert verdicts[:3] == ["ok", "ok", "nudge"]  # judged as calls: the same unreadable call again
+        assert guard.stats["errors"] == 0 and "internal error" not in caplog.text
+        assert normal_loop(guard, "other") == FRESH
+
+
+def test_internal_errors_are_contained(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     guard = Guard()
+
+    def explode(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(guard.engine, "_step", explode)
     with caplog.at_level(logging.ERROR, logger="loopwatch"):
-        verdict = guard.observe("s", ToolCall("tool", Exploding()))
+        verdict = guard.observe("s", ToolCall("tool", {}))
     assert verdict.ok and "internal error" in (verdict.reason or "")
     assert guard.stats["errors"] == 1
     assert "internal error" in caplog.text
+    monkeypatch.undo()
     assert normal_loop(guard, "s") == FRESH
     raising = Guard(on_error="raise")
+    monkeypatch.setattr(raising.engine, "_step", explode)
     with pytest.raises(RuntimeError, match="kaboom"):
-        raising.observe("s", ToolCall("tool", Exploding()))
+        raising.observe("s", ToolCall("tool", {}))
 
 
 def test_sessions_with_odd_names() -> None:

@@ -23,7 +23,7 @@ import pytest
 import loopwatch.stores
 import loopwatch.stores.redis as redis_store
 from loopwatch.errors import ConfigError, MissingExtraError
-from loopwatch.stores import MemoryStore, Store, StoreError, SwarmTally, Versioned, store_from_url
+from loopwatch.stores import MemoryStore, Store, StoreError, SwarmTally, Versioned, new_token, store_from_url
 from loopwatch.stores.redis import AsyncRedisStore, RedisStore, async_from_url, from_url
 from redis_server import RedisServer, server_binary_or_fail, server_version, shared_server, skip_requested
 
@@ -77,7 +77,7 @@ def test_urls_name_the_server_database_prefix_ttl_and_timeout(server: RedisServe
     base = f"127.0.0.1:{server.port}"
     store = from_url(f"redis://{base}/3?prefix=lw&ttl=90&timeout=0.5", {"prefix": "lw", "ttl": "90", "timeout": "0.5"})
     assert (store.prefix, store.ttl, store.timeout, store.where) == ("lw", 90.0, 0.5, f"redis://{base}/3")
-    assert store.compare_and_set("s", 0, "x") is None
+    assert store.compare_and_set("s", "", "x", "t1") is None
     import redis
 
     with redis.Redis(host="127.0.0.1", port=server.port, db=3) as client:
@@ -138,7 +138,7 @@ def test_tls_urls_speak_tls(server: RedisServer) -> None:
         assert store._client.connection_pool.connection_class.__name__ == "SSLConnection"
         started = time.monotonic()
         with pytest.raises(StoreError, match=rf"compare_and_set on {scheme}://127\.0\.0\.1:{server.port}/0"):
-            store.compare_and_set("s", 0, "x")
+            store.compare_and_set("s", "", "x", "t1")
         assert time.monotonic() - started < 2
         assert store.health() is False
         store.close()
@@ -148,7 +148,7 @@ def test_tls_urls_speak_tls(server: RedisServer) -> None:
 def test_a_password_is_used_and_never_shown(own_server: Callable[..., RedisServer]) -> None:
     server = own_server(password="s3cret-pw")
     store = store_from_url(server.url + "?prefix=p")
-    assert store.compare_and_set("s", 0, "x") is None and store.load("s") == Versioned(1, "x")
+    assert store.compare_and_set("s", "", "x", "t1") is None and store.load("s") == Versioned(1, "x", "t1")
     assert "s3cret" not in repr(store) and "***" in repr(store)
     assert store.url == server.url + "?prefix=p"  # another process opens the same store from it
     wrong = store_from_url(server.url.replace("s3cret-pw", "wrong") + "?prefix=p")
@@ -160,6 +160,11 @@ def test_a_password_is_used_and_never_shown(own_server: Callable[..., RedisServe
 
 
 # -- the contract, step by step against MemoryStore ----------------------------------------------------------
+
+
+def _t(writes: int) -> str:
+    """The token these tests give a session's ``writes``-th write (``""``: none yet)."""
+    return f"t{writes}" if writes else ""
 
 
 def _run_script(store: Store, ops: list[tuple[Any, ...]]) -> list[Any]:
@@ -175,26 +180,27 @@ def _run_script(store: Store, ops: list[tuple[Any, ...]]) -> list[Any]:
 def _random_ops(seed: int, count: int) -> Iterator[tuple[Any, ...]]:
     """Operations on a few sessions and swarms, with current, stale and future versions (conflicts)."""
     rng = random.Random(seed)
-    versions: dict[str, int] = {}
+    tokens: dict[str, list[str]] = {}  # per session: "" (no state), then the token of each write
     names = ODD_NAMES[:6]
     for step in range(count):
         session = rng.choice(names)
         kind = rng.random()
         if kind < 0.45:
-            current = versions.get(session, 0)
+            written = tokens.setdefault(session, [""])
             pick = rng.random()
-            if pick < 0.25 and current > 0:
-                expected = rng.randrange(current)  # behind: conflict
+            if pick < 0.25 and len(written) > 1:
+                expected = rng.choice(written[:-1])  # behind (a stale token): conflict
             elif pick < 0.35:
-                expected = current + rng.randrange(1, 3)  # ahead (or the session is gone): conflict
+                expected = f"never-written-{step}"  # unknown (or the session is gone): conflict
             else:
-                expected = current
-                versions[session] = current + 1
-            yield ("compare_and_set", session, expected, f"state {step} of {session!r} " * rng.randrange(1, 4))
+                expected = written[-1]
+                written.append(f"s{step}")
+            state = f"state {step} of {session!r} " * rng.randrange(1, 4)
+            yield ("compare_and_set", session, expected, state, f"s{step}")
         elif kind < 0.55:
             yield ("load", session)
         elif kind < 0.58:
-            versions.pop(session, None)
+            tokens.pop(session, None)
             yield ("delete", session)
         elif kind < 0.62:
             yield ("sessions",)
@@ -233,34 +239,34 @@ def test_every_operation_gives_what_the_memory_store_gives(
 def test_versions_and_conflicts(make: Callable[..., RedisStore]) -> None:
     store = make()
     assert store.load("s") is None
-    assert store.compare_and_set("s", 0, "one") is None
-    assert store.compare_and_set("s", 0, "again") == Versioned(1, "one")  # lost: the winner comes back
-    assert store.compare_and_set("s", 1, "two") is None
-    assert store.compare_and_set("s", 5, "ahead") == Versioned(2, "two")
-    assert store.load("s") == Versioned(2, "two")
-    assert store.compare_and_set("s", 2, "") is None and store.load("s") == Versioned(3, "")
+    assert store.compare_and_set("s", "", "one", "t1") is None
+    assert store.compare_and_set("s", "", "again", "t1") == Versioned(1, "one", "t1")  # lost: the winner comes back
+    assert store.compare_and_set("s", "t1", "two", "t2") is None
+    assert store.compare_and_set("s", "t5", "ahead", "t6") == Versioned(2, "two", "t2")
+    assert store.load("s") == Versioned(2, "two", "t2")
+    assert store.compare_and_set("s", "t2", "", "t3") is None and store.load("s") == Versioned(3, "", "t3")
     store.delete("s")
     store.delete("never-written")
     assert store.load("s") is None
-    assert store.compare_and_set("s", 0, "afresh") is None and store.load("s") == Versioned(1, "afresh")
+    assert store.compare_and_set("s", "", "afresh", "t1") is None and store.load("s") == Versioned(1, "afresh", "t1")
 
 
 def test_a_write_on_a_vanished_session_reports_no_state(make: Callable[..., RedisStore]) -> None:
     """Deleted (or expired) since the caller read it: nothing is written, and the caller is told the session
     has no state (version 0), so it judges the event afresh and writes with ``expected=0``."""
     for store in (make(), MemoryStore()):
-        assert store.compare_and_set("s", 0, "one") is None
+        assert store.compare_and_set("s", "", "one", "t1") is None
         store.delete("s")
-        assert store.compare_and_set("s", 1, "two") == Versioned(0, "")
+        assert store.compare_and_set("s", "t1", "two", "t2") == Versioned(0, "", "")
         assert store.load("s") is None
 
 
 def test_odd_session_and_swarm_names_round_trip(make: Callable[..., RedisStore], server: RedisServer) -> None:
     store = make()
     for i, name in enumerate(ODD_NAMES):
-        assert store.compare_and_set(name, 0, f"state {i}") is None
+        assert store.compare_and_set(name, "", f"state {i}", "t1") is None
         assert store.swarm_add(name, "fp", "w", "tool") == SwarmTally(1, 1)
-    assert dict(store.sessions()) == {name: Versioned(1, f"state {i}") for i, name in enumerate(ODD_NAMES)}
+    assert dict(store.sessions()) == {name: Versioned(1, f"state {i}", "t1") for i, name in enumerate(ODD_NAMES)}
     for name in ODD_NAMES:
         assert store.swarm_counts(name) == {"fp": (1, ["w"], "tool")}
     keys = server.command("KEYS", "*")
@@ -271,10 +277,10 @@ def test_sessions_lists_every_live_session_across_scan_pages(make: Callable[...,
     store = make()
     names = [f"session-{i}" for i in range(1_200)]  # more than one SCAN page
     for name in names:
-        store.compare_and_set(name, 0, name)
+        store.compare_and_set(name, "", name, "t1")
     before = store.round_trips
     listed = dict(store.sessions())
-    assert listed == {name: Versioned(1, name) for name in names}
+    assert listed == {name: Versioned(1, name, "t1") for name in names}
     assert store.round_trips - before >= 2  # SCAN pages and their pipelined reads
 
 
@@ -321,16 +327,16 @@ def test_the_real_fingerprint_cap_evicts_the_oldest(make: Callable[..., RedisSto
 
 def test_prefixes_keep_stores_apart(make: Callable[..., RedisStore]) -> None:
     first, second, third = make("prefix=lw"), make("prefix=lw:s"), make("prefix=l*")
-    first.compare_and_set("s", 0, "first")
-    second.compare_and_set("s", 0, "second")
-    third.compare_and_set("other", 0, "third")
+    first.compare_and_set("s", "", "first", "t1")
+    second.compare_and_set("s", "", "second", "t1")
+    third.compare_and_set("other", "", "third", "t1")
     first.swarm_add("crew", "fp", "w", "t")
-    assert dict(first.sessions()) == {"s": Versioned(1, "first")}
-    assert dict(second.sessions()) == {"s": Versioned(1, "second")}
-    assert dict(third.sessions()) == {"other": Versioned(1, "third")}
+    assert dict(first.sessions()) == {"s": Versioned(1, "first", "t1")}
+    assert dict(second.sessions()) == {"s": Versioned(1, "second", "t1")}
+    assert dict(third.sessions()) == {"other": Versioned(1, "third", "t1")}
     assert second.swarm_counts("crew") == {}
     second.delete("s")
-    assert first.load("s") == Versioned(1, "first")
+    assert first.load("s") == Versioned(1, "first", "t1")
 
 
 def test_every_key_of_a_session_or_swarm_has_one_hash_tag(make: Callable[..., RedisStore], server: RedisServer) -> None:
@@ -338,7 +344,7 @@ def test_every_key_of_a_session_or_swarm_has_one_hash_tag(make: Callable[..., Re
 
     store = make("prefix=lw")
     for name in ODD_NAMES:
-        store.compare_and_set(name, 0, "x")
+        store.compare_and_set(name, "", "x", "t1")
         store.swarm_add(name, "fp", "w", "t")
     keys = server.command("KEYS", "*")
     tag = re.compile(r"^lw:(s|w):\{([^{}]+)\}(:calls|:tools|:workers|:order)?$")
@@ -357,19 +363,19 @@ def test_a_cluster_node_runs_every_operation_without_crossslot(own_server: Calla
         server.command("MSET", "a", "1", "b", "2")  # the node does refuse keys of several slots
     store = store_from_url(server.url + "?prefix=c&ttl=60")
     for name in ODD_NAMES:
-        assert store.compare_and_set(name, 0, "x") is None
+        assert store.compare_and_set(name, "", "x", "t1") is None
         assert store.swarm_add(name, "fp", "w", "t") == SwarmTally(1, 1)
         store.swarm_restore(name, {"fp": (3, ["a"], "t"), "fq": (1, [], "u")})
         assert store.swarm_add(name, "fq", "w", "u") == SwarmTally(2, 1)
         assert store.swarm_counts(name) == {"fp": (3, ["a"], "t"), "fq": (2, ["w"], "u")}
         store.swarm_clear(name)
-    assert dict(store.sessions()) == {name: Versioned(1, "x") for name in ODD_NAMES}
+    assert dict(store.sessions()) == {name: Versioned(1, "x", "t1") for name in ODD_NAMES}
     store.close()
 
 
 def test_writes_set_the_ttl_and_reads_do_not(make: Callable[..., RedisStore], server: RedisServer) -> None:
     store = make("prefix=t&ttl=60")
-    store.compare_and_set("s", 0, "x")
+    store.compare_and_set("s", "", "x", "t1")
     store.swarm_add("crew", "fp", "w", "t")
     assert 55_000 < server.command("PTTL", "t:s:{s}") <= 60_000
     for key in store._keys.swarm("crew"):
@@ -377,13 +383,13 @@ def test_writes_set_the_ttl_and_reads_do_not(make: Callable[..., RedisStore], se
     server.command("PEXPIRE", "t:s:{s}", "5000")
     store.load("s")
     assert server.command("PTTL", "t:s:{s}") <= 5_000  # a read does not refresh
-    store.compare_and_set("s", 1, "y")
+    store.compare_and_set("s", "t1", "y", "t2")
     assert server.command("PTTL", "t:s:{s}") > 55_000  # a write does
     store.swarm_restore("crew", {"fp": (2, ["w"], "t")})
     for key in store._keys.swarm("crew"):
         assert 55_000 < server.command("PTTL", key) <= 60_000
     forever = make("prefix=t")
-    forever.compare_and_set("s", 2, "z")
+    forever.compare_and_set("s", "t2", "z", "t3")
     forever.swarm_add("crew", "fp", "w", "t")
     assert server.command("PTTL", "t:s:{s}") == -1  # a store without ttl keeps what it writes
     assert all(server.command("PTTL", key) == -1 for key in store._keys.swarm("crew"))
@@ -391,14 +397,14 @@ def test_writes_set_the_ttl_and_reads_do_not(make: Callable[..., RedisStore], se
 
 def test_sessions_and_swarms_expire_after_their_ttl(make: Callable[..., RedisStore]) -> None:
     store = make("prefix=t&ttl=0.3")
-    store.compare_and_set("s", 0, "x")
+    store.compare_and_set("s", "", "x", "t1")
     store.swarm_add("crew", "fp", "w", "t")
     assert store.expire() == 0  # the server expires keys by itself
     time.sleep(0.6)
     assert store.load("s") is None
     assert list(store.sessions()) == []
     assert store.swarm_counts("crew") == {}
-    assert store.compare_and_set("s", 0, "again") is None
+    assert store.compare_and_set("s", "", "again", "t1") is None
 
 
 # -- round trips ---------------------------------------------------------------------------------------------
@@ -431,7 +437,7 @@ def test_one_round_trip_per_compare_and_set_swarm_add_and_load(
 ) -> None:
     store = make("prefix=t&client_name=lw-rt")
     state = "x" * 4096
-    store.compare_and_set("warm", 0, state)  # the first call sends the script (EVAL), later ones its SHA
+    store.compare_and_set("warm", "", state, "t1")  # the first call sends the script (EVAL), later ones its SHA
     store.swarm_add("warm", "fp", "w", "t")
     assert store.health()
     assert "lw-rt" in _client_names(server)  # client_name= reaches redis-py
@@ -439,15 +445,16 @@ def test_one_round_trip_per_compare_and_set_swarm_add_and_load(
     before_hmget = server.command_calls("hmget")
     before = store.round_trips
     for i in range(50):
-        assert store.compare_and_set("s", i, state) is None
+        assert store.compare_and_set("s", _t(i), state, _t(i + 1)) is None
     assert store.round_trips - before == 50
-    assert store.compare_and_set("s", 0, state) == Versioned(50, state)  # a lost write: one round trip too
+    lost = store.compare_and_set("s", "", state, "t1")
+    assert lost == Versioned(50, state, "t50")  # a lost write: one round trip too
     assert store.round_trips - before == 51
     for i in range(30):
         store.swarm_add("crew", f"fp{i % 3}", f"w{i % 4}", "t")
     assert store.round_trips - before == 81
     for _ in range(10):
-        assert store.load("s") == Versioned(50, state)
+        assert store.load("s") == Versioned(50, state, "t50")
     assert store.round_trips - before == 91
     # what the server saw: one script call per write, one HMGET per load (plus the one in each CAS script)
     assert server.command_calls("evalsha") - before_evalsha == 81
@@ -470,12 +477,13 @@ def _increment(url: str, session: str, count: int, padding: int) -> list[int]:
     current = store.load(session)
     for _ in range(count):
         while True:
-            version = current.version if current else 0
+            version, token = (current.version, current.token) if current else (0, "")
             value = int(current.state.split(":", 1)[0]) if current and current.state else 0
-            lost = store.compare_and_set(session, version, f"{value + 1}:" + "p" * padding)
+            mine = new_token()
+            lost = store.compare_and_set(session, token, f"{value + 1}:" + "p" * padding, mine)
             if lost is None:
                 written.append(version + 1)
-                current = Versioned(version + 1, f"{value + 1}:")
+                current = Versioned(version + 1, f"{value + 1}:", mine)
                 break
             current = lost
     store.close()
@@ -526,13 +534,14 @@ def test_threads_sharing_one_store_count_every_event_once(make: Callable[..., Re
         current = store.load("hot")
         for _ in range(each):
             while True:
-                version = current.version if current else 0
+                version, token = (current.version, current.token) if current else (0, "")
                 value = int(current.state) if current else 0
-                lost = store.compare_and_set("hot", version, str(value + 1))
+                mine = new_token()
+                lost = store.compare_and_set("hot", token, str(value + 1), mine)
                 if lost is None:
                     with lock:
                         written.append(version + 1)
-                    current = Versioned(version + 1, str(value + 1))
+                    current = Versioned(version + 1, str(value + 1), mine)
                     break
                 current = lost
             store.swarm_add("crew", "fp", threading.current_thread().name, "t")
@@ -543,7 +552,8 @@ def test_threads_sharing_one_store_count_every_event_once(make: Callable[..., Re
     for worker in workers:
         worker.join()
     assert sorted(written) == list(range(1, threads * each + 1))
-    assert store.load("hot") == Versioned(threads * each, str(threads * each))
+    final = store.load("hot")
+    assert final is not None and (final.version, final.state) == (threads * each, str(threads * each))
     assert store.swarm_counts("crew")["fp"][0] == threads * each
     del workers, increment
     gc.collect()
@@ -554,19 +564,20 @@ def test_a_store_opened_before_a_fork_works_in_the_child_and_in_the_parent(make:
     if not sys.platform.startswith("linux"):
         pytest.skip("fork")
     store = make("prefix=fork")
-    assert store.compare_and_set("s", 0, "parent") is None
+    assert store.compare_and_set("s", "", "parent", "t1") is None
     pid = os.fork()
     if pid == 0:  # the child: its own connection, never the parent's socket
         code = 1
         try:
-            ok = store.compare_and_set("s", 1, "child") is None and store.load("s") == Versioned(2, "child")
+            written = store.compare_and_set("s", "t1", "child", "t2") is None
+            ok = written and store.load("s") == Versioned(2, "child", "t2")
             code = 0 if ok else 1
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    assert store.load("s") == Versioned(2, "child")  # the parent's connection was left alone
-    assert store.compare_and_set("s", 2, "parent again") is None
+    assert store.load("s") == Versioned(2, "child", "t2")  # the parent's connection was left alone
+    assert store.compare_and_set("s", "t2", "parent again", "t3") is None
 
 
 # -- faults ----------------------------------------------------------------------------------------------
@@ -588,12 +599,12 @@ def test_a_killed_server_fails_fast_and_a_restarted_one_is_used_again(own_server
     server = own_server()
     store = store_from_url(server.url + "?prefix=f&timeout=1")
     for i in range(3):
-        assert store.compare_and_set("s", i, _payload(i + 1)) is None
+        assert store.compare_and_set("s", _t(i), _payload(i + 1), _t(i + 1)) is None
     store.swarm_add("crew", "fp", "w", "t")
     server.stop()  # SIGKILL
     calls: list[Callable[[], Any]] = [
         lambda: store.load("s"),
-        lambda: store.compare_and_set("s", 3, _payload(4)),
+        lambda: store.compare_and_set("s", "t3", _payload(4), "t4"),
         lambda: store.delete("s"),
         lambda: list(store.sessions()),
         lambda: store.swarm_add("crew", "fp", "w", "t"),
@@ -611,42 +622,42 @@ def test_a_killed_server_fails_fast_and_a_restarted_one_is_used_again(own_server
     assert store.health() is True
     assert store.load("s") is None  # cleanly reset, never half there
     before = store.round_trips
-    assert store.compare_and_set("s", 0, _payload(1)) is None  # the scripts are gone: NOSCRIPT, then EVAL
+    assert store.compare_and_set("s", "", _payload(1), "t1") is None  # the scripts are gone: NOSCRIPT, then EVAL
     assert store.round_trips - before == 2
-    assert store.compare_and_set("s", 1, _payload(2)) is None
+    assert store.compare_and_set("s", "t1", _payload(2), "t2") is None
     assert store.round_trips - before == 3
     assert store.swarm_add("crew", "fp", "w", "t") == SwarmTally(1, 1)
-    assert store.load("s") == Versioned(2, _payload(2))
+    assert store.load("s") == Versioned(2, _payload(2), "t2")
 
 
 def test_a_persistent_server_keeps_the_last_acknowledged_write(own_server: Callable[..., RedisServer]) -> None:
     server = own_server(persistent=True)
     store = store_from_url(server.url + "?prefix=f")
     for i in range(20):
-        assert store.compare_and_set("s", i, _payload(i + 1)) is None
+        assert store.compare_and_set("s", _t(i), _payload(i + 1), _t(i + 1)) is None
     server.stop()
     server.start()
     stored = store.load("s")
     assert stored is not None and stored.version == 20 and _intact(stored.state) == 20
-    assert store.compare_and_set("s", 20, _payload(21)) is None
+    assert store.compare_and_set("s", "t20", _payload(21), "t21") is None
 
 
 def test_a_frozen_server_times_out(own_server: Callable[..., RedisServer]) -> None:
     server = own_server()
     store = store_from_url(server.url + "?prefix=f&timeout=0.3")
-    assert store.compare_and_set("s", 0, "x") is None
+    assert store.compare_and_set("s", "", "x", "t1") is None
     assert server.pid is not None
     os.kill(server.pid, signal.SIGSTOP)
     try:
         started = time.monotonic()
         with pytest.raises(StoreError, match="Timeout"):
-            store.compare_and_set("s", 1, "y")
+            store.compare_and_set("s", "t1", "y", "t2")
         assert time.monotonic() - started < 1.5
         assert store.health() is False
     finally:
         os.kill(server.pid, signal.SIGCONT)
     assert store.health() is True
-    assert store.load("s") in (Versioned(1, "x"), Versioned(2, "y"))  # the timed-out write may have landed
+    assert store.load("s") in (Versioned(1, "x", "t1"), Versioned(2, "y", "t2"))  # the timed-out write may have landed
 
 
 def _hammer(url: str, target: int, queue: Any, progress: Any) -> None:
@@ -659,15 +670,16 @@ def _hammer(url: str, target: int, queue: Any, progress: Any) -> None:
     while time.monotonic() < deadline:
         try:
             if current is None:
-                current = store.load("s") or Versioned(0, "")
+                current = store.load("s") or Versioned(0, "", "")
             counter = _intact(current.state) if current.state else 0
             if counter >= target:
                 break
-            lost = store.compare_and_set("s", current.version, _payload(counter + 1))
+            mine = new_token()
+            lost = store.compare_and_set("s", current.token, _payload(counter + 1), mine)
             if lost is None:
                 acked += 1
                 progress.value = acked
-                current = Versioned(current.version + 1, _payload(counter + 1))
+                current = Versioned(current.version + 1, _payload(counter + 1), mine)
             else:
                 current = lost
             store.swarm_add("crew", "fp", "w", "t")
@@ -712,12 +724,12 @@ def test_a_server_without_data_after_the_restart_starts_sessions_afresh(own_serv
     server = own_server()
     store = store_from_url(server.url + "?prefix=f")
     for i in range(5):
-        store.compare_and_set("s", i, _payload(i + 1))
+        store.compare_and_set("s", _t(i), _payload(i + 1), _t(i + 1))
     server.stop()
     server.start()
     # a guard holding version 5 in its cache writes and learns the session has no state any more
-    assert store.compare_and_set("s", 5, _payload(6)) == Versioned(0, "")
-    assert store.compare_and_set("s", 0, _payload(1)) is None
+    assert store.compare_and_set("s", "t5", _payload(6), "t6") == Versioned(0, "", "")
+    assert store.compare_and_set("s", "", _payload(1), "t1") is None
     stored = store.load("s")
     assert stored is not None and _intact(stored.state) == stored.version == 1
 
@@ -749,8 +761,8 @@ def test_the_async_store_gives_the_same_results(server: RedisServer, monkeypatch
             assert await store.health() is True
             assert await store.expire() == 0
             before = store.round_trips
-            await store.compare_and_set("rt", 0, "x")
-            await store.compare_and_set("rt", 1, "y")
+            await store.compare_and_set("rt", "", "x", "t1")
+            await store.compare_and_set("rt", "t1", "y", "t2")
             await store.swarm_add("rt", "fp", "w", "t")
             return got, store.round_trips - before
         finally:
@@ -761,7 +773,7 @@ def test_the_async_store_gives_the_same_results(server: RedisServer, monkeypatch
         assert have == want, op
     assert trips == 3
     sync = store_from_url(server.url + "?prefix=async")
-    assert sync.load("rt") == Versioned(2, "y")  # the same keys as the sync store
+    assert sync.load("rt") == Versioned(2, "y", "t2")  # the same keys as the sync store
     assert 55_000 < server.command("PTTL", "async:s:{rt}") <= 60_000
 
 
@@ -770,11 +782,11 @@ def test_the_async_store_fails_and_recovers_like_the_sync_one(own_server: Callab
     store = AsyncRedisStore(server.url, {"prefix": "f", "timeout": "0.5"})
 
     async def run() -> None:
-        assert await store.compare_and_set("s", 0, "x") is None
+        assert await store.compare_and_set("s", "", "x", "t1") is None
         server.stop()
         started = time.monotonic()
         with pytest.raises(StoreError, match="compare_and_set"):
-            await store.compare_and_set("s", 1, "y")
+            await store.compare_and_set("s", "t1", "y", "t2")
         with pytest.raises(StoreError, match="sessions"):
             [item async for item in store.sessions()]
         assert time.monotonic() - started < 2.5
@@ -782,12 +794,12 @@ def test_the_async_store_fails_and_recovers_like_the_sync_one(own_server: Callab
         server.start()
         assert await store.health() is True
         assert await store.load("s") is None
-        assert await store.compare_and_set("s", 0, "z") is None  # NOSCRIPT handled
+        assert await store.compare_and_set("s", "", "z", "t1") is None  # NOSCRIPT handled
         assert await store.swarm_add("crew", "fp", "w", "t") == SwarmTally(1, 1)
         server.stop()
         await asyncio.sleep(0.05)  # the event loop runs meanwhile (as in an agent waiting on its model)
         server.start()  # no call in between: the pooled connection is stale, and is replaced before use
-        assert await store.compare_and_set("s", 0, "again") is None
+        assert await store.compare_and_set("s", "", "again", "t1") is None
         await store.close()
 
     asyncio.run(run())

@@ -25,6 +25,7 @@ from loopwatch.stores import (
     StoreError,
     SwarmTally,
     Versioned,
+    new_token,
     store_from_url,
 )
 from loopwatch.stores.sqlite import SCHEMA_VERSION, AsyncSqliteStore, SqliteStore, async_from_url, from_url
@@ -75,16 +76,16 @@ def test_unknown_session_has_no_state(make: MakeStore) -> None:
 
 def test_compare_and_set_versions(make: MakeStore) -> None:
     store = make()
-    assert store.compare_and_set("s", 0, "one") is None
-    assert store.load("s") == Versioned(1, "one")
-    assert store.compare_and_set("s", 0, "again") == Versioned(1, "one")  # someone wrote first
-    assert store.compare_and_set("s", 1, "two") is None
-    assert store.compare_and_set("s", 1, "stale") == Versioned(2, "two")
-    assert store.compare_and_set("s", 7, "ahead") == Versioned(2, "two")
-    assert store.compare_and_set("s", -1, "negative") == Versioned(2, "two")
-    assert store.compare_and_set("s", 2**80, "huge") == Versioned(2, "two")
-    assert store.compare_and_set("s", 2, "three") is None
-    assert store.load("s") == Versioned(3, "three")
+    assert store.compare_and_set("s", "", "one", "t1") is None
+    assert store.load("s") == Versioned(1, "one", "t1")
+    assert store.compare_and_set("s", "", "again", "t1") == Versioned(1, "one", "t1")  # someone wrote first
+    assert store.compare_and_set("s", "t1", "two", "t2") is None
+    assert store.compare_and_set("s", "t1", "stale", "t2") == Versioned(2, "two", "t2")
+    assert store.compare_and_set("s", "t7", "ahead", "t8") == Versioned(2, "two", "t2")
+    assert store.compare_and_set("s", "v2", "a version, not a token", "t9") == Versioned(2, "two", "t2")
+    assert store.compare_and_set("s", "", "as if new", "t9") == Versioned(2, "two", "t2")
+    assert store.compare_and_set("s", "t2", "three", "t3") is None
+    assert store.load("s") == Versioned(3, "three", "t3")
     assert store.load("other") is None
 
 
@@ -92,45 +93,45 @@ def test_state_text_round_trips(make: MakeStore) -> None:
     store = make()
     texts = ["", "ünïcödé ✓ 🚀", '{"a": [1, 2, "\\u0000"]}', "nul\x00inside", "x" * 200_000]
     for i, text in enumerate(texts):
-        assert store.compare_and_set(f"s{i}", 0, text) is None
-        assert store.load(f"s{i}") == Versioned(1, text)
+        assert store.compare_and_set(f"s{i}", "", text, "t1") is None
+        assert store.load(f"s{i}") == Versioned(1, text, "t1")
 
 
 def test_delete(make: MakeStore) -> None:
     store = make()
-    store.compare_and_set("s", 0, "one")
-    store.compare_and_set("s", 1, "two")
+    store.compare_and_set("s", "", "one", "t1")
+    store.compare_and_set("s", "t1", "two", "t2")
     store.delete("s")
     store.delete("s")  # twice, and unknown sessions: no error
     store.delete("never")
     assert store.load("s") is None
-    assert store.compare_and_set("s", 0, "afresh") is None
-    assert store.load("s") == Versioned(1, "afresh")
+    assert store.compare_and_set("s", "", "afresh", "t1") is None
+    assert store.load("s") == Versioned(1, "afresh", "t1")
 
 
 def test_compare_and_set_on_a_vanished_session(make: MakeStore) -> None:
     """A writer holding version 2 of a session deleted meanwhile must learn it lost, not think it wrote."""
     store = make()
-    store.compare_and_set("s", 0, "one")
-    store.compare_and_set("s", 1, "two")
+    store.compare_and_set("s", "", "one", "t1")
+    store.compare_and_set("s", "t1", "two", "t2")
     store.delete("s")
-    assert store.compare_and_set("s", 2, "three") == Versioned(0, "")
+    assert store.compare_and_set("s", "t2", "three", "t3") == Versioned(0, "", "")
     assert store.load("s") is None
-    assert store.compare_and_set("s", 0, "three") is None
+    assert store.compare_and_set("s", "", "three", "t1") is None
 
 
 def test_sessions_lists_every_live_session_once(make: MakeStore) -> None:
     store = make()
     names = [f"session-{i:04d}" for i in range(700)]  # several pages of the SQLite store
     for name in names:
-        store.compare_and_set(name, 0, name.upper())
-    store.compare_and_set("session-0001", 1, "second")
+        store.compare_and_set(name, "", name.upper(), "t1")
+    store.compare_and_set("session-0001", "t1", "second", "t2")
     store.delete("session-0002")
     listed = list(store.sessions())
     assert len(listed) == len(names) - 1
     found = dict(listed)
-    assert found["session-0000"] == Versioned(1, "SESSION-0000")
-    assert found["session-0001"] == Versioned(2, "second")
+    assert found["session-0000"] == Versioned(1, "SESSION-0000", "t1")
+    assert found["session-0001"] == Versioned(2, "second", "t2")
     assert "session-0002" not in found
 
 
@@ -138,19 +139,19 @@ def test_ttl_with_an_injected_clock(make: MakeStore) -> None:
     clock = Clock(100.0)
     store = make(ttl=10.0, clock=clock)
     assert store.ttl == 10.0
-    store.compare_and_set("old", 0, "a")
+    store.compare_and_set("old", "", "a", "t1")
     clock.now = 105.0
-    store.compare_and_set("young", 0, "b")
+    store.compare_and_set("young", "", "b", "t1")
     clock.now = 110.0  # exactly ttl after the write: still alive
-    assert store.load("old") == Versioned(1, "a")
+    assert store.load("old") == Versioned(1, "a", "t1")
     clock.now = 110.5
     assert store.load("old") is None
-    assert dict(store.sessions()) == {"young": Versioned(1, "b")}
-    assert store.compare_and_set("young", 1, "b2") is None  # a write renews the ttl
+    assert dict(store.sessions()) == {"young": Versioned(1, "b", "t1")}
+    assert store.compare_and_set("young", "t1", "b2", "t2") is None  # a write renews the ttl
     clock.now = 120.0
-    assert store.load("young") == Versioned(2, "b2")
-    assert store.compare_and_set("old", 0, "reborn") is None  # an expired session starts again at 1
-    assert store.load("old") == Versioned(1, "reborn")
+    assert store.load("young") == Versioned(2, "b2", "t2")
+    assert store.compare_and_set("old", "", "reborn", "t1") is None  # an expired session starts again at 1
+    assert store.load("old") == Versioned(1, "reborn", "t1")
     clock.now = 200.0
     assert store.load("young") is None
     assert store.expire() == 2
@@ -161,18 +162,18 @@ def test_ttl_with_an_injected_clock(make: MakeStore) -> None:
 def test_no_ttl_never_expires(make: MakeStore) -> None:
     clock = Clock(0.0)
     store = make(clock=clock)
-    store.compare_and_set("s", 0, "a")
+    store.compare_and_set("s", "", "a", "t1")
     clock.now = 1e12
-    assert store.load("s") == Versioned(1, "a")
+    assert store.load("s") == Versioned(1, "a", "t1")
     assert store.expire() == 0
 
 
 def test_compare_and_set_on_an_expired_session(make: MakeStore) -> None:
     clock = Clock(0.0)
     store = make(ttl=5.0, clock=clock)
-    store.compare_and_set("s", 0, "a")
+    store.compare_and_set("s", "", "a", "t1")
     clock.now = 6.0
-    assert store.compare_and_set("s", 1, "b") == Versioned(0, "")
+    assert store.compare_and_set("s", "t1", "b", "t2") == Versioned(0, "", "")
     assert store.load("s") is None
 
 
@@ -270,19 +271,19 @@ def test_state_persists_and_is_shared_between_stores(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     first = SqliteStore(path)
     second = SqliteStore(path)
-    first.compare_and_set("s", 0, "one")
-    assert second.load("s") == Versioned(1, "one")
-    assert second.compare_and_set("s", 0, "two") == Versioned(1, "one")
+    first.compare_and_set("s", "", "one", "t1")
+    assert second.load("s") == Versioned(1, "one", "t1")
+    assert second.compare_and_set("s", "", "two", "t1") == Versioned(1, "one", "t1")
     first.swarm_add("hive", "fp", "w1", "t")
     assert second.swarm_add("hive", "fp", "w2", "t") == SwarmTally(2, 2)
     first.close()
     second.close()
     third = SqliteStore(path)
-    assert third.load("s") == Versioned(1, "one")
+    assert third.load("s") == Versioned(1, "one", "t1")
     assert third.swarm_counts("hive") == {"fp": (2, ["w1", "w2"], "t")}
     third.close()
     third.close()  # twice: fine
-    assert third.load("s") == Versioned(1, "one")  # a closed store reopens
+    assert third.load("s") == Versioned(1, "one", "t1")  # a closed store reopens
     third.close()
 
 
@@ -318,7 +319,7 @@ def test_shares_the_file_with_other_tables(tmp_path: Path) -> None:
         db.execute("CREATE TABLE users (name TEXT)")
         db.execute("INSERT INTO users VALUES ('ada')")
     store = SqliteStore(path)
-    store.compare_and_set("s", 0, "one")
+    store.compare_and_set("s", "", "one", "t1")
     store.close()
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT name FROM users").fetchall() == [("ada",)]
@@ -332,7 +333,7 @@ def test_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert (relative.ttl, relative.timeout, relative.synchronous) == (30.0, 0.5, "full")
     assert relative.url == "sqlite:///rel.db?ttl=30&timeout=0.5&synchronous=FULL"
     assert repr(relative) == "SqliteStore('sqlite:///rel.db?ttl=30&timeout=0.5&synchronous=FULL')"
-    relative.compare_and_set("s", 0, "x")
+    relative.compare_and_set("s", "", "x", "t1")
     assert (tmp_path / "rel.db").exists()
     relative.close()
     (tmp_path / "sub dir").mkdir()
@@ -373,11 +374,21 @@ def test_bad_urls(url: str, message: str, tmp_path: Path, monkeypatch: pytest.Mo
     assert caught.value.field == "store"
 
 
-def test_unstorable_text_is_a_store_error(tmp_path: Path) -> None:
+def test_any_python_string_is_stored_losslessly(tmp_path: Path) -> None:
+    """Lone surrogates (``os.fsdecode`` of a file name that is not UTF-8) in names and states, and names that
+    look like the escape marker itself: all stored and read back exactly, none mistaken for another."""
     store = SqliteStore(tmp_path / "state.db")
-    with pytest.raises(StoreError, match="compare_and_set of session"):
-        store.compare_and_set("\ud800", 0, "lone surrogate")
-    assert store.compare_and_set("s", 0, "fine") is None
+    odd = ["\ud800", "a\udcff b", "\x00utf8:x", "x", "\U0001f680\udc80"]
+    for i, name in enumerate(odd):
+        assert store.compare_and_set(name, "", f"state {name} {i}", "t1") is None
+    assert {name: store.load(name) for name in odd} == {
+        name: Versioned(1, f"state {name} {i}", "t1") for i, name in enumerate(odd)
+    }
+    assert dict(store.sessions()) == {name: Versioned(1, f"state {name} {i}", "t1") for i, name in enumerate(odd)}
+    store.swarm_add("\udc80 swarm", "fp", "worker \ud800", "tool \udfff")
+    assert store.swarm_counts("\udc80 swarm") == {"fp": (1, ["worker \ud800"], "tool \udfff")}
+    store.delete("\ud800")
+    assert store.load("\ud800") is None and store.load("x") is not None
     store.close()
 
 
@@ -399,9 +410,10 @@ def _increment(path: str, times: int) -> int:
     for _ in range(times):
         current = store.load("shared")
         while True:
-            version = current.version if current is not None else 0
+            token = current.token if current is not None else ""
             count = json.loads(current.state)["count"] if current is not None and current.state else 0
-            current = store.compare_and_set("shared", version, json.dumps({"count": count + 1, "pid": os.getpid()}))
+            state = json.dumps({"count": count + 1, "pid": os.getpid()})
+            current = store.compare_and_set("shared", token, state, new_token())
             if current is None:
                 break
             conflicts += 1
@@ -446,7 +458,7 @@ def test_processes_never_lose_a_session_update(method: str, tmp_path: Path) -> N
     global _shared
     path = str(tmp_path / "state.db")
     _shared = SqliteStore(path, timeout=30)
-    _shared.compare_and_set("warm-up", 0, "the parent's connection is open when it forks")
+    _shared.compare_and_set("warm-up", "", "the parent's connection is open when it forks", "t1")
     processes, times = 4, 100
     try:
         _in_processes(method, _increment, [(path, times)] * processes)
@@ -488,8 +500,8 @@ def test_threads_share_one_store(tmp_path: Path) -> None:
             for _ in range(times):
                 current = store.load("shared")
                 while True:
-                    version = current.version if current is not None else 0
-                    current = store.compare_and_set("shared", version, str(version + 1))
+                    version, token = (current.version, current.token) if current is not None else (0, "")
+                    current = store.compare_and_set("shared", token, str(version + 1), new_token())
                     if current is None:
                         break
                 store.swarm_add("hive", "fp", f"w{worker}", "t")
@@ -502,7 +514,8 @@ def test_threads_share_one_store(tmp_path: Path) -> None:
     for thread in running:
         thread.join()
     assert errors == []
-    assert store.load("shared") == Versioned(threads * times, str(threads * times))
+    final = store.load("shared")
+    assert final is not None and (final.version, final.state) == (threads * times, str(threads * times))
     assert store.swarm_counts("hive")["fp"][0] == threads * times
     assert len(store._conns) <= threads + 1
     store.close()
@@ -515,20 +528,20 @@ def test_threads_share_one_store(tmp_path: Path) -> None:
 def test_a_locked_database(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     store = SqliteStore(path, timeout=0.2)
-    store.compare_and_set("s", 0, "one")
+    store.compare_and_set("s", "", "one", "t1")
     other = sqlite3.connect(path, isolation_level=None)
     other.execute("BEGIN EXCLUSIVE")  # held longer than the store's timeout
     try:
         with pytest.raises(StoreError, match="locked") as caught:
-            store.compare_and_set("s", 1, "two")
+            store.compare_and_set("s", "t1", "two", "t2")
         assert str(path) in str(caught.value) and "compare_and_set" in str(caught.value)
         with pytest.raises(StoreError, match="locked"):
             store.swarm_add("hive", "fp", "w", "t")
-        assert store.load("s") == Versioned(1, "one")  # WAL: readers do not wait for the writer
+        assert store.load("s") == Versioned(1, "one", "t1")  # WAL: readers do not wait for the writer
     finally:
         other.execute("ROLLBACK")
         other.close()
-    assert store.compare_and_set("s", 1, "two") is None
+    assert store.compare_and_set("s", "t1", "two", "t2") is None
     assert store.swarm_add("hive", "fp", "w", "t") == SwarmTally(1, 1)
     store.close()
 
@@ -551,7 +564,7 @@ def _file_modes_bind(folder: Path) -> bool:
 def test_a_read_only_database(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     store = SqliteStore(path)
-    store.compare_and_set("s", 0, "one")
+    store.compare_and_set("s", "", "one", "t1")
     if not _file_modes_bind(tmp_path):
         # root (with CAP_DAC_OVERRIDE) writes through any file mode: make the connection read-only instead
         store._conn().execute("PRAGMA query_only = ON")
@@ -562,36 +575,36 @@ def test_a_read_only_database(tmp_path: Path) -> None:
         path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
     try:
         with pytest.raises(StoreError, match="readonly") as caught:
-            store.compare_and_set("s", 1, "two")
+            store.compare_and_set("s", "t1", "two", "t2")
         assert str(path) in str(caught.value) and "-wal and -shm" in str(caught.value)
     finally:
         if mode is not None:  # SQLite made the -wal and -shm files read-only too, like the database
             for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
                 if (path.parent / name).exists():
                     (path.parent / name).chmod(mode)
-    assert store.load("s") == Versioned(1, "one")
-    assert store.compare_and_set("s", 1, "two") is None  # usable again once the file is writable
-    assert store.load("s") == Versioned(2, "two")
+    assert store.load("s") == Versioned(1, "one", "t1")
+    assert store.compare_and_set("s", "t1", "two", "t2") is None  # usable again once the file is writable
+    assert store.load("s") == Versioned(2, "two", "t2")
     store.close()
 
 
 def test_a_full_disk(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     store = SqliteStore(path)
-    store.compare_and_set("s", 0, "small")
+    store.compare_and_set("s", "", "small", "t1")
     conn = store._conn()
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     conn.execute(f"PRAGMA max_page_count = {pages}")  # the file may not grow any more
     with pytest.raises(StoreError, match="full") as caught:
-        store.compare_and_set("s", 1, "big" * 100_000)
+        store.compare_and_set("s", "t1", "big" * 100_000, "t2")
     assert str(path) in str(caught.value)
-    assert store.load("s") == Versioned(1, "small")  # the previous version, never half a write
+    assert store.load("s") == Versioned(1, "small", "t1")  # the previous version, never half a write
     conn = store._conn()
     conn.execute(f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchone()[0]}")
     with pytest.raises(StoreError, match="full"):
         store.swarm_restore("hive", {f"fp{i}" * 20: (1, ["w"] * 30, "t") for i in range(2_000)})
     assert store.swarm_counts("hive") == {}  # the transaction rolled back whole
-    assert store.compare_and_set("s", 1, "big" * 100_000) is None  # room again (a fresh connection)
+    assert store.compare_and_set("s", "t1", "big" * 100_000, "t2") is None  # room again (a fresh connection)
     store.close()
 
 
@@ -604,7 +617,7 @@ def test_not_a_database(tmp_path: Path) -> None:
         store.load("s")
     path.unlink()
     assert store.health() is True  # the cause is gone: a fresh file
-    assert store.compare_and_set("s", 0, "one") is None
+    assert store.compare_and_set("s", "", "one", "t1") is None
     store.close()
 
 
@@ -627,11 +640,11 @@ def test_a_vanished_directory(tmp_path: Path) -> None:
 def _script(clock: Clock) -> list[tuple[str, tuple[Any, ...]]]:
     return [
         ("load", ("s",)),
-        ("compare_and_set", ("s", 0, "one")),
-        ("compare_and_set", ("s", 0, "again")),
-        ("compare_and_set", ("s", 1, "two")),
+        ("compare_and_set", ("s", "", "one", "t1")),
+        ("compare_and_set", ("s", "", "again", "t1")),
+        ("compare_and_set", ("s", "t1", "two", "t2")),
         ("load", ("s",)),
-        ("compare_and_set", ("t", 0, "other")),
+        ("compare_and_set", ("t", "", "other", "t1")),
         ("swarm_add", ("hive", "fp", "w1", "t")),
         ("swarm_add", ("hive", "fp", "w2", "t")),
         ("swarm_counts", ("hive",)),
@@ -640,7 +653,7 @@ def _script(clock: Clock) -> list[tuple[str, tuple[Any, ...]]]:
         ("swarm_clear", ("hive",)),
         ("swarm_counts", ("hive",)),
         ("delete", ("t",)),
-        ("compare_and_set", ("t", 1, "gone")),
+        ("compare_and_set", ("t", "t1", "gone", "t2")),
         ("health", ()),
         ("expire", ()),
     ]
@@ -659,13 +672,13 @@ def test_the_async_twin_gives_the_same_results(tmp_path: Path) -> None:
         results = await asyncio.gather(*(twin.swarm_add("many", "fp", f"w{i}", "t") for i in range(20)))
         assert sorted(tally.calls for tally in results) == list(range(1, 21))
         await twin.close()
-        reopened = await twin.load("s") == Versioned(2, "two")  # a closed store reopens
+        reopened = await twin.load("s") == Versioned(2, "two", "t2")  # a closed store reopens
         await twin.close()
         return got, listed, reopened
 
     got, listed, reopened = asyncio.run(run())
     assert got == expected
-    assert listed == expected_sessions == [("s", Versioned(2, "two"))]
+    assert listed == expected_sessions == [("s", Versioned(2, "two", "t2"))]
     assert reopened
     assert repr(twin) == f"AsyncSqliteStore({twin.url!r})"
     sync.close()
@@ -676,14 +689,14 @@ def test_the_async_twin_raises_store_errors(tmp_path: Path) -> None:
     twin = AsyncSqliteStore(path, timeout=0.1)
 
     async def run() -> None:
-        assert await twin.compare_and_set("s", 0, "one") is None
+        assert await twin.compare_and_set("s", "", "one", "t1") is None
         other = sqlite3.connect(path, isolation_level=None)
         other.execute("BEGIN EXCLUSIVE")
         with pytest.raises(StoreError, match="locked"):
-            await twin.compare_and_set("s", 1, "two")
+            await twin.compare_and_set("s", "t1", "two", "t2")
         other.execute("ROLLBACK")
         other.close()
-        assert await twin.compare_and_set("s", 1, "two") is None
+        assert await twin.compare_and_set("s", "t1", "two", "t2") is None
         assert await twin.health() is True
         await twin.close()
 
@@ -693,7 +706,7 @@ def test_the_async_twin_raises_store_errors(tmp_path: Path) -> None:
 def test_many_sessions_listed_by_the_async_twin(tmp_path: Path) -> None:
     twin = AsyncSqliteStore(tmp_path / "state.db")
     for i in range(600):
-        twin.sync.compare_and_set(f"s{i}", 0, str(i))
+        twin.sync.compare_and_set(f"s{i}", "", str(i), "t1")
 
     async def run() -> dict[str, Versioned]:
         found = {name: value async for name, value in twin.sessions()}
@@ -701,4 +714,4 @@ def test_many_sessions_listed_by_the_async_twin(tmp_path: Path) -> None:
         return found
 
     found = asyncio.run(run())
-    assert len(found) == 600 and found["s599"] == Versioned(1, "599")
+    assert len(found) == 600 and found["s599"] == Versioned(1, "599", "t1")

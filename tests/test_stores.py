@@ -51,9 +51,9 @@ def test_third_party_stores_can_be_registered(tmp_path: Path) -> None:
     class Recording(MemoryStore):
         writes = 0
 
-        def compare_and_set(self, session: str, expected: int, state: str) -> Versioned | None:
+        def compare_and_set(self, session: str, expected: str, state: str, token: str) -> Versioned | None:
             Recording.writes += 1
-            return super().compare_and_set(session, expected, state)
+            return super().compare_and_set(session, expected, state, token)
 
     register("recording", lambda url, options: Recording(url))
     guard = Guard(store="recording://here", clock=None)
@@ -76,14 +76,15 @@ def test_state_text_is_the_same_json_with_or_without_orjson(fast: bool, monkeypa
 def test_the_async_memory_store_mirrors_the_sync_one() -> None:
     async def run() -> list[Any]:
         store = AsyncMemoryStore()
-        out: list[Any] = [await store.compare_and_set("s", 0, "one"), await store.compare_and_set("s", 0, "two")]
+        out: list[Any] = [await store.compare_and_set("s", "", "one", "t1")]
+        out.append(await store.compare_and_set("s", "", "two", "t1"))
         out.append(await store.swarm_add("h", "fp", "w", "t"))
         out.append([name async for name, _ in store.sessions()])
         await store.close()
         return out
 
     created, lost, tally, names = asyncio.run(run())
-    assert created is None and lost == Versioned(1, "one") and tally.calls == 1 and names == ["s"]
+    assert created is None and lost == Versioned(1, "one", "t1") and tally.calls == 1 and names == ["s"]
 
 
 # -- when the store fails ------------------------------------------------------------------------------------
@@ -94,7 +95,7 @@ def _broken_sqlite(tmp_path: Path) -> SqliteStore:
     tmp_path.mkdir(exist_ok=True)
     path = tmp_path / "full.db"
     store = SqliteStore(path)
-    store.compare_and_set("warm-up", 0, "x")
+    store.compare_and_set("warm-up", "", "x", "t1")
     with sqlite3.connect(path) as db:
         pages = db.execute("PRAGMA page_count").fetchone()[0]
     store.close()

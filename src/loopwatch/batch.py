@@ -84,7 +84,7 @@ def _scan_task(task: _Task, policy: Policy, keep: KeepRun, on_error: ErrorHandle
             current[:] = [run]
             yield run
 
-    for n, report in enumerate(scan_runs(policy, tap())):
+    for n, report in enumerate(scan_runs(policy, tap(), on_error)):
         run = current[0]
         yield n * shares + share, Scanned(report, digest_run(run, report), run if keep(report) else None)
 

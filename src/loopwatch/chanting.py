@@ -50,8 +50,9 @@ C-speed searches; the chunk dict is rebuilt from it), a few integers, and CRC-32
 
 from __future__ import annotations
 
+import re
 import zlib
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from dataclasses import asdict, dataclass
 from itertools import accumulate, compress, pairwise, repeat
@@ -82,10 +83,23 @@ _HEADING = lazy_compile(r"#{1,6}[ \t]")
 _ANCHORS = ((". ", 1), ("! ", 1), ("? ", 1), ("\n", 0))  # keep _no_anchor in step
 _BOUNDARY = lazy_compile(r"[.!?。！？]+\s+|\n\s*")
 _ALNUM = lazy_compile(r"[^\W_]")
-# Fast path that agrees with _classify: a whole line that is blank (group 1) or starts like prose.
-_PLAIN_START = lazy_compile(
-    r"[ \t\r\f\v]{0,255}"  # indentation, then a newline (blank) or a character that starts prose
-    r"(?:(\n)|[^\s\d\-=_*~+#.·•…\u2500-\u257f|>`]|`[^`\n]|\d{1,9}[^\d.)\n])"
+# Fast path that agrees with _classify: whole lines that are blank or start like prose (a number alone on its
+# line, such as "1." or "42", is prose too). The first line start that is neither ends them: found in one
+# search at C speed, however many short lines come before it.
+_NOT_PLAIN = lazy_compile(
+    r"^(?![ \t\r\f\v]{0,255}"  # indentation, then a newline (blank) or what starts prose, else not plain
+    r"(?:\n|[^\s\d\-=_*~+#.·•…\u2500-\u257f|>`]|`[^`\n]|`{1,2}\n|\d{1,9}[^\d.)\n]|\d{1,9}[.)]?\n))",
+    re.MULTILINE,
+)
+
+
+# Whole lines that change nothing but where the text is: markdown lines without a letter or a digit (table
+# rows, quotes, headings, list items: never counted) and dividers. A run of them is skipped in one match.
+_INERT_LINES = lazy_compile(
+    r"(?:[ \t\r\f\v]{0,255}(?!~~~)"  # (a ~~~ line is a code fence)
+    r"(?:(?:[|>]|#{1,6}[ \t]|[-*+•][ \t]+)(?:[^\w\n]|_)*"  # markup without a letter or digit
+    r"|(?:[^\S\n \t\r\f\v]|[\-=_*~+#.·•…\u2500-\u257f])(?:[^\S\n]|[\-=_*~+#.·•…\u2500-\u257f])*)"  # a divider
+    r"\n)+"
 )
 
 
@@ -148,14 +162,11 @@ def _classify_rest(head: str, s: str, more: bool) -> tuple[int, int]:
 
 def _plain_lines(text: str, pos: int) -> tuple[int, bool]:
     """End of the whole prose/blank lines starting at ``pos``, and whether one of them is prose."""
-    prose, match = False, _PLAIN_START.match
-    while True:
-        nl = text.find("\n", pos)
-        m = None if nl < 0 else match(text, pos, nl + 1)
-        if m is None:
-            return pos, prose
-        prose = prose or m.lastindex is None
-        pos = nl + 1
+    stop = _NOT_PLAIN.search(text, pos)
+    end = min(stop.start() if stop is not None else len(text), text.rfind("\n", pos) + 1)
+    if end <= pos:
+        return pos, False
+    return end, not text[pos:end].isspace()  # a blank line is whitespace only, a prose line is not
 
 
 def _code_lines(text: str, pos: int, fence: str) -> int:
@@ -425,6 +436,9 @@ class ChantTracker:
                 end, prose = _plain_lines(text, pos)
                 if end > pos:
                     return self._plain(text[pos:end], prose), end
+                inert = _INERT_LINES.match(text, pos)
+                if inert is not None:
+                    return self._inert(inert.end() - pos), inert.end()
         nl = text.find("\n", pos)
         end = len(text) if nl < 0 else nl
         return self._segment(text[pos:end], nl >= 0), end + 1
@@ -436,6 +450,17 @@ class ChantTracker:
         if prose:
             self._break_lines()
         return self._append(block, off)
+
+    def _inert(self, length: int) -> ChantHit | None:
+        """Whole markup or divider lines without a letter or a digit: the prose before them is scanned (as
+        :meth:`_start_line` does for any such line), and the rest is only how far the text has gone."""
+        if self._run_len:
+            hit = self._flush()
+            if hit is not None:
+                return hit
+            self._clear_run()
+        self._offset = self._line_start = self._offset + length
+        return None
 
     def _segment(self, seg: str, complete: bool) -> ChantHit | None:
         """Process part of one line (``complete``: the line's newline follows ``seg``)."""
@@ -559,7 +584,7 @@ class ChantTracker:
         a = r0 - 1 - base if r0 > base else 0
         if r1 <= self._last_cp + self._every and _no_anchor(buf, a):
             return self._advance(r1)  # a small streamed delta with no checkpoint in it
-        ends, grid = self._checkpoints(r0, base)
+        ends, grid = self._live(*self._checkpoints(r0, base))
         ends = self._record_fresh(ends, base) if ends else ends
         if ends:
             return self._visit(sorted(ends + [-g for g in grid], key=abs), base)
@@ -590,6 +615,23 @@ class ChantTracker:
             last = tail[-1]
         self._last_cp = last + base
         return ends, grid
+
+    def _live(self, ends: list[int], grid: list[int]) -> tuple[list[int], list[int]]:
+        """The checkpoints whose chunk could count: a chunk without a letter or a digit, or with a period
+        shorter than ``min_distinct_period`` (``a. a. a.``), never does (``_chunk_ok``), so those checkpoints
+        are dropped before the Python loop instead of visited (a message of blank lines or short repeated
+        lines is thousands of sentence ends). Following an exact repetition waits for the next checkpoint
+        kept, with the same result."""
+        if not ends and not grid:
+            return ends, grid
+        size, buf = self._chunk, self._buf
+        first = max(0, min(ends[0] if ends else grid[0], grid[0] if grid else ends[0]) - size)
+        runs = _no_alnum_run(size).finditer(buf, first)
+        dead = [(m.start() + size, m.end()) for m in runs]  # chunks [c - size, c) inside one run
+        dead += _periodic_zones(buf, first, size, self._min_period)
+        if not dead:
+            return ends, grid
+        return _outside(ends, _merged(dead)), _outside(grid, _merged(dead))
 
     def _record_fresh(self, ends: list[int], base: int) -> list[int]:
         """Record the chunks ending at ``ends`` up to the first one already in ``_anchors`` (it ended an
@@ -740,6 +782,73 @@ class ChantTracker:
         extent = self._buf[start : occ[-1] + self._chunk + right]
         whole = len(extent) >= first_gap
         return self._report(extent[:first_gap] if whole else extent, start + base, len(occ), period, whole)
+
+
+_NO_ALNUM_RUNS: dict[int, re.Pattern[str]] = {}
+
+
+def _no_alnum_run(size: int) -> re.Pattern[str]:
+    """Runs of at least ``size`` characters without a letter or a digit (``_ALNUM``'s complement)."""
+    pattern = _NO_ALNUM_RUNS.get(size)
+    if pattern is None:
+        pattern = _NO_ALNUM_RUNS[size] = re.compile(rf"[\W_]{{{size},}}")
+    return pattern
+
+
+def _periodic_zones(buf: str, start: int, size: int, min_period: int) -> list[tuple[int, int]]:
+    """Checkpoints ``c >= start + size`` whose chunk ``buf[c - size:c]`` has a period below ``min_period``, as
+    closed intervals: where ``buf[i] == buf[i + q]`` for ``size - q`` characters in a row, found at C speed
+    (the code points compared as one integer each, equal ones giving zero bytes)."""
+    text = buf[start:]
+    if len(text) <= size or min_period <= 1:
+        return []
+    wide = 1 if text.isascii() else 4
+    raw = text.encode("ascii") if wide == 1 else text.encode("utf-32-le", "surrogatepass")
+    whole = int.from_bytes(raw, "little")
+    zones: list[tuple[int, int]] = []
+    for q in range(1, min_period):
+        shifted = whole >> (8 * wide * q)
+        length = len(raw) - wide * q
+        diff = ((whole ^ shifted) & ((1 << (8 * length)) - 1)).to_bytes(length, "little")
+        for m in _zero_run(wide * (size - q)).finditer(diff):
+            low, high = -(-m.start() // wide), m.end() // wide  # whole code points: buf[i] == buf[i + q] in it
+            if high - low >= size - q:
+                zones.append((start + low + size, start + high + q))
+    return zones
+
+
+def _zero_run(length: int) -> re.Pattern[bytes]:
+    pattern = _ZERO_RUNS.get(length)
+    if pattern is None:
+        pattern = _ZERO_RUNS[length] = re.compile(b"\x00{%d,}" % length)
+    return pattern
+
+
+_ZERO_RUNS: dict[int, re.Pattern[bytes]] = {}
+
+
+def _merged(zones: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Closed intervals sorted, overlapping ones joined."""
+    out: list[tuple[int, int]] = []
+    for low, high in sorted(zones):
+        if out and low <= out[-1][1] + 1:
+            if high > out[-1][1]:
+                out[-1] = (out[-1][0], high)
+        else:
+            out.append((low, high))
+    return out
+
+
+def _outside(points: list[int], zones: list[tuple[int, int]]) -> list[int]:
+    """The sorted ``points`` outside every closed interval of ``zones`` (sorted, disjoint)."""
+    kept: list[int] = []
+    done = 0
+    for low, high in zones:
+        start = bisect_left(points, low, done)
+        kept += points[done:start]
+        done = bisect_right(points, high, start)
+    kept += points[done:]
+    return kept
 
 
 # ---------------------------------------------------------------------- parameters and JSON state

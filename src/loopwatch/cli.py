@@ -427,13 +427,13 @@ def _explain(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors:
 
 def _sessions(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors: _Errors) -> int:
     from .guard import Guard
-    from .stores import store_from_url
+    from .stores import StoreError, store_from_url
 
+    if args.clear and not args.swarm:
+        raise ConfigError("--clear needs --swarm ID", field="clear")
     store = store_from_url(args.store)
     try:
         guard = Guard(policy=policy, store=store, on_store_error="raise", clock=None)
-        if args.clear and not args.swarm:
-            raise ConfigError("--clear needs --swarm ID", field="clear")
         if args.reset:
             guard.reset(args.reset)
             print(f"reset {args.reset}")
@@ -445,6 +445,9 @@ def _sessions(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors
         else:
             _list_sessions(guard, args.json)
         return 0
+    except StoreError as exc:  # unreachable, locked, not a store: one line, not a traceback
+        print(f"loopwatch: {exc}", file=sys.stderr)
+        return 2
     finally:
         store.close()
 
@@ -465,9 +468,15 @@ def _swarm(guard: Any, args: argparse.Namespace) -> int:
 
 
 def _list_sessions(guard: Any, as_json: bool) -> None:
-    rows = []
+    from .stored import DamagedStateError
+
+    rows: list[dict[str, Any]] = []
     for name in sorted(guard.sessions()):
-        state = guard.snapshot(name)["state"]
+        try:
+            state = guard.snapshot(name)["state"]
+        except DamagedStateError as exc:  # listed as such: --forget ID (or the next event, failing open) clears it
+            rows.append({"session": name, "damaged": exc.reason})
+            continue
         streaks = {p: ladder.get("emitted", 0) for p, ladder in (state.get("ladders") or {}).items()}
         last = state.get("last")
         rows.append(
@@ -484,6 +493,9 @@ def _list_sessions(guard: Any, as_json: bool) -> None:
         return
     print(f"{len(rows)} sessions")
     for row in rows:
+        if "damaged" in row:
+            print(f"  {row['session']}  DAMAGED: {row['damaged']} (loopwatch sessions --forget ID clears it)")
+            continue
         last = row["last"]
         said = f"last {last['action']} {last['pattern']} L{last['level']} at {last['index']}" if last else "no verdict"
         open_streaks = ", ".join(f"{p} L{level}" for p, level in row["streaks"].items()) or "no streak"

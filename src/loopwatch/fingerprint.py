@@ -217,42 +217,79 @@ _TIMESTAMP: Final = lazy_compile(
     r"\d{4}-\d{2}-\d{2}(?:[t ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?|\b\d{10}(?:\d{3})?\b"
 )
 _NUMERIC_ID: Final = lazy_compile(r"\b\d+\b")
-_PATH: Final = lazy_compile(r"(?:[\w.~-]*/)+([\w.-]+)")
+# A path is matched from the start of its word only (the look-behind): tried at every character of a long
+# word without a slash, the segments would be scanned to its end again each time (quadratic; 256 hex strings
+# of 4 KB took seconds). Replacements are the same as without it: a word that has a path has one from its start.
+_PATH: Final = lazy_compile(r"(?<![\w.~/-])(?:[\w.~-]*/)+([\w.-]+)")
+
+
+_TIMESTAMP_DIGITS: Final = lazy_compile(r"\b\d{10}(?:\d{3})?\b")  # _TIMESTAMP where there is no "-"
 
 
 def _normalize_text(value: str) -> str:
     text = value.lower()
     text = _PATH.sub(r"\1", text)
-    text = _UUID.sub("", text)
-    text = _TIMESTAMP.sub("", text)
+    if "-" in text:  # UUIDs and dates have dashes: without one, only a 10- or 13-digit epoch can match
+        text = _UUID.sub("", text)
+        text = _TIMESTAMP.sub("", text)
+    else:
+        text = _TIMESTAMP_DIGITS.sub("", text)
     return _NUMERIC_ID.sub("", text)
 
 
-def _normalize_value(value: Any, depth: int = 0) -> Any:
+class _Written(Exception):
+    """The first characters of the normalised arguments are written: the rest is never looked at."""
+
+
+def _write(value: Any, depth: int, parts: list[str], room: list[int]) -> None:
+    """Append the JSON of ``value`` normalised (keys sorted, compact) to ``parts``; :class:`_Written` as soon
+    as ``room`` characters are there. Strings, and the containers past 16 levels, as the seed says."""
     if isinstance(value, str):
-        return _normalize_text(fold_string(value, 4_096))
-    if depth > 16:
-        return None
-    if isinstance(value, Mapping):
-        return {str(k): _normalize_value(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_normalize_value(v, depth + 1) for v in value[:256]]
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return None  # numeric ids removed
-    return value if value is None or isinstance(value, bool) else _normalize_text(repr(value))
+        _put(json.dumps(_normalize_text(fold_string(value, 4_096)), ensure_ascii=False), parts, room)
+    elif depth > 16 or value is None:
+        _put("null", parts, room)
+    elif isinstance(value, Mapping):
+        items = {str(k): v for k, v in value.items()}
+        _put("{", parts, room)
+        for n, key in enumerate(sorted(items)):
+            _put(("," if n else "") + json.dumps(key, ensure_ascii=False) + ":", parts, room)
+            _write(items[key], depth + 1, parts, room)
+        _put("}", parts, room)
+    elif isinstance(value, (list, tuple)):
+        _put("[", parts, room)
+        for n, item in enumerate(value[:256]):
+            if n:
+                _put(",", parts, room)
+            _write(item, depth + 1, parts, room)
+        _put("]", parts, room)
+    elif isinstance(value, bool):
+        _put("true" if value else "false", parts, room)
+    elif isinstance(value, (int, float)):
+        _put("null", parts, room)  # numeric ids removed
+    else:
+        _put(json.dumps(_normalize_text(repr(value)), ensure_ascii=False), parts, room)
+
+
+def _put(text: str, parts: list[str], room: list[int]) -> None:
+    parts.append(text)
+    room[0] -= len(text)
+    if room[0] <= 0:
+        raise _Written
 
 
 def normalize_args_seed004(args: Mapping[str, Any]) -> str:
-    """Seed 004: lowercase, paths to basenames, UUIDs/timestamps/numeric ids removed, keys sorted, 200 chars."""
+    """Seed 004: lowercase, paths to basenames, UUIDs/timestamps/numeric ids removed, keys sorted, 200 chars.
+
+    Written as the seed's JSON is, key by key in sorted order, and only until 200 characters are there: the
+    values after them are never normalised (hundreds of long strings cost what the first few cost)."""
+    parts: list[str] = []
     try:
-        normalized = _normalize_value(dict(args))
+        _write(dict(args), 0, parts, [200])
+    except _Written:
+        pass
     except Exception:  # arguments no normalisation can walk (a broken __repr__, endless nesting)
         return _normalize_text(canonical_json(args))[:200]
-    try:
-        text = json.dumps(normalized, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = canonical_json(normalized)
-    return text[:200]
+    return "".join(parts)[:200]
 
 
 # -- outcomes -----------------------------------------------------------------------------------------

@@ -17,17 +17,18 @@ from typing import TYPE_CHECKING, Any, Literal
 from .detectors.base import State
 from .detectors.swarm import new_swarm_state
 from .engine import Engine
-from .errors import ConfigError, EventError, LoopwatchError, StateError
-from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, parse_event
+from .errors import ConfigError, EventError, StateError
+from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, name_of, parse_event
 from .messages import render
 from .policy import Policy
 from .presets import preset as get_preset
-from .stored import StoredSessions
+from .stored import DamagedStateError, JudgingError, StoredSessions, judge
 from .stores import Store, StoreError, store_from_url
 from .verdict import Verdict
 
 if TYPE_CHECKING:
     from .judge import JudgeMemory, LoopJudge
+    from .redact import Redactor
 
 
 def _logger() -> Any:
@@ -69,10 +70,18 @@ class Guard:
     >>> verdict = guard.observe("run-1", ToolCall("bash", {"command": "ls"}))
 
     ``sinks``: audit sinks (``emit(record)``), written before the verdict is returned; ``listeners``:
-    callables receiving the same records. ``clock``: seconds since the epoch, for runtime limits and idle
+    callables receiving the same records, each its own redacted copy (secrets hidden as the sinks hide them;
+    ``redact_listeners=False`` hands them the records as they are, or give a configured
+    :class:`~loopwatch.redact.Redactor`). ``clock``: seconds since the epoch, for runtime limits and idle
     eviction (events' own ``ts`` win when present). ``max_sessions``: least recently used sessions beyond it
-    are evicted. ``on_error``: ``"allow"`` logs and counts a malformed event or an internal error and
-    returns ``ok``; ``"raise"`` raises it.
+    are evicted; ``max_swarms`` the same for the swarm counts kept in this process (without a store).
+    ``on_error``: ``"allow"`` logs and counts a malformed event or an internal error and returns ``ok``;
+    ``"raise"`` raises it. Session and swarm names are plain strings: a ``uuid.UUID`` or an int is taken
+    as its text, a name longer than 1,024 characters as its head and a digest of the whole.
+
+    A session whose state fails on an event (a damaged snapshot restored, say) while a fresh state does
+    not is started afresh with that event: counted in ``stats["state_resets"]``, logged, and reported
+    as a ``session.state_reset`` record, so detection never stays off.
 
     ``store``: where session state lives (a :class:`~loopwatch.stores.Store` or its URL:
     ``"sqlite:///path.db"``, ``"redis://host:6379/0"``); the default (``None`` or ``"memory://"``) keeps it in
@@ -92,11 +101,13 @@ class Guard:
         listeners: Iterable[Listener] = (),
         clock: Callable[[], float] | None = time.time,
         max_sessions: int = 100_000,
+        max_swarms: int = 10_000,
         on_error: OnError = "allow",
         on_audit_error: OnError = "allow",
         store: str | Store | None = None,
         on_store_error: OnStoreError = "allow",
         judge: LoopJudge | None = None,
+        redact_listeners: bool | Redactor = True,
     ) -> None:
         if on_error not in ("allow", "raise") or on_audit_error not in ("allow", "raise"):
             raise ConfigError("must be 'allow' or 'raise'", field="on_error")
@@ -106,8 +117,17 @@ class Guard:
         self.engine = Engine(self.policy)
         self.sinks = list(sinks)
         self.listeners = list(listeners)
+        if not isinstance(redact_listeners, bool):
+            from .redact import Redactor
+
+            if not isinstance(redact_listeners, Redactor):
+                raise ConfigError("must be True, False or a Redactor", field="redact_listeners")
+        self.redact_listeners: bool | Redactor = redact_listeners
         self.clock = clock
         self.max_sessions = max_sessions
+        if isinstance(max_swarms, bool) or not isinstance(max_swarms, int) or max_swarms < 1:
+            raise ConfigError("must be an integer >= 1", field="max_swarms")
+        self.max_swarms = max_swarms
         self.on_error = on_error
         self.on_audit_error = on_audit_error
         if judge is not None:
@@ -119,14 +139,15 @@ class Guard:
         self._judged: OrderedDict[str, JudgeMemory] = OrderedDict()
         self.stats = {
             "events": 0, "skipped": 0, "errors": 0, "audit_errors": 0, "evicted": 0, "store_errors": 0,
-            "judge_calls": 0, "judge_errors": 0,
+            "judge_calls": 0, "judge_errors": 0, "state_resets": 0, "damaged_states": 0, "evicted_swarms": 0,
         }  # fmt: skip
         self.on_store_error = on_store_error
         self.store = _store_of(store)
         self._stored = StoredSessions(self.engine, self.store, cache_size=max_sessions) if self.store else None
         self._sessions: OrderedDict[str, State] = OrderedDict()
         self._seen: dict[str, float] = {}
-        self._swarms: dict[str, State] = {}
+        self._swarms: OrderedDict[str, State] = OrderedDict()
+        self._swarm_seen: dict[str, float] = {}
         self._session_swarm: dict[str, str] = {}
         self._locks = [threading.Lock() for _ in range(_STRIPES)]
         self._table_lock = threading.Lock()
@@ -138,36 +159,57 @@ class Guard:
     # -- public API ------------------------------------------------------------------------------------
 
     def observe(self, session: str, event: Event | Mapping[str, Any], *, swarm: str | None = None) -> Verdict:
-        """Judge ``event`` of ``session`` (an event object or its JSON form)."""
+        """Judge ``event`` of ``session`` (an event object or its JSON form).
+
+        Never raises unless ``on_error="raise"`` (a malformed event, an internal error), ``on_store_error=
+        "raise"`` (a store failure) or ``on_audit_error="raise"`` (an audit sink failure) says so."""
         try:
-            parsed = event if isinstance(event, _EVENT_CLASSES) else parse_event(event)
+            name = _name(session, "session")
+            group = None if swarm is None else _name(swarm, "swarm")
+            parsed = _event_of(event)
         except EventError as exc:
             return self._skip(session, exc)
-        with self._lock(session):
+        with self._lock(name):
             try:
-                if self._stored is not None:
-                    verdict, records = self._observe_stored(session, parsed, swarm)
-                else:
-                    verdict, records = self._observe(session, parsed, swarm)
-            except LoopwatchError:
-                raise
-            except Exception as exc:  # an internal error must not crash the agent
-                self.stats["errors"] += 1
-                _logger().exception("loopwatch: internal error on an event of session %r", session)
-                if self.on_error == "raise":
-                    raise
-                return Verdict(index=-1, reason=f"internal error: {exc!r}")
-            memory = self._remember(session, verdict, parsed) if self.judge is not None else None
+                verdict, records = self._verdict_of(name, parsed, group)
+            except _Raised as raised:
+                raise raised.error from None
+            memory = self._remember(name, verdict, parsed) if self.judge is not None else None
             if memory is None or not verdict.evidence.get("undecided"):
                 # a sink's error is governed by on_audit_error, not taken for an internal error
                 for record in records:
                     self._emit(record)
                 return verdict
         # an undecided ok, and a judge: asked outside the lock (it may take seconds)
-        return self._consult(session, parsed, verdict, memory)
+        return self._consult(name, parsed, verdict, memory)
+
+    def _verdict_of(self, session: str, event: Event, swarm: str | None) -> tuple[Verdict, list[dict[str, Any]]]:
+        """The verdict and audit records of one event; errors the caller asked for come as :class:`_Raised`."""
+        try:
+            if self._stored is not None:
+                return self._observe_stored(session, event, swarm)
+            return self._observe(session, event, swarm)
+        except _Raised:
+            raise
+        except Exception as exc:  # an internal error must not crash the agent
+            error = exc.error if isinstance(exc, JudgingError) else exc
+            self.stats["errors"] += 1
+            _logger().error("loopwatch: internal error on an event of session %r", session, exc_info=error)
+            if self.on_error == "raise":
+                raise _Raised(error) from error
+            recovered = None
+            if isinstance(exc, JudgingError):  # the rules failed: on this session's state, or on any?
+                try:
+                    recovered = self._recover(session, event, swarm)
+                except Exception:  # the store failed too, say: the event stays unjudged
+                    _logger().exception("loopwatch: session %r could not be started afresh", session)
+            if recovered is not None:
+                return recovered
+            return Verdict(index=-1, reason=f"internal error: {_safe_repr(error)}"), []
 
     def reset(self, session: str, *, limits: bool = False) -> None:
         """Clear a session's loop state (and its limits' counters with ``limits=True``)."""
+        session = _name(session, "session")
         with self._lock(session):
             if self._stored is not None:
                 self._stored.update(session, lambda state: self.engine.reset(state, limits=limits))
@@ -178,6 +220,7 @@ class Guard:
 
     def forget(self, session: str) -> None:
         """Drop everything about a session."""
+        session = _name(session, "session")
         with self._lock(session), self._table_lock:
             self._sessions.pop(session, None)
             self._seen.pop(session, None)
@@ -188,6 +231,7 @@ class Guard:
 
     def snapshot(self, session: str) -> dict[str, Any]:
         """The session's state as JSON-able data (seed 003's toJSON)."""
+        session = _name(session, "session")
         with self._lock(session):
             if self._stored is not None:
                 version, state, swarm = self._stored.current(session)
@@ -203,12 +247,18 @@ class Guard:
 
     def restore(self, data: Mapping[str, Any], session: str | None = None) -> None:
         """Load a snapshot (seed 003's restoreFrom); raises :class:`StateError` when it is not one."""
-        if not isinstance(data, Mapping) or "state" not in data:
-            raise StateError("a snapshot is an object with 'session' and 'state'")
-        name = session or data.get("session")
-        if not isinstance(name, str):
-            raise StateError("the snapshot names no session")
-        state = self.engine.load(data["state"])
+        try:
+            if not isinstance(data, Mapping) or "state" not in data:
+                raise StateError("a snapshot is an object with 'session' and 'state'")
+            name = session or data.get("session")
+            if not isinstance(name, str):
+                raise StateError("the snapshot names no session")
+            name = _name(name, "session")
+            state = self.engine.load(data["state"])
+        except StateError:
+            raise
+        except Exception as exc:  # a mapping whose own methods raise, a name with no text...
+            raise StateError(f"not a loopwatch snapshot ({type(exc).__name__})") from None
         if self._stored is not None:
             with self._lock(name):
                 self._stored.replace(name, state, str(data["swarm"]) if data.get("swarm") else None)
@@ -249,7 +299,7 @@ class Guard:
             self.store.swarm_restore(name, entries)
             return
         with self._table_lock:
-            self._swarms[name] = {"counts": {k: list(v) for k, v in entries.items()}}
+            self._swarm_state(name, self._now())["counts"] = {k: list(v) for k, v in entries.items()}
 
     def clear_swarm(self, swarm: str) -> None:
         """Forget a swarm's counts (when the swarm completes)."""
@@ -258,14 +308,21 @@ class Guard:
             return
         with self._table_lock:
             self._swarms.pop(swarm, None)
+            self._swarm_seen.pop(swarm, None)
 
     def evict_idle(self, max_idle_seconds: float) -> int:
-        """Drop sessions not seen for ``max_idle_seconds`` (by the guard's clock); returns how many."""
+        """Drop sessions not seen for ``max_idle_seconds`` (by the guard's clock), and the swarm counts kept in
+        this process that no call added to for as long; returns how many sessions."""
         now = self._now()
         if now is None:
             return 0
         with self._table_lock:
             idle = [s for s, seen in self._seen.items() if now - seen > max_idle_seconds]
+            quiet = [s for s, seen in self._swarm_seen.items() if now - seen > max_idle_seconds]
+            for name in quiet:  # counts no worker added to for as long: the swarm is over
+                self._swarms.pop(name, None)
+                del self._swarm_seen[name]
+            self.stats["evicted_swarms"] += len(quiet)
         for name in idle:
             self.forget(name)
         self.stats["evicted"] += len(idle)
@@ -350,8 +407,23 @@ class Guard:
             if swarm is not None:
                 self._session_swarm[session] = swarm
             swarm = self._session_swarm.get(session)
-            shared = self._swarms.setdefault(swarm, new_swarm_state()) if swarm is not None else None
+            shared = self._swarm_state(swarm, now) if swarm is not None else None
         return state, shared
+
+    def _swarm_state(self, swarm: str, now: float | None) -> State:
+        """A swarm's counts, the most recently used last; the least recently used go past ``max_swarms``.
+        Call with the table lock held."""
+        shared = self._swarms.get(swarm)
+        if shared is None:
+            shared = self._swarms[swarm] = new_swarm_state()
+            while len(self._swarms) > self.max_swarms:
+                old, _ = self._swarms.popitem(last=False)
+                self._swarm_seen.pop(old, None)
+                self.stats["evicted_swarms"] += 1
+        else:
+            self._swarms.move_to_end(swarm)
+        self._swarm_seen[swarm] = now or 0.0
+        return shared
 
     def _observe(self, session: str, event: Event, swarm: str | None) -> tuple[Verdict, list[dict[str, Any]]]:
         now = self._now()
@@ -359,7 +431,7 @@ class Guard:
         self.stats["events"] += 1
         was_stopped = state["stopped"] is not None
         stamp = event.ts if event.ts is not None else now
-        verdict = self.engine.observe(state, event, now=stamp, swarm=shared, worker=session)
+        verdict = judge(self.engine, state, event, now=stamp, swarm=shared, worker=session)
         if verdict.action != "ok" and not was_stopped:
             return verdict, self._audit_records(session, event, verdict, stamp)
         return verdict, []
@@ -370,12 +442,79 @@ class Guard:
         stamp = event.ts if event.ts is not None else now
         self.stats["events"] += 1
         try:
-            verdict, was_stopped, swarm = self._stored.observe(session, event, swarm=swarm, now=stamp)
+            try:
+                verdict, was_stopped, swarm = self._stored.observe(session, event, swarm=swarm, now=stamp)
+            except DamagedStateError as damaged:
+                if not self._damaged(session, event, damaged, stamp):
+                    raise
+                counted = (damaged.tally,) if damaged.counted else None  # the swarm count is added once
+                verdict, was_stopped, swarm = self._stored.observe(
+                    session, event, swarm=swarm, now=stamp, counted=counted
+                )
         except StoreError as exc:
             return self._store_failed(session, event, exc, stamp)
         if verdict.action != "ok" and not was_stopped:
             return verdict, self._audit_records(session, event, verdict, stamp, swarm)
         return verdict, []
+
+    def _damaged(self, session: str, event: Event, damaged: DamagedStateError, ts: float | None) -> bool:
+        """A stored state this loopwatch cannot read: counted, logged, reported; started afresh when failing
+        open (``True``), left for ``on_store_error`` to decide otherwise."""
+        self.stats["damaged_states"] += 1
+        fresh = self.on_store_error == "allow"
+        _logger().warning(
+            "loopwatch: the stored state of session %r is damaged (%s); %s",
+            session,
+            damaged.reason,
+            "it starts afresh" if fresh else f"on_store_error={self.on_store_error!r} decides",
+        )
+        self._emit(
+            {
+                "event": "store.damaged_state",
+                "ts": ts,
+                "session": session,
+                "worker": event.worker,
+                "store": repr(self.store),
+                "error": damaged.reason,
+                "policy": self.on_store_error,
+                "action": "started afresh" if fresh else "left as it is",
+            }
+        )
+        if fresh:
+            assert self._stored is not None
+            self._stored.start_afresh(session, damaged.stored)
+        return fresh
+
+    def _recover(self, session: str, event: Event, swarm: str | None) -> tuple[Verdict, list[dict[str, Any]]] | None:
+        """After an internal error: judge the event on a fresh state. When that works, the session's own state
+        was what failed (a damaged snapshot restored, say): the session starts afresh with this event, and
+        says so. When it fails too, the event itself is at fault and the session's state is kept."""
+        now = self._now()
+        stamp = event.ts if event.ts is not None else now
+        fresh = self.engine.new_session()
+        try:
+            verdict = self.engine.observe(fresh, event, now=stamp, worker=session)
+        except Exception:
+            return None
+        self.stats["state_resets"] += 1
+        _logger().warning("loopwatch: the state of session %r failed on an event; the session starts afresh", session)
+        if self._stored is not None:
+            self._stored.replace(session, fresh, swarm)
+        else:
+            with self._table_lock:
+                if session in self._sessions:
+                    self._sessions[session] = fresh
+        record = {
+            "event": "session.state_reset",
+            "ts": stamp,
+            "session": session,
+            "worker": event.worker,
+            "reason": "the session's state failed on an event that a fresh state judges; it starts afresh",
+        }
+        records = [record]
+        if verdict.action != "ok":
+            records += self._audit_records(session, event, verdict, stamp, swarm)
+        return verdict, records
 
     def _store_failed(
         self, session: str, event: Event, exc: StoreError, ts: float | None
@@ -383,7 +522,7 @@ class Guard:
         self.stats["store_errors"] += 1
         _logger().warning("loopwatch: store error on session %r: %s", session, exc)
         if self.on_store_error == "raise":
-            raise exc
+            raise _Raised(exc)
         record = {
             "event": "store.error",
             "ts": ts,
@@ -399,9 +538,21 @@ class Guard:
             return verdict, [record]
         return Verdict(reason=f"store error (fail open): {exc}"), [record]
 
-    def _skip(self, session: str, exc: EventError) -> Verdict:
+    def _for_listener(self, record: dict[str, Any]) -> dict[str, Any]:
+        """A listener's own redacted copy of ``record`` (``redact_listeners``; the redactor made on first use)."""
+        setting = self.redact_listeners
+        if setting is False:
+            return record
+        if setting is True:
+            from .redact import Redactor
+
+            setting = self.redact_listeners = Redactor()
+        copy: dict[str, Any] = setting(record)
+        return copy
+
+    def _skip(self, session: object, exc: EventError) -> Verdict:
         self.stats["skipped"] += 1
-        _logger().warning("loopwatch: skipped a malformed event of session %r: %s", session, exc)
+        _logger().warning("loopwatch: skipped a malformed event of session %s: %s", _safe_repr(session), exc)
         if self.on_error == "raise":
             raise exc
         return Verdict(index=-1, reason=f"skipped malformed event: {exc}")
@@ -426,10 +577,51 @@ class Guard:
                     raise
         for listener in self.listeners:
             try:
-                listener(record)
+                listener(self._for_listener(record))
             except Exception:
                 self.stats["errors"] += 1
                 _logger().exception("loopwatch: listener %r failed", listener)
+
+
+class _Raised(Exception):
+    """Carries an error the caller asked to see (``on_error``, ``on_store_error="raise"``) past the guard's
+    own handling of internal errors."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def _name(value: object, field: str) -> str:
+    """A session or swarm name as a plain, bounded string (an :class:`EventError` when it has no text)."""
+    if type(value) is str and len(value) <= 1_024:
+        return value
+    return name_of(value, field)
+
+
+def _event_of(event: object) -> Event:
+    """The event to judge: an event object as it is, a subclass's fields as the plain class, a mapping parsed."""
+    if type(event) in _EVENT_CLASSES:
+        return event  # type: ignore[return-value]
+    for kind in _EVENT_CLASSES:
+        if isinstance(event, kind):
+            try:
+                fields = {name: getattr(event, name) for name in kind.__dataclass_fields__}
+                rebuilt: Event = kind(**fields)
+            except EventError:
+                raise
+            except Exception as exc:  # a subclass whose attributes raise
+                raise EventError(f"the event could not be read ({type(exc).__name__})") from None
+            return rebuilt
+    return parse_event(event)
+
+
+def _safe_repr(value: object) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _record(

@@ -7,7 +7,11 @@ format is ``events`` or ``trajectory`` (handled here) or one of the foreign form
 
 A reader never stops at the first bad record of a scan: it yields what it could read and reports the
 bad record (file, line, reason) as an :class:`~loopwatch.errors.InputError` through the ``on_error``
-callback, so the caller can go on with the other files and say some input was bad.
+callback, so the caller can go on with the other files and say some input was bad. Whatever a file holds
+(values of the wrong type where a format says what goes, numbers too long for Python, nesting deeper than
+the JSON parser goes, bytes that are not UTF-8, a damaged gzip stream), it ends as runs and such reports,
+never as another exception. Escaped lone surrogates (``"\ud800"``), which no output encoding can write, are
+read as U+FFFD, as bytes that are not UTF-8 are.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import gzip
 import io
 import json
 import os
+import re
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -72,7 +77,7 @@ def run_id_from_path(path: str | None) -> str:
         return "run"
     if path == "-":
         return "stdin"
-    name = os.path.basename(path.rstrip("/\\"))
+    name = _text_without_surrogates(os.path.basename(path.rstrip("/\\")))  # a file name that is not UTF-8
     stripped = True
     while stripped:
         stripped = False
@@ -172,12 +177,15 @@ def _records(path: str, on_error: ErrorHandler, skip: list[int] | None = None) -
                     continue  # another worker's record: not even parsed
                 line = line.rstrip("\r\n")
                 try:
-                    value = json.loads(line)
+                    value = _loads(line)
                 except json.JSONDecodeError as exc:
                     if first and exc.pos >= len(line.rstrip()):  # the line ended before the value did
                         yield from _documents(path, line + "\n" + handle.read(), lineno, on_error, skip)
                         return
                     on_error(InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=lineno))
+                    return
+                except _UnreadableJSON as exc:
+                    on_error(InputError(str(exc), path=path, line=lineno))
                     return
                 first = False
                 yield lineno, value
@@ -203,14 +211,83 @@ def _documents(
             return
         line, counted = line + text.count("\n", counted, pos), pos
         try:
-            value, pos = decoder.raw_decode(text, pos)
+            value, pos = _raw_decode(decoder, text, pos)
         except json.JSONDecodeError as exc:
             where = first_line + exc.lineno - 1
             on_error(InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=where))
             return
+        except _UnreadableJSON as exc:
+            on_error(InputError(str(exc), path=path, line=line))
+            return
         ordinal += 1
         if not skip or ordinal == 0 or ordinal % skip[1] == skip[0]:
             yield line, value
+
+
+class _UnreadableJSON(ValueError):
+    """JSON the parser cannot turn into values: nested too deeply, a number too long for Python."""
+
+
+_LONE_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _loads(text: str) -> Any:
+    """``json.loads``; its limits (nesting, number length) as :class:`_UnreadableJSON`."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise _UnreadableJSON("unreadable JSON: nested too deeply") from None
+    except ValueError as exc:  # an integer with more digits than Python converts from text
+        raise _UnreadableJSON(f"unreadable JSON: {_first_sentence(exc)}") from None
+    return _without_lone_surrogates(value) if _LONE_SURROGATE_ESCAPE.search(text) else value
+
+
+def _raw_decode(decoder: json.JSONDecoder, text: str, pos: int) -> tuple[Any, int]:
+    try:
+        value, end = decoder.raw_decode(text, pos)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise _UnreadableJSON("unreadable JSON: nested too deeply") from None
+    except ValueError as exc:
+        raise _UnreadableJSON(f"unreadable JSON: {_first_sentence(exc)}") from None
+    return (_without_lone_surrogates(value) if _LONE_SURROGATE_ESCAPE.search(text, pos, end) else value), end
+
+
+def _first_sentence(exc: BaseException) -> str:
+    return str(exc).split(";", 1)[0]
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """``value`` with every string's lone surrogates replaced by U+FFFD (iteratively: any depth)."""
+    if isinstance(value, str):
+        return _text_without_surrogates(value)
+    root = [value]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        container, key = stack.pop()
+        item = container[key]
+        if isinstance(item, str):
+            container[key] = _text_without_surrogates(item)
+        elif isinstance(item, list):
+            stack.extend((item, i) for i in range(len(item)))
+        elif isinstance(item, dict):
+            cleaned = container[key] = {_text_without_surrogates(k): v for k, v in item.items()}
+            stack.extend((cleaned, k) for k in cleaned)
+    return root[0]
+
+
+def _text_without_surrogates(text: str) -> str:
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
 
 
 def _is_event(record: Mapping[str, Any]) -> bool:
@@ -245,7 +322,10 @@ def sniff_format(record: Any, path: str = "") -> Format | None:
     from . import formats
 
     for module in formats.modules():
-        name = module.sniff(record, path)
+        try:
+            name = module.sniff(record, path)
+        except Exception:  # a record its sniffing did not expect (a value of the wrong type): not this format
+            name = None
         if name is not None:
             return name
     if isinstance(record, Mapping) and "type" in record:
@@ -297,11 +377,12 @@ def read_file(
                 first = next(records, None)  # the first line is share 0's
                 if first is None:
                     return
-    chained = _chain(first, records)
+    seen = [first[0]]
+    chained = _chain(first, records, seen)
     if kind == "trajectory":
-        yield from _trajectories(path, _flatten(chained), on_error)
+        runs = _trajectories(path, _flatten(chained), on_error)
     elif kind == "events":
-        yield from _event_stream(path, _flatten(chained), on_error)
+        runs = _event_stream(path, _flatten(chained), on_error)
     else:
         from . import formats
 
@@ -309,7 +390,22 @@ def read_file(
         if module is None:
             on_error(InputError(f"no reader is registered for format {kind!r}", path=path))
             return
-        yield from module.read(kind, chained, path, on_error)
+        runs = module.read(kind, chained, path, on_error)
+    yield from _guarded(runs, path, seen, on_error)
+
+
+def _guarded(runs: Iterator[Run], path: str, seen: list[int], on_error: ErrorHandler) -> Iterator[Run]:
+    """The runs of a file; a record no reader expected (a value of the wrong type where the format says
+    what goes, say) ends the file as a bad record, reported with its line, like any other bad record."""
+    try:
+        yield from runs
+    except InputError:
+        raise  # the caller's on_error raised it: theirs to handle
+    except RecursionError:
+        on_error(InputError("unreadable record: nested too deeply", path=path, line=seen[0]))
+    except Exception as exc:
+        reason = f"unreadable record ({type(exc).__name__}: {_first_sentence(exc)[:200]})"
+        on_error(InputError(reason, path=path, line=seen[0]))
 
 
 def _flatten(records: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
@@ -322,9 +418,15 @@ def _flatten(records: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
             yield lineno, record
 
 
-def _chain(first: tuple[int, Any], rest: Iterator[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
+def _chain(
+    first: tuple[int, Any], rest: Iterator[tuple[int, Any]], seen: list[int] | None = None
+) -> Iterator[tuple[int, Any]]:
+    """The records, ``first`` then ``rest``; ``seen[0]``: the line of the last one handed out."""
     yield first
-    yield from rest
+    for record in rest:
+        if seen is not None:
+            seen[0] = record[0]
+        yield record
 
 
 def _event_stream(path: str, records: Iterable[tuple[int, Any]], on_error: ErrorHandler) -> Iterator[Run]:

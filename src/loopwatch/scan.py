@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .engine import Engine
+from .errors import InputError
 from .events import Event
 from .policy import Policy
-from .readers import Run
+from .readers import ErrorHandler, Run
 from .verdict import Verdict
 
 
@@ -37,8 +38,13 @@ class RunReport:
         }
 
 
-def scan_events(engine: Engine, events: Iterable[Event]) -> tuple[int, list[Verdict]]:
-    """(number of events, non-ok verdicts) for one run; a ``stop`` ends the run as it would live."""
+def scan_events(
+    engine: Engine, events: Iterable[Event], on_error: Callable[[int, Exception], None] | None = None
+) -> tuple[int, list[Verdict]]:
+    """(number of events, non-ok verdicts) for one run; a ``stop`` ends the run as it would live.
+
+    ``on_error(index, error)``: told when the rules fail on an event (a bug, not bad input: events are checked
+    when made), which ends the judging of the run there; without it, the error is raised."""
     session = engine.new_session()
     verdicts: list[Verdict] = []
     count = 0
@@ -47,18 +53,32 @@ def scan_events(engine: Engine, events: Iterable[Event]) -> tuple[int, list[Verd
         count += 1
         if stopped:
             continue
-        verdict = engine.observe(session, event)
+        try:
+            verdict = engine.observe(session, event)
+        except Exception as exc:
+            if on_error is None:
+                raise
+            on_error(count - 1, exc)
+            stopped = True
+            continue
         if verdict.action != "ok":
             verdicts.append(verdict)
             stopped = verdict.action == "stop"
     return count, verdicts
 
 
-def scan_runs(policy: Policy, runs: Iterable[Run]) -> Iterator[RunReport]:
-    """A report per run, in input order."""
+def scan_runs(policy: Policy, runs: Iterable[Run], on_error: ErrorHandler | None = None) -> Iterator[RunReport]:
+    """A report per run, in input order; ``on_error`` is told of a run whose judging failed (see
+    :func:`scan_events`), as a bad record of its file."""
     engine = Engine(policy)
     for run in runs:
-        count, verdicts = scan_events(engine, run.events)
+
+        def failed(index: int, exc: Exception, run: Run = run) -> None:
+            if on_error is not None:
+                reason = f"run {run.id!r}: the rules failed on event {index} ({type(exc).__name__}: {exc})"
+                on_error(InputError(reason[:500], path=run.path or "-"))
+
+        count, verdicts = scan_events(engine, run.events, failed if on_error is not None else None)
         if run.indices is not None:
             verdicts = [to_records(v, run.indices) for v in verdicts]
         yield RunReport(id=run.id, events=count, verdicts=verdicts, source=run.source, meta=run.meta)

@@ -8,27 +8,34 @@ never sees, nor changes, another sink's record.
   :class:`AuditWriteError` when a record cannot be written: audit records are never silently dropped.
 * :class:`WebhookSink` posts records (raw JSON, Slack or Discord messages) from a background thread
   and never blocks nor raises in ``emit``: records that do not fit its bounded queue are dropped and
-  counted, failed posts are counted and logged on the ``loopwatch`` logger.
+  counted, failed posts are counted and logged on the ``loopwatch`` logger. Each record has a delivery
+  deadline (a server that trickles its answer cannot hold the thread), and a process that exits without
+  closing its sinks still delivers what is queued (within ``exit_timeout``) and counts what it could not.
 * :class:`CallbackSink` hands records to a function and counts (and logs) its exceptions.
 * :class:`MemorySink` keeps records in a list.
 """
 
 from __future__ import annotations
 
+import atexit
 import http.client
+import io
 import json
 import logging
 import math
 import os
 import queue
+import socket
 import stat
 import threading
 import time
 import urllib.error
 import urllib.request
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal, Protocol, runtime_checkable
@@ -433,10 +440,10 @@ def _check_format(value: str) -> str:
     return value
 
 
-def _check_timeout(value: float) -> float:
+def _check_timeout(value: float, field: str = "timeout") -> float:
     valid = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if not valid or value <= 0:
-        raise ConfigError(f"must be a positive number of seconds, got {value!r}", field="timeout")
+        raise ConfigError(f"must be a positive number of seconds, got {value!r}", field=field)
     return float(value)
 
 
@@ -470,6 +477,121 @@ class _PostFailure:
     retryable: bool
 
 
+class _DeadlineSocket:
+    """A connected socket whose every send and receive waits at most its time-out and, in all, until one
+    deadline: a server that sends its answer a byte at a time cannot hold a post past the deadline."""
+
+    def __init__(self, sock: Any, deadline: float) -> None:
+        self._sock = sock
+        self._deadline = deadline
+        self._timeout: float | None = sock.gettimeout()
+
+    def _arm(self) -> None:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the delivery deadline passed")
+        self._sock.settimeout(left if self._timeout is None else min(left, self._timeout))
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        self._arm()
+        received: int = self._sock.recv_into(buffer, nbytes, flags)
+        return received
+
+    def recv(self, size: int, flags: int = 0) -> bytes:
+        self._arm()
+        data: bytes = self._sock.recv(size, flags)
+        return data
+
+    def sendall(self, data: Any, flags: int = 0) -> None:
+        self._arm()
+        self._sock.sendall(data, flags)
+
+    def send(self, data: Any, flags: int = 0) -> int:
+        self._arm()
+        sent: int = self._sock.send(data, flags)
+        return sent
+
+    def makefile(self, mode: str = "r", buffering: int | None = None, **_: Any) -> Any:
+        raw = socket.SocketIO(self, "rb" if "r" in mode else "wb")  # type: ignore[arg-type]
+        return io.BufferedReader(raw) if "r" in mode else io.BufferedWriter(raw)
+
+    def _decref_socketios(self) -> None:
+        """Called by the file ``makefile`` gives when it closes (the socket itself is closed by its owner)."""
+
+    def settimeout(self, value: float | None) -> None:
+        self._timeout = value
+
+    def gettimeout(self) -> float | None:
+        return self._timeout
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+class _DeadlineHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, *args: Any, deadline: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline = deadline
+
+    def connect(self) -> None:
+        self.timeout = _within(self._deadline, self.timeout)
+        super().connect()
+        self.sock = _DeadlineSocket(self.sock, self._deadline)
+
+
+class _DeadlineHTTPSConnection(http.client.HTTPSConnection):
+    def __init__(self, *args: Any, deadline: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline = deadline
+
+    def connect(self) -> None:
+        self.timeout = _within(self._deadline, self.timeout)
+        super().connect()
+        self.sock = _DeadlineSocket(self.sock, self._deadline)
+
+
+def _within(deadline: float, timeout: Any) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the delivery deadline passed")
+    return left if not isinstance(timeout, (int, float)) else min(float(timeout), left)
+
+
+class _DeadlineHTTPHandler(urllib.request.HTTPHandler):
+    """Opens connections that give up at the deadline ``deadline()`` returns (the record being posted)."""
+
+    def __init__(self, deadline: Callable[[], float]) -> None:
+        super().__init__()
+        self._deadline = deadline
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(partial(_DeadlineHTTPConnection, deadline=self._deadline()), req)
+
+
+class _DeadlineHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: Callable[[], float]) -> None:
+        super().__init__()
+        self._deadline = deadline
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        connection = partial(_DeadlineHTTPSConnection, deadline=self._deadline())
+        return self.do_open(connection, req, context=self._context)  # type: ignore[attr-defined]
+
+
+_OPEN_SINKS: weakref.WeakSet[WebhookSink] = weakref.WeakSet()
+
+
+@atexit.register
+def _deliver_at_exit() -> None:
+    """A process ending without closing its webhook sinks: what is queued is delivered (within each sink's
+    ``exit_timeout``), what is not is counted as dropped and logged."""
+    for sink in list(_OPEN_SINKS):
+        try:
+            sink.close(timeout=sink.exit_timeout)
+        except Exception:  # pragma: no cover - never fail the interpreter's exit
+            logger.exception("webhook: closing at exit failed")
+
+
 class WebhookSink:
     """POST records to ``url`` from a background thread; ``emit`` never blocks and never raises.
 
@@ -478,8 +600,12 @@ class WebhookSink:
     and terminations (order: warning, nudge, block, stop, terminated); other records are ``skipped``.
     At most ``max_queue`` records wait; more are ``dropped``. A post that fails (connection error,
     timeout, HTTP 5xx or 429) is tried again up to ``retries`` times after a short backoff; HTTP 4xx
-    is not retried. Records that could not be delivered are counted in ``failed``.
-    Call :meth:`close` (or use ``with``) to deliver what is queued and stop the thread.
+    is not retried. ``timeout`` bounds each network wait, ``deadline`` a record's delivery in all (every
+    try and backoff): a server that answers a byte at a time fails the record at its deadline instead of
+    holding the thread. Records that could not be delivered are counted in ``failed``.
+    Call :meth:`close` (or use ``with``) to deliver what is queued and stop the thread; a process that exits
+    without doing so closes the sink at exit, waiting at most ``exit_timeout`` seconds, and what is still
+    queued then is counted in ``dropped`` and logged.
     """
 
     def __init__(
@@ -488,16 +614,21 @@ class WebhookSink:
         *,
         format: WebhookFormat = "json",
         timeout: float = 5.0,
+        deadline: float = 15.0,
         retries: int = 1,
         max_queue: int = 1000,
         min_action: str | None = None,
         redact: bool | Redactor = True,
         headers: Mapping[str, str] | None = None,
         warn_every: int = 100,
+        exit_timeout: float = 5.0,
     ) -> None:
         self.url = _check_url(url)
         self.format: str = _check_format(format)
         self.timeout = _check_timeout(timeout)
+        self.deadline = _check_timeout(deadline, "deadline")
+        self.exit_timeout = _check_timeout(exit_timeout, "exit_timeout")
+        self._record_deadline = 0.0  # when the record being posted gives up (set by the worker)
         self.retries = _check_int(retries, "retries", 0)
         self.max_queue = _check_int(max_queue, "max_queue", 1)
         self.warn_every = _check_int(warn_every, "warn_every", 1)
@@ -505,7 +636,11 @@ class WebhookSink:
         self._min_severity = _check_min_action(min_action)
         self._headers = _check_headers(headers)
         self._redactor = _make_redactor(redact)
-        self._opener = urllib.request.build_opener()  # honours the usual *_proxy variables
+        # honours the usual *_proxy variables; every connection gives up at the record's deadline
+        deadline_now = partial(getattr, self, "_record_deadline")
+        self._opener = urllib.request.build_opener(
+            _DeadlineHTTPHandler(deadline_now), _DeadlineHTTPSHandler(deadline_now)
+        )
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=self.max_queue)
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -514,6 +649,7 @@ class WebhookSink:
         self._pending = self._sent = self._failed = self._dropped = self._skipped = 0
         self._thread = threading.Thread(target=self._run, name="loopwatch-webhook", daemon=True)
         self._thread.start()
+        _OPEN_SINKS.add(self)
 
     # counters -----------------------------------------------------------------------------------
 
@@ -571,18 +707,42 @@ class WebhookSink:
             return self._idle.wait_for(lambda: self._pending == 0, timeout)
 
     def close(self, timeout: float = 5.0) -> None:
-        """Deliver what is queued (waiting at most ``timeout`` seconds), then stop the thread."""
+        """Deliver what is queued (waiting at most ``timeout`` seconds), then stop the thread. Records still
+        queued when the time is up are counted in ``dropped`` (and logged), never lost silently."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+        _OPEN_SINKS.discard(self)
         deadline = time.monotonic() + timeout
         if self.flush(timeout):
             self._queue.put_nowait(None)  # empty queue: nothing is added once closed
         else:
             self._abandon.set()
-            logger.warning("webhook %s: closed with %d audit records undelivered", self._where, self._pending)
+            left = self._drop_queued()
+            logger.warning(
+                "webhook %s: closed with %d audit records undelivered (counted as dropped)",
+                self._where,
+                left + self._pending,
+            )
         self._thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _drop_queued(self) -> int:
+        """Take what is still queued off the queue, counted as dropped; how many."""
+        dropped = 0
+        while True:
+            try:
+                record = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if record is None:
+                continue
+            dropped += 1
+        with self._idle:
+            self._pending -= dropped
+            self._dropped += dropped
+            self._idle.notify_all()
+        return dropped
 
     def __enter__(self) -> WebhookSink:
         return self
@@ -632,8 +792,13 @@ class WebhookSink:
     def _deliver(self, record: dict[str, Any]) -> bool:
         body = json.dumps(_FORMATTERS[self.format](record), ensure_ascii=True, default=repr).encode("ascii")
         failure: _PostFailure | None = None
+        self._record_deadline = time.monotonic() + self.deadline
         for attempt in range(self.retries + 1):
-            if attempt and self._abandon.wait(min(_BACKOFF_BASE * 2 ** (attempt - 1), _BACKOFF_MAX)):
+            pause = min(_BACKOFF_BASE * 2 ** (attempt - 1), _BACKOFF_MAX) if attempt else 0.0
+            if attempt and time.monotonic() + pause >= self._record_deadline:
+                failure = _PostFailure(f"{failure.reason if failure else 'failed'}; deadline reached", False)
+                break
+            if attempt and self._abandon.wait(pause):
                 break
             failure = self._post(body)
             if failure is None:

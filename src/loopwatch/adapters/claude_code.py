@@ -119,6 +119,9 @@ DEFAULT_TTL: Final = 7 * 24 * 3600
 """Seconds a session's state outlives its last event in the default store."""
 HOOK_TIMEOUT: Final = 10
 """Seconds Claude Code gives one hook run before it cancels it (and goes ahead): written by ``--install``."""
+LOCK_WAIT: Final = 2.0
+"""Seconds one hook run waits in all for another process's lock on the session store (a busy SQLite file)
+before it fails open (or closed, with ``--fail-closed``): well under :data:`HOOK_TIMEOUT`."""
 MAX_TEXT: Final = 9_500
 """Characters of a message given to Claude Code (it moves anything over 10,000 to a file)."""
 MODULE: Final = "loopwatch.adapters.claude_code"
@@ -305,10 +308,21 @@ def handle(guard: Guard, payload: Mapping[str, Any]) -> dict[str, Any] | None:
     event = event_of(payload)
     if event is None:
         return None
-    if name == "UserPromptSubmit" and guard.snapshot(session)["state"].get("stopped") is not None:
+    if name == "UserPromptSubmit" and _stopped(guard, session):
         guard.reset(session)  # the person is back: a stopped session starts afresh with their prompt
     verdict = guard.observe(session, event, swarm=str(payload["session_id"]))
     return response_for(str(name), verdict)
+
+
+def _stopped(guard: Guard, session: str) -> bool:
+    """Was the session stopped? (A stored state that cannot be read is left to ``observe``, which follows
+    the guard's ``on_store_error``.)"""
+    from ..stored import DamagedStateError
+
+    try:
+        return guard.snapshot(session)["state"].get("stopped") is not None
+    except DamagedStateError:
+        return False
 
 
 # -- the guard --------------------------------------------------------------------------------------------
@@ -376,6 +390,9 @@ def decode_input(raw: str | bytes) -> dict[str, Any] | None:
     except ValueError as exc:
         _note(f"the input is not a Claude Code hook event ({exc}); nothing judged")
         return None
+    except RecursionError:  # nested deeper than the JSON parser goes: no hook event looks like that
+        _note("the input is not a Claude Code hook event (nested too deeply); nothing judged")
+        return None
     if not isinstance(payload, dict):
         _note(f"the input is JSON {type(payload).__name__}, not a hook event object; nothing judged")
         return None
@@ -388,9 +405,13 @@ def answer(
     """The hook output for one input, judged by the guard ``guard()`` gives (built here, so that a store that
     cannot be opened fails like any other error): open, or closed for tool calls with ``fail_closed``."""
     built = None
+    deadline: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     try:
         built = guard()
-        return handle(built, payload)
+        if built.store is not None:  # every wait for a busy store of this run together: at most LOCK_WAIT
+            deadline = built.store.deadline(LOCK_WAIT)
+        with deadline:
+            return handle(built, payload)
     except HookInputError as exc:
         _note(f"{exc}; nothing judged")
         return None
@@ -402,7 +423,8 @@ def answer(
         return {"hookSpecificOutput": _deny(refused)}
     finally:
         if built is not None and payload.get("hook_event_name") == "UserPromptSubmit":
-            _expire(built)
+            with deadline:
+                _expire(built)
 
 
 def run_hook(

@@ -100,6 +100,8 @@ def dialect(first: Any) -> str | None:
         content = item.get("content")
         for part in content if isinstance(content, list) else ():
             ptype = part.get("type") if isinstance(part, Mapping) else None
+            if not isinstance(ptype, str):
+                continue
             if ptype in _RESPONSES_PARTS:
                 found.add(RESPONSES)
             elif ptype in _ANTHROPIC_PARTS or (ptype == "image" and isinstance(part, Mapping) and "source" in part):
@@ -302,6 +304,7 @@ def _assistant(message: Mapping[str, Any], content: Any, conversation: Conversat
         if not isinstance(block, Mapping):
             continue
         kind = block.get("type")
+        kind = kind if isinstance(kind, str) else None  # a value of another type is no block type
         if kind in _CALL_BLOCKS:
             name = block.get("name")
             if not isinstance(name, str):
@@ -428,8 +431,14 @@ def assistant_text(content: Any) -> str:
         return content
     if not isinstance(content, list):
         return ""
-    parts = (p for p in content if isinstance(p, str) or (isinstance(p, Mapping) and p.get("type") in _WRITTEN))
+    parts = (p for p in content if isinstance(p, str) or (isinstance(p, Mapping) and _type_of(p) in _WRITTEN))
     return "\n".join(t for t in (_part_text(p) for p in parts) if t)
+
+
+def _type_of(part: Mapping[str, Any]) -> str | None:
+    """A content part's ``type`` when it is a string (a value of another type is no type)."""
+    kind = part.get("type")
+    return kind if isinstance(kind, str) else None
 
 
 def _part_text(part: Any) -> str:
@@ -438,6 +447,7 @@ def _part_text(part: Any) -> str:
     if not isinstance(part, Mapping):
         return json.dumps(part, ensure_ascii=False)
     kind = part.get("type")
+    kind = kind if isinstance(kind, str) else None
     if kind in _TEXT_PARTS or (kind is None and isinstance(part.get("text"), str)):
         text = part.get("text")
         return text if isinstance(text, str) else text_of(text)

@@ -21,6 +21,7 @@ in :mod:`loopwatch.formats.anthropic`; every other entry type (``summary``, ``sy
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
@@ -75,7 +76,7 @@ def read(name: str, records: Iterator[tuple[int, Any]], path: str, on_error: Err
             if kind == "user":
                 chain.user(entry, message, lineno - 1)
             else:
-                key = (message.get("id"), entry.get("requestId"))
+                key = (_plain_key(message.get("id")), _plain_key(entry.get("requestId")))
                 first_line = key[0] is None or key not in spent
                 spent.add(key)
                 chain.assistant(message, lineno - 1, usage=first_line)
@@ -146,3 +147,10 @@ class _Chain:
             if spent is not None:
                 events.append(spent)
         self.conversation.add(events, index)
+
+
+def _plain_key(value: Any) -> Any:
+    """A message or request id as a key: itself when it is a string or a number, else its JSON text."""
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    return json.dumps(value, sort_keys=True, default=repr)

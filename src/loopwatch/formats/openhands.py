@@ -126,7 +126,7 @@ class _Stream:
                 if v is not None and (k not in _BOOKKEEPING or (kind == "think" and k == "thought"))
             }
         thought = args.get("thought") if kind != "think" and isinstance(args.get("thought"), str) else None
-        if "id" in event:
+        if isinstance(event.get("id"), (int, str)):
             self.calls[event["id"]] = (tool, call_id)
         self.last_tool = tool
         return [
@@ -141,7 +141,8 @@ class _Stream:
         extras = mapping(event.get("extras"))
         content = event.get("content")
         output = content if isinstance(content, str) else ("" if content is None else json.dumps(content))
-        tool, call_id = self.calls.get(event.get("cause"), (None, None))
+        cause = event.get("cause")
+        tool, call_id = self.calls.get(cause, (None, None)) if isinstance(cause, (int, str)) else (None, None)
         function = metadata.get("function_name")
         tool = function if isinstance(function, str) and function else tool
         call_id = metadata.get("tool_call_id") if isinstance(metadata.get("tool_call_id"), str) else call_id

@@ -107,7 +107,8 @@ def _span(span: Any, order: int) -> _Span:
     code = status.get("code")
     message = status.get("message")
     exception = None
-    for event in span.get("events") or []:
+    events = span.get("events")
+    for event in events if isinstance(events, list) else ():
         if isinstance(event, Mapping) and event.get("name") == "exception":
             text = _attributes(event.get("attributes")).get("exception.message")
             exception = text if isinstance(text, str) else exception
@@ -204,6 +205,7 @@ def _runs(name: str, spans: list[_Span], path: str) -> Iterator[Run]:
 def _span_events(span: _Span, thoughts: dict[str, str]) -> list[Event]:
     attrs = span.attrs
     operation = attrs.get("gen_ai.operation.name")
+    operation = operation if isinstance(operation, str) else None
     start = span.start / 1e9 if span.start else None
     end = span.end / 1e9 if span.end else start
     if operation == "execute_tool" or (operation is None and isinstance(attrs.get("gen_ai.tool.name"), str)):

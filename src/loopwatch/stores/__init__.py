@@ -4,23 +4,32 @@
     store_from_url("sqlite:///var/lib/agent/loops.db")   # several processes on one machine
     store_from_url("redis://localhost:6379/0?prefix=lw")  # several machines (also rediss://, Valkey)
 
-A store keeps, per session, an opaque state text (the engine's JSON snapshot) with a version number,
-and per swarm, call counts per fingerprint with the workers that made them. It knows nothing about
-detection: the guard loads a session's state, runs the pure engine on it, and writes it back with
-:meth:`Store.compare_and_set`, which succeeds only if nobody else wrote the session in between (then the
-guard reloads the winner's state and judges the event again). Every event is thus counted exactly once,
-whichever process or machine it came from, and one event costs one round trip when the guard's cached
-state is current.
+A store keeps, per session, an opaque state text (the engine's JSON snapshot) with the token of the write
+that stored it (random, never reused) and a count of writes, and per swarm, call counts per fingerprint with
+the workers that made them. It knows nothing about detection: the guard loads a session's state, runs the
+pure engine on it, and writes it back with :meth:`Store.compare_and_set`, which succeeds only if the stored
+state is still the one the guard read, token for token (then the guard reloads the winner's state and judges
+the event again). A token is never reused, unlike a version number: a state deleted (``--forget``), expired
+(``ttl``) or lost with a server restarted empty and then written afresh by another process can never be
+taken for the one a guard cached, so its write fails instead of overwriting newer events. Every event is
+thus counted exactly once, whichever process or machine it came from, and one event costs one round trip
+when the guard's cached state is current.
+
+Names (sessions, swarms, workers, tools) and states are any Python strings, lone surrogates included
+(``os.fsdecode`` gives them for file names that are not UTF-8): :func:`storable` writes a text the store's
+encoding cannot hold as its bytes behind a marker, and :func:`from_storable` reads it back exactly.
 
 Third-party stores: subclass :class:`Store` and :func:`register` a URL scheme.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -28,6 +37,7 @@ from ..detectors.swarm import SwarmTally
 from ..errors import ConfigError, LoopwatchError
 
 __all__ = [
+    "NO_STATE",
     "AsyncMemoryStore",
     "AsyncStore",
     "MemoryStore",
@@ -36,7 +46,10 @@ __all__ = [
     "SwarmTally",
     "Versioned",
     "async_store_from_url",
+    "from_storable",
+    "new_token",
     "register",
+    "storable",
     "store_from_url",
 ]
 
@@ -47,10 +60,52 @@ class StoreError(LoopwatchError):
 
 @dataclass(frozen=True)
 class Versioned:
-    """A session's stored state text and its version (1 for the first write, +1 for each write after)."""
+    """A session's stored state text, how many times it was written (1 for the first write, +1 for each
+    write after; for people, never compared) and the token of the write that stored it (what a
+    compare-and-set compares; ``""``: no state)."""
 
     version: int
     state: str
+    token: str = ""
+
+
+NO_STATE: Final = Versioned(0, "", "")
+"""What a compare-and-set returns when the session has no state (never written, deleted, expired)."""
+
+
+def new_token() -> str:
+    """A write token: 64 random bits as 16 hex digits, so no two writes, in any process, share one."""
+    return os.urandom(8).hex()
+
+
+_ESCAPED: Final = "\x00utf8:"
+
+
+def storable(text: str) -> str:
+    """``text`` as valid Unicode a store can hold: itself, or when it holds surrogates (or starts with the
+    marker this uses) the marker and its UTF-8 bytes (surrogates as such) one character per byte. Reversible
+    with :func:`from_storable` for any Python string; two different texts never give the same result."""
+    if text.startswith(_ESCAPED) or not (text.isascii() or _encodable(text)):
+        return _ESCAPED + text.encode("utf-8", "surrogatepass").decode("latin-1")
+    return text
+
+
+def from_storable(text: str) -> str:
+    """The text :func:`storable` was given."""
+    if text.startswith(_ESCAPED):
+        try:
+            return text[len(_ESCAPED) :].encode("latin-1").decode("utf-8", "surrogatepass")
+        except UnicodeError:  # not written by storable (a damaged value): as it is
+            return text
+    return text
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 MAX_SWARM_FINGERPRINTS: Final = 4_096
@@ -70,16 +125,17 @@ class Store(ABC):
 
     @abstractmethod
     def load(self, session: str) -> Versioned | None:
-        """The session's state and version, or ``None`` when it has none (never written, expired, reset)."""
+        """The session's state and token, or ``None`` when it has none (never written, expired, reset)."""
 
     @abstractmethod
-    def compare_and_set(self, session: str, expected: int, state: str) -> Versioned | None:
-        """Write ``state`` as version ``expected + 1`` if the stored version is ``expected`` (0: no state yet).
+    def compare_and_set(self, session: str, expected: str, state: str, token: str) -> Versioned | None:
+        """Write ``state`` with ``token`` (a fresh :func:`new_token`) if the session's stored token is
+        ``expected`` (``""``: the caller has seen no state, and there is none).
 
         Returns ``None`` when written, else the stored state that won (the caller re-judges against it);
         when the session has no state (never written, expired, deleted, a server restarted empty) but
-        ``expected`` is not 0, that is ``Versioned(0, "")``. Atomic: of several writers holding the same
-        ``expected``, exactly one succeeds.
+        ``expected`` is not ``""``, that is :data:`NO_STATE`. Atomic: of several writers holding the same
+        ``expected``, exactly one succeeds; a token once replaced never matches again.
         """
 
     @abstractmethod
@@ -125,6 +181,12 @@ class Store(ABC):
     def close(self) -> None:  # noqa: B027 (optional: most stores have nothing to release)
         """Release connections and files."""
 
+    def deadline(self, seconds: float) -> AbstractContextManager[None]:
+        """Within ``with store.deadline(s):``, this thread's operations wait at most ``s`` seconds in all for
+        a busy backend (another process's lock) before failing with :class:`StoreError`. Stores whose
+        operations cannot wait on a lock bound them with their own time-out and ignore it."""
+        return nullcontext()
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
 
@@ -150,14 +212,14 @@ class MemoryStore(Store):
             entry = self._sessions.get(session)
             return entry[0] if entry is not None and self._alive(entry[1]) else None
 
-    def compare_and_set(self, session: str, expected: int, state: str) -> Versioned | None:
+    def compare_and_set(self, session: str, expected: str, state: str, token: str) -> Versioned | None:
         with self._lock:
             entry = self._sessions.get(session)
             current = entry[0] if entry is not None and self._alive(entry[1]) else None
-            version = current.version if current is not None else 0
-            if version != expected:
-                return current if current is not None else Versioned(0, "")
-            self._sessions[session] = (Versioned(expected + 1, state), self._clock())
+            if (current.token if current is not None else "") != expected:
+                return current if current is not None else NO_STATE
+            version = current.version + 1 if current is not None else 1
+            self._sessions[session] = (Versioned(version, state, token), self._clock())
             return None
 
     def delete(self, session: str) -> None:
@@ -227,7 +289,7 @@ class AsyncStore(Protocol):
 
     async def load(self, session: str) -> Versioned | None: ...
 
-    async def compare_and_set(self, session: str, expected: int, state: str) -> Versioned | None: ...
+    async def compare_and_set(self, session: str, expected: str, state: str, token: str) -> Versioned | None: ...
 
     async def delete(self, session: str) -> None: ...
 
@@ -264,8 +326,8 @@ class AsyncMemoryStore:
     async def load(self, session: str) -> Versioned | None:
         return self.sync.load(session)
 
-    async def compare_and_set(self, session: str, expected: int, state: str) -> Versioned | None:
-        return self.sync.compare_and_set(session, expected, state)
+    async def compare_and_set(self, session: str, expected: str, state: str, token: str) -> Versioned | None:
+        return self.sync.compare_and_set(session, expected, state, token)
 
     async def delete(self, session: str) -> None:
         self.sync.delete(session)

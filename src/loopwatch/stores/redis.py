@@ -55,7 +55,17 @@ from typing import Any, Final
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from ..errors import ConfigError, MissingExtraError
-from . import MAX_SWARM_FINGERPRINTS, MAX_SWARM_WORKERS, Store, StoreError, SwarmTally, Versioned
+from . import (
+    MAX_SWARM_FINGERPRINTS,
+    MAX_SWARM_WORKERS,
+    NO_STATE,
+    Store,
+    StoreError,
+    SwarmTally,
+    Versioned,
+    from_storable,
+    storable,
+)
 
 __all__ = ["AsyncRedisStore", "RedisStore", "async_from_url", "from_url"]
 
@@ -89,16 +99,20 @@ class _Script:
         return cls(text, hashlib.sha1(text.encode()).hexdigest())
 
 
-# KEYS[1]: the session's hash. ARGV: expected version, state, ttl in ms (0: none).
-# Returns 0 when written, else {stored version (0: none), stored state}.
+# KEYS[1]: the session's hash. ARGV: expected token ('': no state), state, ttl in ms (0: none), new token.
+# Returns 0 when written, else {stored version ('0': none), stored state, stored token ('': none)}.
+# A hash written before tokens existed has none: its token is 'v' and its version (what it was compared by).
 _CAS: Final = _Script.of(
     """
-local stored = redis.call('HMGET', KEYS[1], 'v', 's')
-local version = tonumber(stored[1]) or 0
-if version ~= tonumber(ARGV[1]) then
-  return {version, stored[2] or ''}
+local stored = redis.call('HMGET', KEYS[1], 'v', 's', 't')
+local token = stored[3]
+if not token then
+  if stored[1] then token = 'v' .. stored[1] else token = '' end
 end
-redis.call('HSET', KEYS[1], 'v', version + 1, 's', ARGV[2])
+if token ~= ARGV[1] then
+  return {stored[1] or '0', stored[2] or '', token}
+end
+redis.call('HSET', KEYS[1], 'v', (tonumber(stored[1]) or 0) + 1, 's', ARGV[2], 't', ARGV[4])
 local ttl = tonumber(ARGV[3])
 if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) else redis.call('PERSIST', KEYS[1]) end
 return 0
@@ -177,15 +191,16 @@ class _Keys:
         self.session_pattern = _glob_escape(self._session_head) + "*}"
 
     def session(self, name: str) -> str:
-        return f"{self._session_head}{_tag(name)}}}"
+        return f"{self._session_head}{_tag(storable(name))}}}"
 
     def session_name(self, key: str) -> str | None:
         if not key.startswith(self._session_head) or not key.endswith("}"):
             return None
-        return _untag(key[len(self._session_head) : -1])
+        name = _untag(key[len(self._session_head) : -1])
+        return None if name is None else from_storable(name)
 
     def swarm(self, name: str) -> tuple[str, str, str, str]:
-        base = f"{self.prefix}:w:{{{_tag(name)}}}"
+        base = f"{self.prefix}:w:{{{_tag(storable(name))}}}"
         return f"{base}:calls", f"{base}:tools", f"{base}:workers", f"{base}:order"
 
 
@@ -270,19 +285,44 @@ def _import(module: str) -> Any:
 
 
 def _versioned(reply: Any) -> Versioned | None:
-    """An ``HMGET v s`` reply."""
-    version, state = reply
-    if version is None:
+    """An ``HMGET v s t`` reply (a hash from before tokens: its token is ``v`` and its version)."""
+    version, state, token = reply
+    if version is None and state is None and token is None:
         return None
-    return Versioned(int(version), state or "")
+    if token is None:
+        token = "" if version is None else f"v{version}"
+    return Versioned(_int(version), from_storable(state or ""), token)
+
+
+def _int(value: Any) -> int:
+    """A stored version (``-1`` for one that is not a number: a damaged hash)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return -1
 
 
 def _cas_result(reply: Any) -> Versioned | None:
     if not isinstance(reply, list):
         return None  # 0: written
-    # The stored state that won; version 0 and no state when the session has none (deleted or expired since
-    # the caller read it): the caller starts it afresh and writes it with ``expected=0``.
-    return Versioned(int(reply[0]), reply[1] or "")
+    # The stored state that won; no token and no state when the session has none (deleted or expired since
+    # the caller read it): the caller starts it afresh and writes it with ``expected=""``.
+    if not reply[2]:
+        return NO_STATE
+    return Versioned(_int(reply[0]), from_storable(reply[1] or ""), str(reply[2]))
+
+
+def _swarm_args(fingerprint: str, worker: str, tool: str, ttl_ms: str) -> tuple[str, ...]:
+    """The swarm script's arguments; names as :func:`storable` text (a worker is kept in a JSON list)."""
+    stored_worker = storable(worker)
+    return (
+        storable(fingerprint),
+        stored_worker,
+        storable(tool),
+        str(MAX_SWARM_FINGERPRINTS),
+        str(MAX_SWARM_WORKERS),
+        ttl_ms,
+    )
 
 
 def _swarm_result(reply: Any) -> SwarmTally:
@@ -293,11 +333,20 @@ def _counts(order: list[str], calls: dict[str, str], tools: dict[str, str], work
     out: dict[str, tuple[int, list[str], str]] = {}
     listed = set(order)
     for fp in [*order, *(fp for fp in calls if fp not in listed)]:
-        if fp in calls and fp not in out:
-            raw = workers.get(fp)
-            names = json.loads(raw) if raw else []
-            out[fp] = (int(calls[fp]), [str(w) for w in names] if isinstance(names, list) else [], tools.get(fp, ""))
+        if fp in calls and from_storable(fp) not in out:
+            names = _names(workers.get(fp))
+            tool = from_storable(tools.get(fp, ""))
+            out[from_storable(fp)] = (_int(calls[fp]), names, tool)
     return out
+
+
+def _names(raw: str | None) -> list[str]:
+    """A stored JSON list of worker names (nothing from a damaged one)."""
+    try:
+        names = json.loads(raw) if raw else []
+    except ValueError:
+        return []
+    return [from_storable(str(w)) for w in names] if isinstance(names, list) else []
 
 
 def _restore_pipeline(pipe: Any, keys: Sequence[str], counts: dict[str, tuple[int, list[str], str]], store: Any) -> Any:
@@ -318,9 +367,12 @@ def _restore_pipeline(pipe: Any, keys: Sequence[str], counts: dict[str, tuple[in
 def _restore_args(
     counts: dict[str, tuple[int, list[str], str]],
 ) -> tuple[dict[str, int], dict[str, str], dict[str, str]]:
-    calls = {str(fp): int(c) for fp, (c, _, _) in counts.items()}
-    workers = {str(fp): json.dumps([str(x) for x in w], ensure_ascii=False) for fp, (_, w, _) in counts.items()}
-    tools = {str(fp): str(t) for fp, (_, _, t) in counts.items()}
+    calls = {storable(str(fp)): int(c) for fp, (c, _, _) in counts.items()}
+    workers = {
+        storable(str(fp)): json.dumps([storable(str(x)) for x in w], ensure_ascii=False)
+        for fp, (_, w, _) in counts.items()
+    }
+    tools = {storable(str(fp)): storable(str(t)) for fp, (_, _, t) in counts.items()}
     return calls, tools, workers
 
 
@@ -437,14 +489,14 @@ class RedisStore(_Base, Store):
         key = self._keys.session(session)
         try:
             self.round_trips += 1
-            return _versioned(self._call("HMGET", key, "v", "s"))
+            return _versioned(self._call("HMGET", key, "v", "s", "t"))
         except Exception as exc:
             raise self._error("load", exc) from exc
 
-    def compare_and_set(self, session: str, expected: int, state: str) -> Versioned | None:
+    def compare_and_set(self, session: str, expected: str, state: str, token: str) -> Versioned | None:
         keys = (self._keys.session(session),)
         try:
-            return _cas_result(self._script(_CAS, keys, (str(int(expected)), state, self._ttl_ms)))
+            return _cas_result(self._script(_CAS, keys, (expected, storable(state), self._ttl_ms, token)))
         except Exception as exc:
             raise self._error("compare_and_set", exc) from exc
 
@@ -465,7 +517,7 @@ class RedisStore(_Base, Store):
                 if named:
                     pipe = self._client.pipeline(transaction=False)
                     for _, key in named:
-                        pipe.execute_command("HMGET", key, "v", "s")
+                        pipe.execute_command("HMGET", key, "v", "s", "t")
                     self.round_trips += 1
                     replies = pipe.execute()
                     batch = [(name, _versioned(reply)) for (name, _), reply in zip(named, replies, strict=True)]
@@ -478,7 +530,7 @@ class RedisStore(_Base, Store):
     # -- swarms --------------------------------------------------------------------------------------
 
     def swarm_add(self, swarm: str, fingerprint: str, worker: str, tool: str) -> SwarmTally:
-        args = (fingerprint, worker, tool, str(MAX_SWARM_FINGERPRINTS), str(MAX_SWARM_WORKERS), self._ttl_ms)
+        args = _swarm_args(fingerprint, worker, tool, self._ttl_ms)
         try:
             return _swarm_result(self._script(_SWARM_ADD, self._keys.swarm(swarm), args))
         except Exception as exc:
@@ -567,14 +619,14 @@ class AsyncRedisStore(_Base):
         key = self._keys.session(session)
         try:
             self.round_trips += 1
-            return _versioned(await self._client.execute_command("HMGET", key, "v", "s"))
+            return _versioned(await self._client.execute_command("HMGET", key, "v", "s", "t"))
         except Exception as exc:
             raise self._error("load", exc) from exc
 
-    async def compare_and_set(self, session: str, expected: int, state: str) -> Versioned | None:
+    async def compare_and_set(self, session: str, expected: str, state: str, token: str) -> Versioned | None:
         keys = (self._keys.session(session),)
         try:
-            return _cas_result(await self._script(_CAS, keys, (str(int(expected)), state, self._ttl_ms)))
+            return _cas_result(await self._script(_CAS, keys, (expected, storable(state), self._ttl_ms, token)))
         except Exception as exc:
             raise self._error("compare_and_set", exc) from exc
 
@@ -597,7 +649,7 @@ class AsyncRedisStore(_Base):
                 if named:
                     pipe = self._client.pipeline(transaction=False)
                     for _, key in named:
-                        pipe.execute_command("HMGET", key, "v", "s")
+                        pipe.execute_command("HMGET", key, "v", "s", "t")
                     self.round_trips += 1
                     replies = await pipe.execute()
                     batch = [(name, _versioned(reply)) for (name, _), reply in zip(named, replies, strict=True)]
@@ -610,7 +662,7 @@ class AsyncRedisStore(_Base):
             raise self._error("sessions", exc) from exc
 
     async def swarm_add(self, swarm: str, fingerprint: str, worker: str, tool: str) -> SwarmTally:
-        args = (fingerprint, worker, tool, str(MAX_SWARM_FINGERPRINTS), str(MAX_SWARM_WORKERS), self._ttl_ms)
+        args = _swarm_args(fingerprint, worker, tool, self._ttl_ms)
         try:
             return _swarm_result(await self._script(_SWARM_ADD, self._keys.swarm(swarm), args))
         except Exception as exc:

@@ -16,10 +16,16 @@ its own connection. ``sqlite:///:memory:`` is refused: an in-memory SQLite datab
 connection, so other threads and processes could not see it; ``memory://`` is the in-process store.
 
 Tables (prefix ``loopwatch_``, so the file may hold other tables too): ``loopwatch_meta`` (the schema
-version), ``loopwatch_sessions`` (id, version, state, expires_at), ``loopwatch_swarms`` (swarm, number of
+version), ``loopwatch_sessions`` (id, version, state, token, expires_at), ``loopwatch_swarms`` (swarm, number of
 fingerprints, expires_at) and ``loopwatch_swarm_calls`` (one row per swarm and fingerprint: calls, tool,
 workers as a JSON list; the row id keeps insertion order, so the oldest fingerprints are evicted first).
-Expired rows are treated as absent at once and deleted by :meth:`SqliteStore.expire`.
+Expired rows are treated as absent at once and deleted by :meth:`SqliteStore.expire`. A file written by
+the previous layout (schema 1, without tokens) is upgraded in place on first use, each session given a
+random token; every process sharing a file should run the same loopwatch version.
+
+Names and texts are stored with :func:`~loopwatch.stores.storable`, so any Python string fits (SQLite's
+text is UTF-8). A row whose fields have the wrong types (edited by hand, another program's) is read as what
+it holds: its state then fails to decode and the guard reports the session as damaged.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -40,19 +46,27 @@ if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import ConfigError
-from . import MAX_SWARM_FINGERPRINTS, MAX_SWARM_WORKERS, Store, StoreError, SwarmTally, Versioned
+from . import (
+    MAX_SWARM_FINGERPRINTS,
+    MAX_SWARM_WORKERS,
+    NO_STATE,
+    Store,
+    StoreError,
+    SwarmTally,
+    Versioned,
+    from_storable,
+    storable,
+)
 
 __all__ = ["SCHEMA_VERSION", "AsyncSqliteStore", "SqliteStore", "async_from_url", "from_url"]
 
-SCHEMA_VERSION: Final = 1
-"""The layout of the tables this module writes (recorded in ``loopwatch_meta``)."""
+SCHEMA_VERSION: Final = 2
+"""The layout of the tables this module writes (recorded in ``loopwatch_meta``); 1 had no session tokens."""
 
 OPTIONS: Final = ("ttl", "timeout", "synchronous")
 SYNCHRONOUS: Final = ("off", "normal", "full", "extra")
 
 _PAGE: Final = 256  # sessions read per query by sessions()
-_NO_STATE: Final = Versioned(0, "")
-_MAX_VERSION: Final = 2**62  # an ``expected`` beyond any stored version (and beyond SQLite's 64-bit integers)
 
 # What a failing SQLite call can raise: its own errors, the OS's, and values it cannot bind (a str with
 # lone surrogates, an int beyond 64 bits) or read back (a workers list that is not JSON).
@@ -60,8 +74,8 @@ _FAILURES: Final = (sqlite3.Error, OSError, ValueError, OverflowError)
 
 _SCHEMA: Final = (
     "CREATE TABLE IF NOT EXISTS loopwatch_meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS loopwatch_sessions"
-    " (id TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, state TEXT NOT NULL, expires_at REAL)",
+    "CREATE TABLE IF NOT EXISTS loopwatch_sessions (id TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL,"
+    " state TEXT NOT NULL, expires_at REAL, token TEXT NOT NULL DEFAULT '')",
     "CREATE INDEX IF NOT EXISTS loopwatch_sessions_expiry ON loopwatch_sessions (expires_at)"
     " WHERE expires_at IS NOT NULL",
     "CREATE TABLE IF NOT EXISTS loopwatch_swarms"
@@ -75,22 +89,30 @@ _SCHEMA: Final = (
 )
 
 _SCHEMA_VERSION: Final = "SELECT value FROM loopwatch_meta WHERE key = 'schema'"
+# schema 1 -> 2, in one transaction: a token column, a random token for every session already stored
+_UPGRADE_1: Final = (
+    "ALTER TABLE loopwatch_sessions ADD COLUMN token TEXT NOT NULL DEFAULT ''",
+    "UPDATE loopwatch_sessions SET token = 'u' || lower(hex(randomblob(8)))",
+    "UPDATE loopwatch_meta SET value = '2' WHERE key = 'schema'",
+)
 
 _ALIVE: Final = "(expires_at IS NULL OR expires_at >= ?)"
-_LOAD: Final = f"SELECT version, state FROM loopwatch_sessions WHERE id = ? AND {_ALIVE}"
-# expected == 0: a new row, or the expired row it replaces; one statement, atomic across processes
+_LOAD: Final = f"SELECT version, state, token FROM loopwatch_sessions WHERE id = ? AND {_ALIVE}"
+# expected == "": a new row, or the expired (or tokenless) row it replaces; one statement, atomic across processes
 _CREATE: Final = (
-    "INSERT INTO loopwatch_sessions (id, version, state, expires_at) VALUES (?, 1, ?, ?)"
-    " ON CONFLICT (id) DO UPDATE SET version = 1, state = excluded.state, expires_at = excluded.expires_at"
-    " WHERE loopwatch_sessions.expires_at < ?"
+    "INSERT INTO loopwatch_sessions (id, version, state, expires_at, token) VALUES (?, 1, ?, ?, ?)"
+    " ON CONFLICT (id) DO UPDATE SET version = 1, state = excluded.state, expires_at = excluded.expires_at,"
+    " token = excluded.token WHERE loopwatch_sessions.expires_at < ? OR loopwatch_sessions.token = ''"
 )
 _UPDATE: Final = (
-    "UPDATE loopwatch_sessions SET version = version + 1, state = ?, expires_at = ?"
-    f" WHERE id = ? AND version = ? AND {_ALIVE}"
+    "UPDATE loopwatch_sessions SET version = version + 1, state = ?, expires_at = ?, token = ?"
+    f" WHERE id = ? AND token = ? AND {_ALIVE}"
 )
 _DELETE: Final = "DELETE FROM loopwatch_sessions WHERE id = ?"
-_PAGE_FIRST: Final = f"SELECT id, version, state FROM loopwatch_sessions WHERE {_ALIVE} ORDER BY id LIMIT ?"
-_PAGE_NEXT: Final = f"SELECT id, version, state FROM loopwatch_sessions WHERE id > ? AND {_ALIVE} ORDER BY id LIMIT ?"
+_PAGE_FIRST: Final = f"SELECT id, version, state, token FROM loopwatch_sessions WHERE {_ALIVE} ORDER BY id LIMIT ?"
+_PAGE_NEXT: Final = (
+    f"SELECT id, version, state, token FROM loopwatch_sessions WHERE id > ? AND {_ALIVE} ORDER BY id LIMIT ?"
+)
 
 _SWARM: Final = "SELECT fingerprints, expires_at FROM loopwatch_swarms WHERE swarm = ?"
 _SWARM_SET: Final = (
@@ -210,7 +232,9 @@ class SqliteStore(Store):
         # caps two busy writers at a few hundred writes/s; _retry waits tens of microseconds instead.
         conn = sqlite3.connect(self.path, timeout=0.0, isolation_level=None, check_same_thread=False)
         try:
-            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")  # setting up may wait as SQLite does
+            now = time.monotonic()
+            wait = max(0.0, self._wait_limit(now) - now)
+            conn.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")  # setting up may wait as SQLite does
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute("PRAGMA journal_size_limit = 67108864")  # the -wal file shrinks back to 64 MB at most
             self._use_wal(conn)
@@ -231,9 +255,22 @@ class SqliteStore(Store):
         self._local.entry = (epoch, conn)
         return conn
 
+    def deadline(self, seconds: float) -> contextlib.AbstractContextManager[None]:
+        """Within ``with store.deadline(s):``, this thread's operations wait at most ``s`` seconds in all for
+        another process's lock (instead of ``timeout`` each), then fail with :class:`StoreError`: for a
+        caller that must answer in time, such as a hook run that Claude Code cancels after 10 seconds."""
+        return _Deadline(self._local, time.monotonic() + max(0.0, seconds))
+
+    def _wait_limit(self, now: float) -> float:
+        """Until when a busy database is waited for, from ``now``: the timeout, or this thread's deadline."""
+        limit = now + self.timeout
+        deadline: float | None = getattr(self._local, "deadline", None)
+        return limit if deadline is None else min(limit, deadline)
+
     def _retry(self, conn: sqlite3.Connection, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
-        """``conn.execute`` that waits for a busy database (another writer) up to the store's timeout,
-        polling every 50 us at first and every 2 ms at most; then raises SQLite's "database is locked"."""
+        """``conn.execute`` that waits for a busy database (another writer) up to the store's timeout (or the
+        thread's deadline), polling every 50 us at first and every 2 ms at most; then raises SQLite's
+        "database is locked"."""
         deadline = 0.0
         pause = 0.00005
         while True:
@@ -244,8 +281,8 @@ class SqliteStore(Store):
                     raise
                 now = time.monotonic()
                 if not deadline:
-                    deadline = now + self.timeout
-                elif now >= deadline:
+                    deadline = self._wait_limit(now)
+                if now >= deadline:
                     raise
             time.sleep(pause)
             pause = min(pause * 2, 0.002)
@@ -253,7 +290,7 @@ class SqliteStore(Store):
     def _use_wal(self, conn: sqlite3.Connection) -> None:
         """Put the file in WAL mode (persistent: once per file). Switching needs the file to itself and
         SQLite does not wait for it (no busy handler), so a connection opened while others read retries."""
-        deadline = time.monotonic() + self.timeout
+        deadline = self._wait_limit(time.monotonic())
         while True:
             conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # reads the file's journal mode
             if conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
@@ -268,11 +305,16 @@ class SqliteStore(Store):
 
     def _ensure_schema(self, conn: sqlite3.Connection) -> None:
         row = conn.execute(_SCHEMA_VERSION).fetchone() if _has_meta(conn) else None
-        if row is None:
+        if row is None or str(row[0]) == "1":
             self._retry(conn, "BEGIN IMMEDIATE")
             try:
-                for statement in _SCHEMA:
-                    conn.execute(statement)
+                row = conn.execute(_SCHEMA_VERSION).fetchone() if _has_meta(conn) else None
+                if row is None:
+                    for statement in _SCHEMA:
+                        conn.execute(statement)
+                elif str(row[0]) == "1":  # written by the layout without tokens: upgraded once, by one process
+                    for statement in _UPGRADE_1:
+                        conn.execute(statement)
                 conn.execute("COMMIT")
             except BaseException:
                 _rollback(conn)
@@ -324,40 +366,39 @@ class SqliteStore(Store):
 
     def load(self, session: str) -> Versioned | None:
         try:
-            row = self._retry(self._conn(), _LOAD, (session, self._clock())).fetchone()
+            row = self._retry(self._conn(), _LOAD, (storable(session), self._clock())).fetchone()
         except (*_FAILURES, StoreError) as exc:
             raise self._fail(f"load of session {session!r}", exc) from exc
-        return None if row is None else Versioned(row[0], row[1])
+        return None if row is None else _versioned(row)
 
-    def compare_and_set(self, session: str, expected: int, state: str) -> Versioned | None:
+    def compare_and_set(self, session: str, expected: str, state: str, token: str) -> Versioned | None:
         """One autocommitted statement when it succeeds; on a conflict, one more to read the winner.
 
-        When the session has no state any more (deleted, expired) but ``expected`` is not 0, the winner is
-        ``Versioned(0, "")``: no state, write again with ``expected=0``."""
+        When the session has no state any more (deleted, expired) but ``expected`` is not ``""``, the winner is
+        :data:`~loopwatch.stores.NO_STATE`: no state, write again with ``expected=""``."""
+        key, text = storable(session), storable(state)
         try:
             conn = self._conn()
             while True:
                 now = self._clock()
-                if expected == 0:
-                    written = self._retry(conn, _CREATE, (session, state, self._expiry(now), now)).rowcount
-                elif 0 < expected < _MAX_VERSION:
-                    written = self._retry(conn, _UPDATE, (state, self._expiry(now), session, expected, now)).rowcount
+                if not expected:
+                    written = self._retry(conn, _CREATE, (key, text, self._expiry(now), token, now)).rowcount
                 else:
-                    written = 0
+                    written = self._retry(conn, _UPDATE, (text, self._expiry(now), token, key, expected, now)).rowcount
                 if written:
                     return None
-                row = self._retry(conn, _LOAD, (session, self._clock())).fetchone()
+                row = self._retry(conn, _LOAD, (key, self._clock())).fetchone()
                 if row is not None:
-                    return Versioned(row[0], row[1])
-                if expected != 0:
-                    return _NO_STATE
-                # expected == 0 lost to a row that is gone already (deleted or expired since): try again
+                    return _versioned(row)
+                if expected:
+                    return NO_STATE
+                # expected == "" lost to a row that is gone already (deleted or expired since): try again
         except (*_FAILURES, StoreError) as exc:
             raise self._fail(f"compare_and_set of session {session!r}", exc) from exc
 
     def delete(self, session: str) -> None:
         try:
-            self._retry(self._conn(), _DELETE, (session,))
+            self._retry(self._conn(), _DELETE, (storable(session),))
         except (*_FAILURES, StoreError) as exc:
             raise self._fail(f"delete of session {session!r}", exc) from exc
 
@@ -371,7 +412,7 @@ class SqliteStore(Store):
                 rows = self._retry(conn, _PAGE_NEXT, (after, now, _PAGE)).fetchall()
         except (*_FAILURES, StoreError) as exc:
             raise self._fail("listing sessions", exc) from exc
-        return [(row[0], Versioned(row[1], row[2])) for row in rows]
+        return [(_session_name(row[0]), _versioned(row[1:])) for row in rows]
 
     def sessions(self) -> Iterator[tuple[str, Versioned]]:
         """Live sessions in pages of a few hundred (by id), so a large store is not read into memory at once."""
@@ -381,7 +422,7 @@ class SqliteStore(Store):
             yield from page
             if len(page) < _PAGE:
                 return
-            after = page[-1][0]
+            after = storable(page[-1][0])
 
     # -- swarms --------------------------------------------------------------------------------------
 
@@ -390,7 +431,7 @@ class SqliteStore(Store):
             conn = self._conn()
             self._retry(conn, "BEGIN IMMEDIATE")
             try:
-                tally = self._swarm_add(conn, swarm, fingerprint, worker, tool)
+                tally = self._swarm_add(conn, storable(swarm), storable(fingerprint), worker, storable(tool))
                 conn.execute("COMMIT")
             except BaseException:
                 _rollback(conn)
@@ -415,8 +456,8 @@ class SqliteStore(Store):
             size += 1
             tally = SwarmTally(1, 1)
         else:
-            calls = row[1] + 1
-            workers: list[str] = json.loads(row[2])
+            calls = _count(row[1]) + 1
+            workers = _workers(row[2])
             if worker not in workers and len(workers) < MAX_SWARM_WORKERS:
                 workers.append(worker)
                 conn.execute(_CALL_WORKERS, (calls, json.dumps(workers), row[0]))
@@ -428,21 +469,27 @@ class SqliteStore(Store):
 
     def swarm_counts(self, swarm: str) -> dict[str, tuple[int, list[str], str]]:
         try:
-            rows = self._retry(self._conn(), _COUNTS, (swarm, self._clock())).fetchall()
-            return {row[0]: (row[1], list(json.loads(row[2])), row[3]) for row in rows}
+            rows = self._retry(self._conn(), _COUNTS, (storable(swarm), self._clock())).fetchall()
+            return {
+                from_storable(str(row[0])): (_count(row[1]), _workers(row[2]), from_storable(str(row[3])))
+                for row in rows
+            }
         except (*_FAILURES, StoreError) as exc:
             raise self._fail(f"swarm_counts of swarm {swarm!r}", exc) from exc
 
     def swarm_restore(self, swarm: str, counts: dict[str, tuple[int, list[str], str]]) -> None:
         # converted first, as MemoryStore does (a bad value raises before anything changes)
-        rows = [(swarm, k, int(c), str(t), json.dumps(list(w))) for k, (c, w, t) in counts.items()]
+        rows = [
+            (storable(swarm), storable(str(k)), int(c), storable(str(t)), json.dumps([str(x) for x in w]))
+            for k, (c, w, t) in counts.items()
+        ]
         try:
             conn = self._conn()
             self._retry(conn, "BEGIN IMMEDIATE")
             try:
-                conn.execute(_CALLS_DROP, (swarm,))
+                conn.execute(_CALLS_DROP, (storable(swarm),))
                 conn.executemany(_CALL_NEW, rows)
-                conn.execute(_SWARM_SET, (swarm, len(rows), self._expiry(self._clock())))
+                conn.execute(_SWARM_SET, (storable(swarm), len(rows), self._expiry(self._clock())))
                 conn.execute("COMMIT")
             except BaseException:
                 _rollback(conn)
@@ -455,8 +502,8 @@ class SqliteStore(Store):
             conn = self._conn()
             self._retry(conn, "BEGIN IMMEDIATE")
             try:
-                conn.execute(_CALLS_DROP, (swarm,))
-                conn.execute(_SWARM_DROP, (swarm,))
+                conn.execute(_CALLS_DROP, (storable(swarm),))
+                conn.execute(_SWARM_DROP, (storable(swarm),))
                 conn.execute("COMMIT")
             except BaseException:
                 _rollback(conn)
@@ -509,6 +556,55 @@ class SqliteStore(Store):
         self._local.entry = None
         for conn in conns:
             _close(conn)
+
+
+class _Deadline:
+    """Sets a thread's deadline for lock waits, and restores the one before it on exit."""
+
+    def __init__(self, local: threading.local, deadline: float) -> None:
+        self._local = local
+        self._deadline = deadline
+        self._before: float | None = None
+
+    def __enter__(self) -> None:
+        self._before = getattr(self._local, "deadline", None)
+        self._local.deadline = self._deadline if self._before is None else min(self._before, self._deadline)
+
+    def __exit__(self, *exc: object) -> None:
+        self._local.deadline = self._before
+
+
+def _versioned(row: Sequence[Any]) -> Versioned:
+    """(version, state, token) of a row, whatever types a damaged row holds."""
+    version, state, token = row
+    return Versioned(
+        version if isinstance(version, int) else -1,
+        from_storable(state) if isinstance(state, str) else _text_of(state),
+        token if isinstance(token, str) else _text_of(token),
+    )
+
+
+def _text_of(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def _session_name(value: object) -> str:
+    return from_storable(value) if isinstance(value, str) else _text_of(value)
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _workers(value: object) -> list[str]:
+    """A row's workers (a JSON list): what it holds that is a name; nothing from a damaged row."""
+    try:
+        names = json.loads(value) if isinstance(value, (str, bytes)) else []
+    except ValueError:
+        return []
+    return [str(name) for name in names] if isinstance(names, list) else []
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:
@@ -593,8 +689,8 @@ class AsyncSqliteStore:
     async def load(self, session: str) -> Versioned | None:
         return await self._call(self.sync.load, session)
 
-    async def compare_and_set(self, session: str, expected: int, state: str) -> Versioned | None:
-        return await self._call(self.sync.compare_and_set, session, expected, state)
+    async def compare_and_set(self, session: str, expected: str, state: str, token: str) -> Versioned | None:
+        return await self._call(self.sync.compare_and_set, session, expected, state, token)
 
     async def delete(self, session: str) -> None:
         await self._call(self.sync.delete, session)
@@ -608,7 +704,7 @@ class AsyncSqliteStore:
                 yield item
             if len(page) < _PAGE:
                 return
-            after = page[-1][0]
+            after = storable(page[-1][0])
 
     async def swarm_add(self, swarm: str, fingerprint: str, worker: str, tool: str) -> SwarmTally:
         return await self._call(self.sync.swarm_add, swarm, fingerprint, worker, tool)
