@@ -38,6 +38,8 @@ def _logger() -> Any:
 
 
 Listener = Callable[[dict[str, Any]], None]
+VerdictHook = Callable[[str, "Event | Mapping[str, Any]", Verdict], None]
+"""Called with (session, event as given, verdict) after every ``observe`` (:attr:`Guard.verdict_hooks`)."""
 OnError = Literal["allow", "raise"]
 OnStoreError = Literal["allow", "raise", "block"]
 _STRIPES = 64
@@ -130,6 +132,9 @@ class Guard:
         self._session_swarm: dict[str, str] = {}
         self._locks = [threading.Lock() for _ in range(_STRIPES)]
         self._table_lock = threading.Lock()
+        self.verdict_hooks: list[VerdictHook] = []
+        """Callables told of every verdict, ``ok`` included (OpenTelemetry, the service's dashboard); an
+        exception in one is logged and counted in ``stats["errors"]``, never raised into the agent."""
 
     def __repr__(self) -> str:
         where = f", store={self.store!r}" if self.store is not None else f", sessions={len(self._sessions)}"
@@ -139,6 +144,16 @@ class Guard:
 
     def observe(self, session: str, event: Event | Mapping[str, Any], *, swarm: str | None = None) -> Verdict:
         """Judge ``event`` of ``session`` (an event object or its JSON form)."""
+        verdict = self._judge_event(session, event, swarm)
+        for hook in self.verdict_hooks:
+            try:
+                hook(session, event, verdict)
+            except Exception:
+                self.stats["errors"] += 1
+                _logger().exception("loopwatch: verdict hook %r failed", hook)
+        return verdict
+
+    def _judge_event(self, session: str, event: Event | Mapping[str, Any], swarm: str | None) -> Verdict:
         try:
             parsed = event if isinstance(event, _EVENT_CLASSES) else parse_event(event)
         except EventError as exc:
