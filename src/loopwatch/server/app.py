@@ -249,6 +249,7 @@ class Service:
             Route("/v1/swarms", self._endpoint(self.list_swarms), methods=["GET"]),
             Route("/v1/swarms/{swarm}", self._endpoint(self.read_swarm), methods=["GET"]),
             Route("/v1/swarms/{swarm}", self._endpoint(self.clear_swarm), methods=["DELETE"]),
+            Route("/v1/swarms/{swarm}", self._endpoint(self.restore_swarm), methods=["PUT"]),
             Route("/v1/board", self._endpoint(self.board_state), methods=["GET"]),
             Route("/v1/board/rates", self._endpoint(self.board_rates), methods=["GET"]),
             Route("/v1/board/sessions/{session}", self._endpoint(self.board_session), methods=["GET"]),
@@ -503,6 +504,16 @@ class Service:
         await self._call(self.guard.clear_swarm, swarm)
         self._audit("api.swarm_clear", None, swarm=swarm)
         return _json({"swarm": swarm, "cleared": True})
+
+    async def restore_swarm(self, request: Request) -> Response:
+        swarm = _name(request.path_params["swarm"], "swarm")
+        body = await self._object(request)
+        try:
+            await self._call(self.guard.restore_swarm, {**body, "swarm": swarm})
+        except StateError as exc:
+            raise ApiError("invalid_snapshot", str(exc)) from None
+        self._audit("api.swarm_restore", None, swarm=swarm)
+        return _json({"swarm": swarm, "restored": True})
 
     def _audit(self, name: str, session: str | None, **fields: Any) -> None:
         record = {"event": name, "ts": time.time(), "session": session, **fields}

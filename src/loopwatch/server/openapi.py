@@ -273,6 +273,15 @@ def document() -> dict[str, Any]:
             "parameters": [_SWARM],
             "get": _op("A swarm's shared call counts", _json_body(_ref("SwarmCounts"), "The counts"), 503),
             "delete": _op("Clear a swarm's counts", _json_body(plain, "Cleared"), 503),
+            "put": _op(
+                "Restore a swarm's counts from GET's answer",
+                _json_body(plain, "Restored"),
+                400,
+                413,
+                422,
+                503,
+                body=_json_body(_ref("SwarmCounts"), "The counts"),
+            ),
         },
         "/v1/board": {
             "get": _op(
