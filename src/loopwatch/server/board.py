@@ -143,6 +143,8 @@ class Board:
                 row["streaks"] = {}
                 row["stopped"] = False if reset == "event" else row["stopped"]
             verdict = note.get("verdict")
+            if verdict is not None and row["stopped"] and verdict.get("action") == "stop":
+                verdict = None  # a stopped session's every event repeats its stop: fed and counted once
             if verdict is not None:
                 row["loops"] += 1
                 row["last"] = {k: verdict.get(k) for k in ("action", "pattern", "count", "level", "reason")}

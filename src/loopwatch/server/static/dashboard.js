@@ -225,9 +225,11 @@
     drawTimeline(data);
     const list = $("d-verdicts");
     list.replaceChildren();
+    let stopped = false;
     for (const step of data.steps) {
-      if (!step.verdict) continue;
+      if (!step.verdict || (stopped && step.verdict.action === "stop")) continue; // a stop repeats: listed once
       const v = step.verdict;
+      stopped = v.action === "stop";
       const li = document.createElement("li");
       li.dataset.action = v.action;
       li.appendChild(pill(v.action, v.action + " L" + v.level));
