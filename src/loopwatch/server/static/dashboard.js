@@ -115,6 +115,7 @@
   function upsert(data) {
     let entry = rows.get(data.session);
     const body = $("sessions").tBodies[0];
+    const moved = !entry || entry.data.loops !== data.loops; // new sessions and new verdicts go to the top
     if (!entry) {
       const tr = document.createElement("tr");
       for (let i = 0; i < 9; i++) tr.appendChild(document.createElement("td"));
@@ -142,7 +143,7 @@
     last.replaceChildren(data.last ? pill(data.last.action, data.last.action + " " + data.last.pattern) : pill("ok", "ok"));
     cell(tr, 7, data.cost ? "$" + data.cost.toFixed(2) : data.tokens ? data.tokens + " tok" : "");
     cell(tr, 8, data.last_ts ? new Date(data.last_ts * 1000).toLocaleTimeString() : "");
-    body.insertBefore(tr, body.firstChild); // the most recently active first
+    if (moved) body.insertBefore(tr, body.firstChild);
     for (const [set, value, select] of [[state.agents, data.agent, "f-agent"], [state.models, data.model, "f-model"]]) {
       if (value && !set.has(value)) {
         set.add(value);
