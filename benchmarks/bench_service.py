@@ -125,9 +125,12 @@ def _check_verdicts(answered: dict[str, list[str]], steps: int) -> int:
     return differ
 
 
-def run_load(seconds: float, clients: int, threads: int, batch: int, steps: int, sessions: int) -> dict[str, Any]:
+def run_load(
+    seconds: float, clients: int, threads: int, batch: int, steps: int, sessions: int, dashboard: bool = True
+) -> dict[str, Any]:
+    extra = [] if dashboard else ["--no-dashboard"]
     with RedisServer() as redis, ServiceProcess(
-        "--store", f"{redis.url}?prefix=bench{batch}", "--workers", "2", "--preset", PRESET, "--no-dashboard",
+        "--store", f"{redis.url}?prefix=bench{batch}", "--workers", "2", "--preset", PRESET, *extra,
         tokens={"bench": TOKEN},
     ) as service:  # fmt: skip
         chunks = [list(range(c, sessions, clients)) for c in range(clients)]
@@ -146,6 +149,7 @@ def run_load(seconds: float, clients: int, threads: int, batch: int, steps: int,
             statuses[status] = statuses.get(status, 0) + count
     events = sum(len(a) for a in answered.values())
     return {
+        "dashboard": dashboard,
         "batch": batch,
         "clients": clients * threads,
         "seconds": round(elapsed, 1),
@@ -347,7 +351,9 @@ def main() -> int:
     results: dict[str, Any] = {}
     if "load" in what:
         results["load"] = [
-            run_load(args.seconds, args.clients, args.threads, batch, steps=40, sessions=20_000) for batch in (1, 10)
+            run_load(args.seconds, args.clients, args.threads, batch, steps=40, sessions=20_000, dashboard=dashboard)
+            for dashboard in (True, False)
+            for batch in (1, 10)
         ]
     if "chaos" in what:
         results["chaos"] = run_chaos()
@@ -358,7 +364,8 @@ def main() -> int:
     else:
         for row in results.get("load", []):
             print(
-                f"load, {row['batch']} event(s)/request, {row['clients']} connections, {row['seconds']} s: "
+                f"load, {row['batch']} event(s)/request, dashboard {'on' if row['dashboard'] else 'off'}, "
+                f"{row['clients']} connections, {row['seconds']} s: "
                 f"{row['events_per_s']:,} events/s ({row['requests']:,} requests), p50 {row['p50_ms']} ms, "
                 f"p99 {row['p99_ms']} ms per request; statuses {row['statuses']}; "
                 f"verdicts differing from the in-process guard: {row['verdicts_differing']}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -15,7 +16,6 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -24,10 +24,23 @@ from loopwatch import Guard, ToolCall
 from loopwatch.telemetry import SPAN_EVENT, VerdictSpans, instrument, work_context
 
 EXPORTER = InMemorySpanExporter()
-PROVIDER = TracerProvider()
-PROVIDER.add_span_processor(SimpleSpanProcessor(EXPORTER))
-trace.set_tracer_provider(PROVIDER)
-TRACER = trace.get_tracer("tests")
+
+
+def _provider() -> TracerProvider:
+    """A provider exporting to EXPORTER, built with the SDK enabled (another test module may disable it for its
+    framework through OTEL_SDK_DISABLED, read when a provider is made); passed explicitly, never made global."""
+    saved = os.environ.pop("OTEL_SDK_DISABLED", None)
+    try:
+        provider = TracerProvider()
+    finally:
+        if saved is not None:
+            os.environ["OTEL_SDK_DISABLED"] = saved
+    provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
+    return provider
+
+
+PROVIDER = _provider()
+TRACER = PROVIDER.get_tracer("tests")
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +56,7 @@ def _events(span: Any) -> list[dict[str, Any]]:
 
 def test_each_verdict_is_a_span_event_with_genai_and_loopwatch_attributes() -> None:
     guard = Guard("default", clock=None)
-    hook = instrument(guard)
+    hook = instrument(guard, tracer_provider=PROVIDER)
     assert instrument(guard) is hook and guard.verdict_hooks == [hook]
     with work_context(agent="coder", model="claude-x"):
         for n in range(5):
@@ -99,7 +112,7 @@ def test_the_service_records_verdicts_on_the_callers_trace() -> None:
     from redis_server import free_port
 
     port = free_port()
-    app = create_app(ServiceSettings(port=port), tokens=Tokens())
+    app = create_app(ServiceSettings(port=port), tokens=Tokens(), tracer_provider=PROVIDER)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -205,9 +205,8 @@ class Guard:
         """The session's state as JSON-able data (seed 003's toJSON)."""
         with self._lock(session):
             if self._stored is not None:
-                version, state, swarm = self._stored.current(session)
-                if version:
-                    self._stored.forget_cached(session)  # read for a snapshot: the next event reloads it
+                self._stored.forget_cached(session)  # another process may have written it: read the store's
+                _, state, swarm = self._stored.current(session)
                 return {"session": session, "swarm": swarm, "state": self.engine.dump(state)}
             state = self._sessions.get(session) or self.engine.new_session()
             return {

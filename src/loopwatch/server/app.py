@@ -165,6 +165,7 @@ class Service:
         guard: Guard | None = None,
         tokens: Tokens | None = None,
         sinks: list[Any] | None = None,
+        tracer_provider: Any = None,
     ) -> None:
         self.settings = settings
         self.tokens = tokens if tokens is not None else Tokens.load(settings.token_file)
@@ -179,23 +180,24 @@ class Service:
         self.relay: Relay | None = None
         self.guard.listeners.append(self.metrics.record)
         self.guard.verdict_hooks.append(self._on_verdict)
-        self._otel = self._telemetry()
+        self._otel = self._telemetry(tracer_provider)
 
     def __repr__(self) -> str:
         return f"Service({self.guard!r}, tokens={len(self.tokens)}, relay={self.relay is not None})"
 
     # -- wiring -----------------------------------------------------------------------------------------
 
-    def _telemetry(self) -> Any:
-        """The tracer and propagator when the ``otel`` extra is installed (verdicts on the request's span)."""
+    def _telemetry(self, tracer_provider: Any) -> Any:
+        """The tracer and propagator when the ``otel`` extra is installed (verdicts on the request's span);
+        ``tracer_provider``: the global one unless given."""
         try:
             from opentelemetry import propagate, trace
 
             from ..telemetry import instrument
         except ImportError:
             return None
-        instrument(self.guard)
-        return trace.get_tracer("loopwatch.server"), propagate
+        instrument(self.guard, tracer_provider=tracer_provider)
+        return trace.get_tracer("loopwatch.server", tracer_provider=tracer_provider), propagate
 
     def _on_verdict(self, session: str, event: Event | Mapping[str, Any], verdict: Verdict) -> None:
         if not isinstance(event, _EVENT_CLASSES):
@@ -444,9 +446,10 @@ class Service:
 
     async def read_session(self, request: Request) -> Response:
         session = _name(request.path_params["session"], "session")
-        if session not in await self._call(self.guard.sessions):
+        snapshot = await self._call(self.guard.snapshot, session)
+        if not snapshot["state"].get("index") and session not in await self._call(self.guard.sessions):
             raise ApiError("not_found", f"no session {session!r}")
-        return _json(session_summary(await self._call(self.guard.snapshot, session)))
+        return _json(session_summary(snapshot))
 
     async def forget_session(self, request: Request) -> Response:
         session = _name(request.path_params["session"], "session")
@@ -629,10 +632,13 @@ def create_app(
     guard: Guard | None = None,
     tokens: Tokens | None = None,
     sinks: list[Any] | None = None,
+    tracer_provider: Any = None,
 ) -> Starlette:
-    """The ASGI app for ``settings`` (default: :meth:`ServiceSettings.from_env`, as uvicorn's workers build it)."""
+    """The ASGI app for ``settings`` (default: :meth:`ServiceSettings.from_env`, as uvicorn's workers build it);
+    ``tracer_provider``: OpenTelemetry's, when not the global one."""
     settings = settings if settings is not None else ServiceSettings.from_env()
-    return Service(settings, guard=guard, tokens=tokens, sinks=sinks).app()
+    service = Service(settings, guard=guard, tokens=tokens, sinks=sinks, tracer_provider=tracer_provider)
+    return service.app()
 
 
 def app_from_env() -> Starlette:

@@ -3,8 +3,9 @@ loop rates per agent, worker and model over time.
 
 Each observed event becomes a *note* (a small JSON-able dict, secrets redacted): the board applies it, and with a
 Redis store the relay (:mod:`loopwatch.server.relay`) publishes it so every replica's board shows every replica's
-traffic. The board is bounded: ``max_sessions`` rows (the least recently active go first), ``steps`` per
-timeline, ``feed`` records, ``buckets`` time buckets of ``bucket_seconds`` each.
+traffic. The board is bounded: ``max_sessions`` rows (the least recently active go first), the last ``steps``
+events of the ``timelines`` most recently active sessions, ``feed`` records, ``buckets`` time buckets of
+``bucket_seconds`` each.
 """
 
 from __future__ import annotations
@@ -97,19 +98,21 @@ class Board:
         self,
         *,
         max_sessions: int = 20_000,
-        steps: int = 200,
+        timelines: int = 1_000,
+        steps: int = 100,
         feed: int = 500,
         bucket_seconds: float = 10.0,
         buckets: int = 90,
         reset_on_user: bool = True,
     ) -> None:
         self.max_sessions = max_sessions
+        self.max_timelines = timelines
         self.steps = steps
         self.bucket_seconds = bucket_seconds
         self.buckets = buckets
         self.reset_on_user = reset_on_user
         self._rows: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        self._timelines: dict[str, deque[dict[str, Any]]] = {}
+        self._timelines: OrderedDict[str, deque[dict[str, Any]]] = OrderedDict()
         self._feed: deque[dict[str, Any]] = deque(maxlen=feed)
         self._rates: OrderedDict[int, dict[str, dict[str, list[int]]]] = OrderedDict()
         self._lock = threading.Lock()
@@ -159,7 +162,10 @@ class Board:
                     row["stopped"] = True
                 self.feed_seq += 1
                 self._feed.append({"seq": self.feed_seq, **_feed_record(note, verdict)})
-            timeline = self._timelines.setdefault(session, deque(maxlen=self.steps))
+            timeline = self._timelines.pop(session, None) or deque(maxlen=self.steps)
+            self._timelines[session] = timeline  # the most recently active last
+            while len(self._timelines) > self.max_timelines:
+                self._timelines.popitem(last=False)
             timeline.append({k: v for k, v in note.items() if k not in ("session", "agent", "model", "swarm")})
             self._count_rate(note, verdict is not None)
 

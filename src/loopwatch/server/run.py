@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -94,8 +95,9 @@ def serve(settings: ServiceSettings, *, log_level: str = "warning") -> int:
     check(settings, tokens)
     PolicySpec(settings.preset, settings.config).build()  # a bad preset or config fails here, not in each worker
     os.environ[SETTINGS_ENV] = settings.to_env()
+    made = None
     if settings.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="loopwatch-metrics-")
+        made = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="loopwatch-metrics-")
     where = f"http://{settings.host}:{settings.port}"
     auth = f"{len(tokens)} token(s)" if tokens else "no token (loopback only)"
     print(
@@ -104,16 +106,20 @@ def serve(settings: ServiceSettings, *, log_level: str = "warning") -> int:
         file=sys.stderr,
         flush=True,
     )
-    uvicorn.run(
-        "loopwatch.server.app:app_from_env",
-        factory=True,
-        host=settings.host,
-        port=settings.port,
-        workers=settings.workers,
-        log_level=log_level,
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
+    try:
+        uvicorn.run(
+            "loopwatch.server.app:app_from_env",
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            workers=settings.workers,
+            log_level=log_level,
+            access_log=False,
+            timeout_graceful_shutdown=5,
+        )
+    finally:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
     return 0
 
 
