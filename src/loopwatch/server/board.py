@@ -10,13 +10,14 @@ events of the ``timelines`` most recently active sessions, ``feed`` records, ``b
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..events import Event, Message, Reset, Usage, event_to_json, parse_event
+from ..events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
 from ..redact import Redactor
 from ..report import _describe
 from ..verdict import Verdict
@@ -27,12 +28,20 @@ DIMENSIONS: Final = ("agent", "worker", "model")
 _redactor = Redactor(max_string=2_000)
 
 
+_WINDOW: Final = 200  # a label is made from the first few hundred characters of a text: only those are redacted
+
+
 def _clean_event(event: Event) -> Event:
-    """The event with secrets redacted (arguments, outputs, texts), for labels that leave the process."""
-    try:
-        return parse_event(_redactor(event_to_json(event)))
-    except Exception:  # a redacted copy that no longer parses (never seen): no label rather than a leak
-        return Reset(ts=event.ts, worker=event.worker)
+    """The event with secrets redacted in what a label can show (arguments, outputs, texts), for labels that leave
+    the process. Texts are cut to their first few hundred characters first: a label shows fewer."""
+    if isinstance(event, ToolCall):
+        args = {k: v[:_WINDOW] if isinstance(v, str) else v for k, v in event.args.items()}
+        return dataclasses.replace(event, args=_redactor(args), thought=None)
+    if isinstance(event, ToolResult):
+        return dataclasses.replace(event, output=_redactor.scrub(event.output[:_WINDOW]))
+    if isinstance(event, (Message, TextDelta)):
+        return dataclasses.replace(event, text=_redactor.scrub(event.text[:_WINDOW]))
+    return event
 
 
 def make_note(
