@@ -167,6 +167,8 @@ def test_metrics_openapi_health_and_dashboard(service: ServiceProcess) -> None:
         200,
         {"status": "ok", "version": served["info"]["version"], "store": True},
     )
+    status, headers, _ = service.call_full("GET", "/", token=None)
+    assert status in (302, 307) and headers["location"] == "/dashboard/"
     for page, marker in (("/dashboard/", "<title>loopwatch live</title>"), ("/dashboard/dashboard.js", "follow")):
         status, text = service.call("GET", page, token=None)
         assert status == 200 and marker in text
