@@ -3,6 +3,7 @@ the one setting that moves the framework adapters onto the service, and a servic
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
@@ -59,6 +60,16 @@ def test_one_setting_moves_the_adapters_onto_the_service(
     for _ in range(3):
         callback.guard.observe("smol-1", ToolCall("search", {"q": "same"}))
     assert service.call("GET", "/v1/sessions/smol-1")[1]["last"]["action"] == "nudge"
+    from loopwatch.adapters.openai_agents import LoopwatchGuard
+
+    assert isinstance(LoopwatchGuard().guard, ServiceGuard)
+    from loopwatch.adapters.claude_agent_sdk import loopwatch_hooks
+
+    hooks = loopwatch_hooks()
+    callback = next(iter(hooks.values()))[0].hooks[0]
+    payload = {"session_id": "sdk-1", "hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": "/w"}
+    asyncio.run(callback({**payload, "tool_input": {"command": "ls"}, "tool_use_id": "t1"}, "t1", {}))
+    assert service.call("GET", "/v1/sessions/sdk-1")[1]["events"] == 1  # judged by the service
     monkeypatch.delenv(SERVICE_URL_ENV)
     assert not isinstance(guard_of(None, None), ServiceGuard)
 

@@ -4,6 +4,7 @@ trace from its ``traceparent`` header."""
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import os
@@ -20,7 +21,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from loopwatch import Guard, ToolCall
+from loopwatch import AsyncGuard, Guard, ToolCall
 from loopwatch.telemetry import SPAN_EVENT, VerdictSpans, instrument, work_context
 
 EXPORTER = InMemorySpanExporter()
@@ -82,6 +83,14 @@ def test_each_verdict_is_a_span_event_with_genai_and_loopwatch_attributes() -> N
     assert nudge["loopwatch.count"] == 3 and nudge["loopwatch.rule"].startswith("RepeatDetector(")
     blocked = spans["tool 4"].attributes or {}
     assert blocked["loopwatch.action"] == "block" and blocked["loopwatch.count"] == 5
+
+
+def test_an_async_guard_is_instrumented_too() -> None:
+    guard = AsyncGuard("default", clock=None)
+    instrument(guard, tracer_provider=PROVIDER)
+    with TRACER.start_as_current_span("async step"):
+        asyncio.run(guard.observe("run-10", ToolCall("ls")))
+    assert _events(EXPORTER.get_finished_spans()[0])[0]["loopwatch.action"] == "ok"
 
 
 def test_without_a_recording_span_a_loop_gets_its_own_span() -> None:

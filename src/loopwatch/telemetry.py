@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from .errors import MissingExtraError
 from .events import Event, Message, ToolCall, ToolResult
-from .guard import Guard
+from .guard import AsyncGuard, Guard
 from .verdict import SEVERITY, Verdict
 
 __all__ = ["SPAN_EVENT", "VerdictSpans", "instrument", "verdict_attributes", "work_context"]
@@ -137,10 +137,12 @@ def _stronger_than_recorded(span: Any, verdict: Verdict) -> bool:
     return not isinstance(before, str) or SEVERITY.get(before, 0) <= verdict.severity
 
 
-def instrument(guard: Guard, **options: Any) -> VerdictSpans:
-    """Record ``guard``'s verdicts on OpenTelemetry spans; returns the hook (``guard.verdict_hooks`` holds it).
-
-    Instrumenting a guard twice adds nothing: the existing hook is returned."""
+def instrument(guard: Guard | AsyncGuard, **options: Any) -> VerdictSpans:
+    """Record ``guard``'s verdicts (a :class:`Guard` or an :class:`AsyncGuard`) on OpenTelemetry spans; returns
+    the hook (``guard.verdict_hooks`` holds it). Instrumenting a guard twice adds nothing: the existing hook is
+    returned. ``options``: :class:`VerdictSpans`'s."""
+    if isinstance(guard, AsyncGuard):
+        guard = guard._guard
     for hook in guard.verdict_hooks:
         if isinstance(hook, VerdictSpans):
             return hook
