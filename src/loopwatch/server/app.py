@@ -210,7 +210,10 @@ class Service:
         self.metrics.verdicts.labels(action=verdict.action, pattern=verdict.pattern or "none").inc()
         if not self.settings.dashboard:
             return
-        note = make_note(session, event, verdict, agent=caller.agent, model=caller.model, swarm=caller.swarm)
+        repeated = verdict.action == "stop" and self.board.stopped(session)
+        note = make_note(
+            session, event, verdict, agent=caller.agent, model=caller.model, swarm=caller.swarm, repeated_stop=repeated
+        )
         if caller.client:
             note["client"] = caller.client
         self.board.apply(note)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ..events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
-from ..redact import Redactor
+from ..redact import REDACTED, Redactor
 from ..report import _describe
 from ..verdict import Verdict
 
@@ -32,16 +32,45 @@ _WINDOW: Final = 200  # a label is made from the first few hundred characters of
 
 
 def _clean_event(event: Event) -> Event:
-    """The event with secrets redacted in what a label can show (arguments, outputs, texts), for labels that leave
-    the process. Texts are cut to their first few hundred characters first: a label shows fewer."""
+    """The event with what a label can show cut to its first ``_WINDOW`` characters, and the values of
+    secret-looking argument keys (``api_key``, ``password``...) hidden."""
     if isinstance(event, ToolCall):
-        args = {k: v[:_WINDOW] if isinstance(v, str) else v for k, v in event.args.items()}
-        return dataclasses.replace(event, args=_redactor(args), thought=None)
+        args = {
+            k: REDACTED if _redactor.is_secret_key(str(k), v) else (v[:_WINDOW] if isinstance(v, str) else v)
+            for k, v in event.args.items()
+        }
+        return dataclasses.replace(event, args=args, thought=None)
     if isinstance(event, ToolResult):
-        return dataclasses.replace(event, output=_redactor.scrub(event.output[:_WINDOW]))
+        return dataclasses.replace(event, output=event.output[:_WINDOW])
     if isinstance(event, (Message, TextDelta)):
-        return dataclasses.replace(event, text=_redactor.scrub(event.text[:_WINDOW]))
+        return dataclasses.replace(event, text=event.text[:_WINDOW])
     return event
+
+
+def _label(event: Event) -> tuple[str, str | None, str, bool]:
+    """(kind, tool, label, failed) as the HTML report shows a step, secrets redacted. The label is redacted once it
+    is cut; a long word cut at its end is dropped, since a secret cut in two may no longer look like one."""
+    kind, tool, label, failed = _describe(_clean_event(event))
+    label = _redactor.scrub(label)
+    if label.endswith("…"):
+        head, _, last = label[:-1].rpartition(" ")
+        if head and len(last) >= 12:
+            label = head + " …"
+    return kind, tool, label, failed
+
+
+def _clipped(value: Any, depth: int = 0) -> Any:
+    """``value`` with its strings cut to ``_WINDOW`` characters and its lists to 50 items (redacted after: a
+    verdict's evidence can hold a whole command or file)."""
+    if isinstance(value, str):
+        return value if len(value) <= _WINDOW else value[:_WINDOW] + "…"
+    if depth > 4:
+        return "…"
+    if isinstance(value, Mapping):
+        return {str(k): _clipped(v, depth + 1) for k, v in list(value.items())[:50]}
+    if isinstance(value, (list, tuple)):
+        return [_clipped(v, depth + 1) for v in value[:50]]
+    return value
 
 
 def make_note(
@@ -53,9 +82,11 @@ def make_note(
     model: str | None = None,
     swarm: str | None = None,
     now: float | None = None,
+    repeated_stop: bool = False,
 ) -> dict[str, Any]:
-    """The board's record of one observed event and its verdict (redacted, bounded)."""
-    kind, tool, label, failed = _describe(_clean_event(event))
+    """The board's record of one observed event and its verdict (redacted, bounded). ``repeated_stop``: the
+    session was already stopped, so its stop verdict is left out (it was fed and shown once)."""
+    kind, tool, label, failed = _label(event)
     note: dict[str, Any] = {
         "session": session,
         "ts": event.ts if event.ts is not None else (now if now is not None else time.time()),
@@ -80,7 +111,7 @@ def make_note(
         note["tokens"] = (event.input_tokens or 0) + (event.output_tokens or 0)
     if isinstance(event, Reset) or (isinstance(event, Message) and event.role == "user"):
         note["reset"] = "event" if isinstance(event, Reset) else "user"
-    if not verdict.ok:
+    if not verdict.ok and not (repeated_stop and verdict.action == "stop"):
         note["verdict"] = _redactor(
             {
                 "action": verdict.action,
@@ -92,10 +123,10 @@ def make_note(
                 "message": verdict.message or "",
                 "rule": verdict.detector,
                 "status": verdict.status,
-                "evidence": dict(verdict.evidence),
+                "evidence": _clipped(verdict.evidence),
             }
         )
-    elif verdict.index < 0:
+    elif verdict.index < 0 and verdict.ok:
         note["unrecorded"] = verdict.reason or "not recorded"
     return note
 
@@ -177,6 +208,11 @@ class Board:
                 self._timelines.popitem(last=False)
             timeline.append({k: v for k, v in note.items() if k not in ("session", "agent", "model", "swarm")})
             self._count_rate(note, verdict is not None)
+
+    def stopped(self, session: str) -> bool:
+        """Whether the board has seen the session stopped (and not reset since)."""
+        row = self._rows.get(session)
+        return bool(row is not None and row["stopped"])
 
     def reset(self, session: str) -> None:
         """The session's streaks and stop cleared (a reset through the API)."""
