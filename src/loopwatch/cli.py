@@ -6,6 +6,7 @@
     loopwatch sessions --store URL [--reset ID | --forget ID | --swarm ID [--clear]] [--json]
     loopwatch hook claude-code [--install [--project|--user|--local] | --uninstall]   (a Claude Code hook)
     loopwatch mcp-proxy [--preset NAME] [--store URL] [--session ID] -- SERVER COMMAND...   (an MCP server's guard)
+    loopwatch serve [--store URL] [--workers N] [--token-file FILE] [--host H] [--port P]   (the HTTP service)
 
 Formats: the canonical ``events`` and ``trajectory`` (FORMAT.md), and foreign traces (``openai``,
 ``openai-responses``, ``anthropic``, ``claude-code``, ``swe-agent``, ``mini-swe-agent``, ``openhands``,
@@ -100,6 +101,12 @@ def _parser() -> argparse.ArgumentParser:
         help="front an MCP server (stdio) and refuse looping tool calls: loopwatch mcp-proxy [--preset NAME] "
         "[--config FILE] [--store URL] [--session ID] [--audit FILE] -- SERVER COMMAND...",
     )
+    commands.add_parser(
+        "serve",
+        add_help=False,
+        help="run the guard as an HTTP service with a live dashboard (extra 'server'): loopwatch serve "
+        "[--store URL] [--workers N] [--token-file FILE] [--host H] [--port P] (loopwatch serve --help)",
+    )
     sessions = commands.add_parser("sessions", help="list, reset or clear the sessions and swarms kept in a store")
     sessions.add_argument("--store", required=True, metavar="URL", help="sqlite:///path.db, redis://host:6379/0...")
     sessions.add_argument("--preset", default=None, help="the preset the guards use (default: default)")
@@ -135,6 +142,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .adapters.mcp import main as mcp_main
 
         return mcp_main(arguments[1:])
+    if arguments[:1] == ["serve"]:  # the service parses its own options
+        from .server.run import main as serve_main
+
+        return serve_main(arguments[1:])
     args = _parser().parse_args(arguments)
     spec = PolicySpec(args.preset, args.config)
     try:

@@ -39,6 +39,8 @@ def _logger() -> Any:
 
 
 Listener = Callable[[dict[str, Any]], None]
+VerdictHook = Callable[[str, "Event | Mapping[str, Any]", Verdict], None]
+"""Called with (session, event as given, verdict) after every ``observe`` (:attr:`Guard.verdict_hooks`)."""
 OnError = Literal["allow", "raise"]
 OnStoreError = Literal["allow", "raise", "block"]
 _STRIPES = 64
@@ -151,6 +153,9 @@ class Guard:
         self._session_swarm: dict[str, str] = {}
         self._locks = [threading.Lock() for _ in range(_STRIPES)]
         self._table_lock = threading.Lock()
+        self.verdict_hooks: list[VerdictHook] = []
+        """Callables told of every verdict, ``ok`` included (OpenTelemetry, the service's dashboard); an
+        exception in one is logged and counted in ``stats["errors"]``, never raised into the agent."""
 
     def __repr__(self) -> str:
         where = f", store={self.store!r}" if self.store is not None else f", sessions={len(self._sessions)}"
@@ -162,7 +167,18 @@ class Guard:
         """Judge ``event`` of ``session`` (an event object or its JSON form).
 
         Never raises unless ``on_error="raise"`` (a malformed event, an internal error), ``on_store_error=
-        "raise"`` (a store failure) or ``on_audit_error="raise"`` (an audit sink failure) says so."""
+        "raise"`` (a store failure) or ``on_audit_error="raise"`` (an audit sink failure) says so. Every verdict is
+        handed to the ``verdict_hooks`` (a failing hook is logged and counted, never raised)."""
+        verdict = self._judge_event(session, event, swarm)
+        for hook in self.verdict_hooks:
+            try:
+                hook(session, event, verdict)
+            except Exception:
+                self.stats["errors"] += 1
+                _logger().exception("loopwatch: verdict hook %r failed", hook)
+        return verdict
+
+    def _judge_event(self, session: str, event: Event | Mapping[str, Any], swarm: str | None) -> Verdict:
         try:
             name = _name(session, "session")
             group = None if swarm is None else _name(swarm, "swarm")
@@ -234,9 +250,8 @@ class Guard:
         session = _name(session, "session")
         with self._lock(session):
             if self._stored is not None:
-                version, state, swarm = self._stored.current(session)
-                if version:
-                    self._stored.forget_cached(session)  # read for a snapshot: the next event reloads it
+                self._stored.forget_cached(session)  # another process may have written it: read the store's
+                _, state, swarm = self._stored.current(session)
                 return {"session": session, "swarm": swarm, "state": self.engine.dump(state)}
             state = self._sessions.get(session) or self.engine.new_session()
             return {

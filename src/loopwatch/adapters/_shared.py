@@ -24,10 +24,20 @@ def as_text(value: object) -> str:
 
 
 def guard_of(guard: Guard | None, preset: str | Policy | None) -> Guard:
-    """The adapter's guard: ``guard`` as given, else a new in-memory one with ``preset`` (not both)."""
+    """The adapter's guard: ``guard`` as given, else a new one with ``preset`` (not both): a
+    :class:`~loopwatch.remote.ServiceGuard` asking the loopwatch service at ``$LOOPWATCH_SERVICE_URL`` when that
+    is set (the one setting that moves adapters onto the service), else an in-memory guard."""
     if guard is not None and preset is not None:
         raise ConfigError("give either guard or preset, not both", field="preset")
-    return guard if guard is not None else Guard(preset)
+    return guard if guard is not None else default_guard(preset)
+
+
+def default_guard(preset: str | Policy | None) -> Guard:
+    """A new guard with ``preset``: a :class:`~loopwatch.remote.ServiceGuard` when ``$LOOPWATCH_SERVICE_URL`` is
+    set, else an in-memory :class:`~loopwatch.guard.Guard`."""
+    from ..remote import service_guard_from_env
+
+    return service_guard_from_env(preset) or Guard(preset)
 
 
 class GuardedAdapter:

@@ -50,6 +50,7 @@ from typing import Any, Final, cast
 from ..errors import MissingExtraError
 from ..guard import Guard
 from ..policy import Policy
+from ._shared import default_guard
 from .claude_code import HOOK_EVENTS, HookInputError, handle
 
 try:
@@ -93,6 +94,7 @@ def loopwatch_hooks(
 ) -> dict[HookEvent, list[HookMatcher]]:
     """``ClaudeAgentOptions(hooks=...)``: one ``HookMatcher`` (all tools) per event of :data:`HOOK_EVENTS`,
     whose callback judges it with ``guard`` (else a new in-memory :class:`~loopwatch.guard.Guard` with
-    ``preset``: a preset's name or a :class:`~loopwatch.policy.Policy`). All the events share the guard."""
-    callback = hook_callback(guard if guard is not None else Guard(preset))
+    ``preset``: a preset's name or a :class:`~loopwatch.policy.Policy`; the loopwatch service when
+    ``$LOOPWATCH_SERVICE_URL`` is set). All the events share the guard."""
+    callback = hook_callback(guard if guard is not None else default_guard(preset))
     return {event: [HookMatcher(matcher=None, hooks=[callback])] for event in HOOK_EVENTS}

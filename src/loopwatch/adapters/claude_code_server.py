@@ -13,6 +13,9 @@ Failing open: malformed input, a request to another path, or any error while jud
 Code goes on) and a line on stderr; with ``--fail-closed`` a ``PreToolUse`` that cannot be judged is denied.
 When the service is down, Claude Code treats the failed request as a non-blocking hook error and goes on.
 It listens on the loopback interface unless ``--host`` says otherwise: the hook inputs hold your prompts.
+
+``loopwatch serve`` (the ``server`` extra) answers on the same path with the same answers (:func:`hook_answer`),
+next to its JSON API and dashboard, with bearer tokens: point ``--install --http`` at it instead.
 """
 
 from __future__ import annotations
@@ -28,13 +31,22 @@ from .claude_code import SERVICE_PATH, answer, decode_input
 if TYPE_CHECKING:
     from ..guard import Guard
 
-__all__ = ["DEFAULT_PORT", "PATH", "HookServer", "make_server"]
+__all__ = ["DEFAULT_PORT", "PATH", "HookServer", "hook_answer", "make_server"]
 
 PATH: Final = SERVICE_PATH
 """The URL path the service answers on (``--install --http`` URLs end with it)."""
 DEFAULT_PORT: Final = 7349
 MAX_BODY: Final = 16 * 1024 * 1024
 """Bytes of one hook input read at most (a bigger one is not judged)."""
+
+
+def hook_answer(guard: Guard, body: bytes, fail_closed: bool = False) -> dict[str, Any]:
+    """The hook output for one request body (``{}`` when there is nothing to say or nothing was judged): the
+    command hook's, from :func:`~loopwatch.adapters.claude_code.answer`."""
+    payload = decode_input(body)
+    if payload is None:
+        return {}
+    return answer(payload, lambda: guard, fail_closed=fail_closed) or {}
 
 
 class HookServer(ThreadingHTTPServer):
@@ -56,14 +68,10 @@ class HookServer(ThreadingHTTPServer):
         return f"http://{name}:{port}{PATH}"
 
     def answer(self, body: bytes) -> dict[str, Any]:
-        """The hook output for one request body (``{}`` when there is nothing to say or nothing was judged): the
-        command hook's, from :func:`~loopwatch.adapters.claude_code.answer`."""
+        """The hook output for one request body (:func:`hook_answer`)."""
         with self._count:
             self.handled += 1
-        payload = decode_input(body)
-        if payload is None:
-            return {}
-        return answer(payload, lambda: self.guard, fail_closed=self.fail_closed) or {}
+        return hook_answer(self.guard, body, self.fail_closed)
 
 
 class _Handler(BaseHTTPRequestHandler):

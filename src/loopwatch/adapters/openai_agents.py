@@ -78,7 +78,7 @@ from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ..guard import Guard
 from ..policy import Policy
 from ..verdict import LOOP_DETECTED, Verdict
-from ._shared import as_text, session_scope
+from ._shared import as_text, default_guard, session_scope
 
 try:
     from agents import (
@@ -188,7 +188,7 @@ class LoopwatchGuard:
     ) -> None:
         if nudge_role not in ("user", "system", "developer"):
             raise ConfigError("must be 'user', 'system' or 'developer'", field="nudge_role")
-        self.guard = guard if guard is not None else Guard(preset)
+        self.guard = guard if guard is not None else default_guard(preset)
         self.nudge_role: NudgeRole = nudge_role
         self._session = session
         self._lock = threading.Lock()
