@@ -307,9 +307,23 @@ def _rejected_turns(attempts: int) -> list[Event]:
 def test_feedback_repeat_reports_a_third_plain_reply_after_two_complaints() -> None:
     guard = Guard(policy=preset("default").replace(detectors=(feedback_repeat(threshold=4, reply_threshold=3),)))
     verdicts = run(
-        guard, [*_rejected_turns(2), Message("assistant", "THOUGHT: again\n```bash\nls\n```\n```bash\nx\n```")]
+        guard, [*_rejected_turns(2), Message("assistant", "THOUGHT: again\n```bash\nls\n```\n```bash\npwd\n```")]
     )
     assert flagged(verdicts) == [(4, "nudge", "error_retry", 3)]
+
+
+def test_feedback_repeat_gives_different_attempts_more_room() -> None:
+    """Another patch after "the patch did not resolve the issue, try again" is the agent trying things: such a
+    streak of different attempts is reported from its fifth attempt, not its third."""
+    complaint = "Written an applicable patch, but it did not resolve the issue. Please try again."
+    events: list[Event] = []
+    for n, body in enumerate(["return a + b", "raise ValueError(name)", "cache.clear()", "yield from items", "pass"]):
+        events += [
+            Message("assistant", f"Patch {n}:\n```python\ndef fix_{n}():\n    {body}\n```"),
+            Message("user", complaint),
+        ]
+    guard = Guard(policy=preset("default").replace(detectors=(feedback_repeat(threshold=4, reply_threshold=3),)))
+    assert flagged(run(guard, events)) == [(8, "nudge", "error_retry", 5)]
 
 
 def test_feedback_repeat_waits_for_its_threshold_when_the_attempt_is_a_call() -> None:
@@ -326,7 +340,7 @@ def test_feedback_repeat_without_reply_threshold_treats_replies_and_calls_alike(
     assert flagged(run(guard, _rejected_turns(4))) == [(6, "nudge", "error_retry", 4)]
     assert (
         repr(feedback_repeat(threshold=4, reply_threshold=3))
-        == "FeedbackRepeatDetector(threshold=4, reply_threshold=3, similarity=0.8)"
+        == "FeedbackRepeatDetector(threshold=4, reply_threshold=3, similarity=0.8, variant_similarity=0.5, variants=5)"
     )
     with pytest.raises(ValueError, match="reply_threshold"):
         feedback_repeat(reply_threshold=1)

@@ -239,9 +239,13 @@ MAX_FALSE_ALARMS: Final = 0.025
 
 
 def _preference(metrics: Metrics, max_false_alarms: float) -> tuple[bool, float, float]:
-    """How good a threshold's metrics are: within the false-alarm budget first, then recall, then fewer alarms."""
+    """How good a threshold's metrics are: within the false-alarm budget first; then, within it, recall before
+    fewer alarms, and outside it, fewer alarms before recall."""
     alarms = metrics.false_alarm_rate.rate or 0.0
-    return (alarms <= max_false_alarms, metrics.episode_recall.rate or 0.0, -alarms)
+    recall = metrics.episode_recall.rate or 0.0
+    if alarms <= max_false_alarms:
+        return (True, recall, -alarms)
+    return (False, -alarms, recall)
 
 
 def choose(

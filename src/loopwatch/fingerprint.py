@@ -45,7 +45,10 @@ _SUBCOMMAND_PROGRAMS: Final = frozenset(
     }
 )  # fmt: skip
 _PREFIX_WORDS: Final = frozenset({"sudo", "time", "nohup", "env", "exec", "timeout", "nice", "stdbuf"})
-_SETUP_WORDS: Final = frozenset({"cd", "export", "source", ".", "set", "pushd", "popd"})
+_SETUP_WORDS: Final = frozenset(
+    {"cd", "export", "source", ".", "set", "pushd", "popd", "rm", "mkdir", "echo", "true", "unset", "ulimit", "clear"}
+)
+"""Steps that prepare the work of a command line with several steps (``rm -rf build && cmake ..``): not the work."""
 _FILE_READ: Final = lazy_compile(r"^\s*(cat|head|tail)((?:\s+-{1,2}[\w=-]+(?:\s+\d+)?)*)\s+(\S+)\s*$")
 _ASSIGNMENT: Final = lazy_compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -111,6 +114,16 @@ def _name_with_subcommand(words: list[str]) -> str:
     return program
 
 
+def _runs_commands(tool: str, args: Mapping[str, Any]) -> bool:
+    """A tool whose one argument is a command line runs whatever it is given (a harness's ``command`` or ``run``
+    action): each program it runs is a tool of its own, as for ``bash``."""
+    return (
+        len(args) == 1
+        and isinstance(args.get("command", args.get("cmd")), str)
+        and " " in str(args.get("command", args.get("cmd"))).strip()
+    )
+
+
 def tool_key(tool: str, args: Mapping[str, Any], *, command: str | None = None) -> str:
     """Which "tool" a call really uses: the tool name, or ``tool:program`` for shell-like tools.
 
@@ -122,7 +135,7 @@ def tool_key(tool: str, args: Mapping[str, Any], *, command: str | None = None) 
         return tool
     if not is_shell_tool(tool):
         first = command.split(None, 1)[0] if command.strip() else ""
-        if first != tool:
+        if first != tool and not _runs_commands(tool, args):
             return tool
     program = program_of(command)
     if not program or program == tool:
@@ -365,8 +378,8 @@ _MUTATING_COMMAND: Final = lazy_compile(
     r"|(?<![0-9&>])>{1,2}\s*(?!/dev/null)[^\s&>|]|<<",
 )
 _SEARCH_TOOLS: Final = lazy_compile(
-    r"^(?:find|find_file|search|search_dir|search_file|grep|rg|ag|ack|glob|list|ls|list_dir|list_files|"
-    r"locate|which|whereis|web_search|search_web|lookup|query|get_\w+|read\w*|open\w*|cat|view\w*|"
+    r"^(?:find|find_\w+|search|search_\w+|\w+_search|grep|rg|ag|ack|glob|list|list_\w+|ls|locate|which|whereis|"
+    r"lookup|lookup_\w+|query|query_\w+|get_\w+|fetch_\w+|read\w*|open\w*|cat|view\w*|show_\w+|describe_\w+|"
     r"echo|printenv|env|pwd|type|head|tail|less|more|file|stat|du|df)$",
     re.I,
 )
@@ -382,11 +395,19 @@ def is_mutation(tool: str, args: Mapping[str, Any], *, command: str | None = Non
     if reads_only(tool, args):  # an editor's view command
         return False
     command = command if command is not None else command_of(args)
+    if command is not None and not _is_command_line(tool, args):
+        command = None  # a script or a piece of code handed to a tool is not a command line: its name tells
     if command is not None and (is_shell_tool(tool) or not _MUTATING_TOOLS.search(tool)):
         # the verb and a heredoc's target are at the start, a trailing redirect at the end
         text = command if len(command) <= 700 else command[:500] + "\n" + command[-200:]
         return bool(_MUTATING_COMMAND.search(text))
     return bool(_MUTATING_TOOLS.search(tool))
+
+
+def _is_command_line(tool: str, args: Mapping[str, Any]) -> bool:
+    """Is the command a call carries a shell command line (a shell tool's, a ``command``/``cmd`` argument) rather
+    than code (``code``, ``script``, ``input`` of a tool that runs Python, a notebook cell...)?"""
+    return is_shell_tool(tool) or isinstance(args.get("command"), str) or isinstance(args.get("cmd"), str)
 
 
 _POLL_COMMAND: Final = lazy_compile(

@@ -264,8 +264,7 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
         error_retry(threshold=3),
         feedback_repeat(threshold=4, reply_threshold=3),
         no_progress(seen_threshold=4, empty_threshold=4),
-        failure_streak(empty=True),
-        test_fix_cycle(),
+        failure_streak(empty=True, news=True),
         similar_text(
             metric="jaccard", threshold=0.85, window=5, mode="consecutive", history=5, max_chars=2000, sketch=48
         ),
@@ -287,7 +286,6 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
         "no_progress": Ladder.of(nudge=3),
         "no_effect": Ladder.of(nudge=5),
         "failure_streak": Ladder.of(nudge=6),
-        "test_fix": Ladder.of(nudge=3),
         "similar_text": Ladder.of(nudge=3),
         "chanting": Ladder.of(nudge=5),
         "monologue": Ladder.of(nudge=4),

@@ -25,6 +25,7 @@ __all__ = [
     "moves_relatively",
     "query_hashes",
     "reads_only",
+    "runs_code",
     "same_query",
     "same_search",
     "scope_overlaps",
@@ -66,6 +67,19 @@ def ignored_keys(tool: str, args: Mapping[str, Any]) -> frozenset[str]:
 
 
 _READ_COMMANDS: Final = frozenset({"view", "read", "show", "list", "cat"})
+
+
+_CODE_TOOLS: Final = frozenset(
+    {
+        "python", "python_execute", "execute_python", "run_python", "ipython", "execute_ipython_cell",
+        "code_interpreter", "code_execution", "run_code", "execute_code", "jupyter", "notebook", "javascript", "node",
+    }
+)  # fmt: skip
+
+
+def runs_code(tool: str) -> bool:
+    """Does the tool run a piece of code it is given (a Python cell, a script)? What the code changes is unknown."""
+    return tool.lower() in _CODE_TOOLS
 
 
 _MOVES: Final = frozenset({"cd", "pushd", "popd"})

@@ -8,6 +8,7 @@ They never read a clock, a file or the network, and never import their driver.
 from __future__ import annotations
 
 import binascii
+import re
 import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
@@ -153,6 +154,28 @@ def line_hashes(step: Step) -> frozenset[int]:
     cached = step.extra.get("lines")
     if cached is None:
         cached = step.extra["lines"] = frozenset(map(zlib.crc32, lines_of(masked_of(step)))) - {EMPTY_LINE}
+    return cached
+
+
+_WORD: Final = re.compile(r"[^\W_]+")
+
+
+def argument_words(step: Step, limit: int = 64) -> frozenset[int]:
+    """CRC-32s of the lowercased words in a call's argument values (keys aside; the first 600 characters of each
+    string), computed once per step: what two calls have to share to be the same action in other words."""
+    cached = step.extra.get("argument_words")
+    if cached is None:
+        texts = []
+        for value in (step.projected if step.projected is not None else step.args or {}).values():
+            if isinstance(value, str):
+                texts.append(value[:600])
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                texts.append(str(value))
+            elif value is not None:
+                texts.append(canonical_json(value)[:600])
+        words = _WORD.findall(" ".join(texts).lower())
+        hashes = dict.fromkeys(zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in words)
+        cached = step.extra["argument_words"] = frozenset(list(hashes)[:limit])
     return cached
 
 

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import re
+import zlib
 from typing import Any, Final
 
 from .._lazy_re import lazy_compile
 from ..fingerprint import error_signature, preview, word_hashes
-from ..tools import batch_items, query_hashes, search_query, search_scopes
-from .base import Detector, Finding, State, Step, masked_of, mutates, polls, push, sketch_of, sketch_similarity
+from ..tools import batch_items, query_hashes, runs_code, search_query, search_scopes
+from .base import (
+    Detector,
+    Finding,
+    State,
+    Step,
+    argument_words,
+    masked_of,
+    mutates,
+    polls,
+    push,
+    searches,
+    sketch_of,
+    sketch_similarity,
+)
 from .progress import fruitless
 
 _FILE_OPS: Final = lazy_compile(r"^\s*(cat|echo|sed|printf|tee|head|tail|awk)\b")
@@ -64,35 +79,56 @@ def _jaccard(a: str, b: str) -> float:
 
 
 class ErrorRetryDetector(Detector):
-    """The same tool failing again and again with the same (or an equivalent) error, whatever its arguments.
+    """The same action of a tool failing again and again with the same (or an equivalent) error.
 
     "Tool" is the tool key: for shell-like tools, the program run (``bash:python``, ``bash:cd``...). Errors
     are equivalent when their words (volatile parts such as timestamps, hex ids and temp paths ignored) overlap by
     at least ``similarity``; a streak may alternate between two such errors (a second error counts on its own
     until the first one comes back: A, B, B is two Bs after an A, A, B, A is three alternating failures). Calls
     to other tools in between do not end a streak (the agent looks around, then retries the same thing); a
-    success of the same tool, a third kind of error, or ``gap`` steps without a failure of that tool do. After
-    a change (an edit, an
-    install) that worked, what fails next starts afresh (the same failure after each of several changes is the
-    rerun rule's business); after one that failed, only the very same failure counts. Reported on the result
-    completing each retry, and (blockable) on the call that would make the ``threshold``-th attempt when it
-    repeats the last failing call exactly with nothing changed in between.
+    success of the same tool, a third kind of error, or ``gap`` steps without a failure of that tool do.
+
+    The same action is a call whose argument values share at least ``variant_similarity`` of their words with the
+    last failing call's (the same command, the same edit re-indented): such retries are reported from the
+    second failure on (the default preset nudges at three) and are hard evidence. A *variant* (other arguments,
+    another escaping, another flag) failing with an equivalent error is the agent trying things: a streak with
+    variants is reported from ``variants`` failures, and never as hard evidence. An action of the tool with other
+    arguments (less than half their words shared) failing in its own way starts a new streak; the very same error
+    whatever the arguments (a shell refusing prose sent as a command) continues it.
+
+    After a call that may have changed something (an edit, an install, a command line that is not a look-up or a
+    wait) worked, what fails next starts afresh (the same failure after each of several changes is the rerun rule's
+    business); after one that failed, only the very same failure counts.
+    Reported on the result completing each retry, and (blockable) on the call that would make the
+    ``threshold``-th attempt when it repeats the last failing call exactly with nothing changed in between.
     """
 
     name = "error_retry"
     kinds = frozenset({"call", "result"})
     patterns = ("error_retry",)
     reset_on_user = False  # the same call failing the same way after a user reply is still a retry
-    optional_state = frozenset({"change"})  # snapshots taken before changes that worked ended a streak
+    optional_state = frozenset({"change", "actions"})  # snapshots taken before changes and actions were kept
 
-    def __init__(self, *, threshold: int = 3, similarity: float = 0.5, gap: int = 16, tools: int = 4) -> None:
+    def __init__(
+        self,
+        *,
+        threshold: int = 3,
+        similarity: float = 0.5,
+        gap: int = 16,
+        tools: int = 4,
+        variant_similarity: float = 0.9,
+        variants: int = 5,
+    ) -> None:
         self.threshold = threshold
         self.similarity = similarity
         self.gap = gap
         self.tools = tools
+        self.variant_similarity = variant_similarity
+        self.variants = variants
 
     def new_state(self) -> State:
-        return {"streaks": {}, "shapes": {}, "change": None}
+        # shapes: tool key -> the fingerprint of its last call; actions: tool key -> its argument words
+        return {"streaks": {}, "shapes": {}, "change": None, "actions": {}}
 
     def load_state(self, data: dict[str, Any]) -> State:
         state = super().load_state(data)
@@ -108,7 +144,11 @@ class ErrorRetryDetector(Detector):
         streaks: dict[str, State] = state["streaks"]
         key = step.tool_key or step.tool or "?"
         if step.kind == "call":
-            change = mutates(step)
+            # a call that may change something: a known change, or a command line (or code) that is not a look-up or
+            # a wait (a `git submodule update`, a build step, a script run before the retry); a named tool is known
+            # by its name
+            runs_program = (step.tool_key is not None and step.tool_key != step.tool) or runs_code(step.tool or "")
+            change = mutates(step) or (runs_program and not (searches(step) or polls(step)))
             state["change"] = step.index if change else None
             if streaks and change:
                 for other_key, other in streaks.items():
@@ -117,8 +157,12 @@ class ErrorRetryDetector(Detector):
             shape = step.call_fp or ""
             same_shape = shapes.pop(key, None) == shape
             shapes[key] = shape
-            while len(shapes) > self.tools:
-                del shapes[next(iter(shapes))]
+            actions: dict[str, list[int]] = state["actions"]
+            actions.pop(key, None)
+            actions[key] = sorted(argument_words(step))
+            for table in (shapes, actions):
+                while len(table) > self.tools:
+                    del table[next(iter(table))]
             streak = streaks.get(key)
             if streak is None or step.index - streak["last"] > self.gap or streak["mut"]:
                 return None
@@ -138,14 +182,27 @@ class ErrorRetryDetector(Detector):
         if not step.failed or not (step.output or "").strip():
             streaks.pop(key, None)
             return None
-        streak = self._join(streaks, key, step)
-        return self._finding(key, streak, step, blockable=False) if _counted(streak)[0] >= 2 else None
+        streak = self._join(streaks, key, step, state["actions"].get(key))
+        failures = _counted(streak)[0]
+        if failures < 2 or (streak.get("variants") and failures < self.variants):
+            return None
+        return self._finding(key, streak, step, blockable=False)
 
-    def _join(self, streaks: dict[str, State], key: str, step: Step) -> State:
+    def _join(self, streaks: dict[str, State], key: str, step: Step, action: list[int] | None) -> State:
         words = error_words(masked_of(step))
         where = step.call_index if step.call_index is not None else step.index
         streak = streaks.pop(key, None)
         if streak is not None and step.index - streak["last"] > self.gap:
+            streak = None
+        variant = streak is not None and not _same_action(action, streak.get("action"), self.variant_similarity)
+        if (
+            variant
+            and streak is not None
+            and not _same_action(action, streak.get("action"))
+            and step.outcome_fp not in streak["outcomes"]
+        ):
+            # another action of the tool failing in its own way (another class not found, another package missing):
+            # not a retry. The very same error whatever the arguments (a shell refusing the same mistake) still is.
             streak = None
         if streak is not None and streak["mut"]:
             # something was changed since the last failure: only the very same outcome is no progress
@@ -166,6 +223,8 @@ class ErrorRetryDetector(Detector):
             streak = {"n": 0, "start": where, "idx": [], "classes": [words], "outcomes": [], "switch": None}
         streak["error"] = excerpt_of(step)  # the latest failure is the one to quote
         streak["mut"] = False
+        streak["action"] = action
+        streak["variants"] = bool(streak.get("variants")) or variant
         if step.outcome_fp not in streak["outcomes"]:
             push(streak["outcomes"], step.outcome_fp, 4)
         streak["n"] += 1
@@ -195,7 +254,8 @@ class ErrorRetryDetector(Detector):
                 "failures": failures,
             },
             blockable=blockable,
-            hard=True,  # no change worked since the first failure: the same attempt failing the same way
+            # no change worked since the first failure, and the same attempt failed the same way each time
+            hard=not streak.get("variants"),
         )
 
 
@@ -208,6 +268,10 @@ class FailureStreakDetector(Detector):
     there, in turns). A change (an edit, a write: silent when it works), a wait or an ``echo`` that works ends
     the streak like any result with something in it; one that fails counts as a failure.
 
+    With ``news=True`` an error unlike every earlier error of the streak (less than ``similarity`` of its words
+    shared) is news, something learned: it neither counts nor ends the streak. What counts is finding nothing and
+    failing the way one already failed: a setup that meets a new error at each step is moving.
+
     When every failure in the streak came from a shell file operation (cat, echo, sed...), the finding
     says so (``file_ops``) so the message can point to the proper file tools.
     """
@@ -215,16 +279,22 @@ class FailureStreakDetector(Detector):
     name = "failure_streak"
     kinds = frozenset({"call", "result"})
     patterns = ("failure_streak",)
-    optional_state = frozenset({"quiet", "items", "item"})  # snapshots taken before empty results counted
+    optional_state = frozenset({"quiet", "items", "item", "errors"})  # snapshots taken before these were kept
 
-    def __init__(self, *, shell_only: bool = False, empty: bool = False) -> None:
+    def __init__(self, *, shell_only: bool = False, empty: bool = False, news: bool = False, similarity: float = 0.5):
         self.shell_only = shell_only
         self.empty = empty
+        self.news = news
+        self.similarity = similarity
 
     def new_state(self) -> State:
         # quiet: calls whose result may count as empty (not a change, wait or echo), in the order made;
-        # items: what those calls look for and where ({call index: [places, query]}); item: the last empty one's
-        return {"n": 0, "start": None, "idx": [], "file_ops": True, "last": "", "quiet": [], "items": {}, "item": None}
+        # items: what those calls look for and where ({call index: [places, query]}); item: the last empty one's;
+        # errors: sketches of the streak's distinct errors (the last four)
+        return {
+            "n": 0, "start": None, "idx": [], "file_ops": True, "last": "", "quiet": [], "items": {}, "item": None,
+            "errors": [],
+        }  # fmt: skip
 
     def load_state(self, data: dict[str, Any]) -> State:
         state = super().load_state(data)
@@ -255,12 +325,20 @@ class FailureStreakDetector(Detector):
         empty = not step.failed and answers_quiet and fruitless(step)
         item = items.pop(str(call), None)
         if not (step.failed or empty) or (self.shell_only and not shell):
-            state.update(n=0, start=None, idx=[], file_ops=True, item=None)
+            state.update(n=0, start=None, idx=[], file_ops=True, item=None, errors=[])
             return None
         if empty:
             previous, state["item"] = state["item"], item
             if previous is not None and item is not None and batch_items(*item, *previous):
                 return None  # the same thing looked for in one place after another: a batch, not a dead end
+        elif self.news:
+            words = error_words(masked_of(step))
+            errors: list[str] = state["errors"]
+            known = any(_jaccard(words, other) >= self.similarity for other in errors)
+            if not known:
+                push(errors, words, 4)
+                if state["n"]:
+                    return None  # a new error: something learned, not one more dead end
         if state["n"] == 0:
             state["start"] = step.call_index
         state["n"] += 1
@@ -354,6 +432,18 @@ class TestFixDetector(Detector):
         )
 
 
+def _same_action(action: list[int] | None, other: list[int] | None, similarity: float = 0.5) -> bool:
+    """Is a failing call the same action as the streak's last: the words of their argument values overlap by at
+    least ``similarity``, or differ in two words at most among three or more shared (``--try 1`` for ``--try 0``,
+    another line number)?
+    Unknown (a streak saved before actions were kept, a result without its call, no arguments): yes."""
+    if not action or not other:
+        return True
+    a, b = set(action), set(other)
+    shared = len(a & b)
+    return (len(a ^ b) <= 2 and shared >= 3) or shared / len(a | b) >= similarity
+
+
 def _counted(streak: State) -> tuple[int, int, bool]:
     """(failures, where they began, alternating?) of an error-retry streak: after a switch to a second error
     only the failures since, until the first error comes back (``switch`` is missing from streaks saved
@@ -364,14 +454,31 @@ def _counted(streak: State) -> tuple[int, int, bool]:
     return streak["n"], streak["start"], len(streak["classes"]) > 1
 
 
-def error_retry(*, threshold: int = 3, similarity: float = 0.5, gap: int = 16, tools: int = 4) -> ErrorRetryDetector:
+def error_retry(
+    *,
+    threshold: int = 3,
+    similarity: float = 0.5,
+    gap: int = 16,
+    tools: int = 4,
+    variant_similarity: float = 0.9,
+    variants: int = 5,
+) -> ErrorRetryDetector:
     """The error-retry detector (see :class:`ErrorRetryDetector`)."""
-    return ErrorRetryDetector(threshold=threshold, similarity=similarity, gap=gap, tools=tools)
+    return ErrorRetryDetector(
+        threshold=threshold,
+        similarity=similarity,
+        gap=gap,
+        tools=tools,
+        variant_similarity=variant_similarity,
+        variants=variants,
+    )
 
 
-def failure_streak(*, shell_only: bool = False, empty: bool = False) -> FailureStreakDetector:
+def failure_streak(
+    *, shell_only: bool = False, empty: bool = False, news: bool = False, similarity: float = 0.5
+) -> FailureStreakDetector:
     """The consecutive-failure detector (see :class:`FailureStreakDetector`)."""
-    return FailureStreakDetector(shell_only=shell_only, empty=empty)
+    return FailureStreakDetector(shell_only=shell_only, empty=empty, news=news, similarity=similarity)
 
 
 def test_fix_cycle() -> TestFixDetector:
@@ -391,23 +498,41 @@ class FeedbackRepeatDetector(Detector):
     has not changed): it is reported from ``reply_threshold`` attempts on (``reply_threshold - 1``
     complaints before it). A call may be the fix, and a reply without code (a story told on, "continue" after
     "continue") is a conversation: they wait for ``threshold``. ``None`` (the default) treats all alike.
+
+    Attempts that differ from each other (less than ``variant_similarity`` of their words shared: another patch
+    after "the patch did not resolve the issue, try again") are the agent trying things, as an error retried with
+    other arguments is: a streak of such variants is reported from ``variants`` attempts.
     """
 
     name = "feedback_repeat"
     kinds = frozenset({"call", "result", "message"})
     patterns = ("error_retry",)
     reset_on_user = False
-    optional_state = frozenset({"words"})  # snapshots taken before complaints were compared by their words
+    optional_state = frozenset({"words", "attempt", "variants"})  # snapshots taken before these were kept
 
-    def __init__(self, *, threshold: int = 3, reply_threshold: int | None = None, similarity: float = 0.8) -> None:
-        if threshold < 2 or (reply_threshold is not None and reply_threshold < 2):
-            raise ValueError("threshold and reply_threshold must be at least 2")
+    def __init__(
+        self,
+        *,
+        threshold: int = 3,
+        reply_threshold: int | None = None,
+        similarity: float = 0.8,
+        variant_similarity: float = 0.5,
+        variants: int = 5,
+    ) -> None:
+        if threshold < 2 or (reply_threshold is not None and reply_threshold < 2) or variants < 2:
+            raise ValueError("threshold, reply_threshold and variants must be at least 2")
         self.threshold = threshold
         self.reply_threshold = reply_threshold
         self.similarity = similarity
+        self.variant_similarity = variant_similarity
+        self.variants = variants
 
     def new_state(self) -> State:
-        return {"sig": None, "n": 0, "start": None, "last_action": None, "text": "", "idx": [], "words": ""}
+        # attempt: the words of the last attempt; variants: did the streak's attempts differ from each other?
+        return {
+            "sig": None, "n": 0, "start": None, "last_action": None, "text": "", "idx": [], "words": "",
+            "attempt": None, "variants": False,
+        }  # fmt: skip
 
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind == "message" and step.role == "user":
@@ -417,19 +542,31 @@ class FeedbackRepeatDetector(Detector):
             if signature != state["sig"] and not (
                 state["words"] and _jaccard(words, state["words"]) >= self.similarity
             ):
-                state.update(sig=signature, n=0, start=state["last_action"], idx=[], words=words)
+                state.update(sig=signature, n=0, start=state["last_action"], idx=[], words=words, variants=False)
                 state["text"] = preview(step.text or "", 160)
             state["n"] += 1
             return None
         acting = step.kind == "call" or (step.kind == "message" and step.role == "assistant")
         if step.kind == "result" and not step.failed:
-            state.update(sig=None, n=0, start=None, idx=[], words="")
+            state.update(sig=None, n=0, start=None, idx=[], words="", variants=False)
         if not acting:
             return None
         state["last_action"] = step.index
         push(state["idx"], step.index, 8)
+        attempt = _attempt_words(step)
+        previous = state["attempt"]
+        if (
+            state["sig"] is not None
+            and attempt is not None
+            and previous is not None
+            and not _same_action(attempt, previous, self.variant_similarity)
+        ):
+            state["variants"] = True
+        state["attempt"] = attempt
         unrun = step.kind == "message" and "```" in (step.text or "")  # an action written out, not made
         threshold = self.reply_threshold if unrun and self.reply_threshold is not None else self.threshold
+        if state["variants"]:
+            threshold = max(threshold, self.variants)
         if state["sig"] is None or state["n"] + 1 < threshold:
             return None
         n = state["n"] + 1
@@ -451,7 +588,35 @@ class FeedbackRepeatDetector(Detector):
 
 
 def feedback_repeat(
-    *, threshold: int = 3, reply_threshold: int | None = None, similarity: float = 0.8
+    *,
+    threshold: int = 3,
+    reply_threshold: int | None = None,
+    similarity: float = 0.8,
+    variant_similarity: float = 0.5,
+    variants: int = 5,
 ) -> FeedbackRepeatDetector:
     """The repeated-feedback detector (see :class:`FeedbackRepeatDetector`)."""
-    return FeedbackRepeatDetector(threshold=threshold, reply_threshold=reply_threshold, similarity=similarity)
+    return FeedbackRepeatDetector(
+        threshold=threshold,
+        reply_threshold=reply_threshold,
+        similarity=similarity,
+        variant_similarity=variant_similarity,
+        variants=variants,
+    )
+
+
+_WORDS: Final = lazy_compile(r"[^\W_]+")
+_FENCED: Final = lazy_compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
+
+
+def _attempt_words(step: Step, limit: int = 128) -> list[int] | None:
+    """What an attempt does, as sorted word hashes: a call's argument values, or the code a reply writes out (its
+    fenced blocks); ``None`` for a reply without code (talk, not an action to compare)."""
+    if step.kind == "call":
+        return sorted(argument_words(step))
+    text = step.text or ""
+    if "```" not in text:
+        return None
+    code = " ".join(_FENCED.findall(text[:8_000]))
+    words = dict.fromkeys(_WORDS.findall(code.lower()))
+    return sorted({zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in list(words)[:limit]})

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..fingerprint import preview
-from ..tools import scope_overlaps, search_scopes
-from .base import Detector, Finding, State, Step, mutates, polls, push, searches
+from ..tools import batch_items, same_query, scope_overlaps, search_scopes
+from .base import Detector, Finding, State, Step, argument_words, mutates, polls, push, searches
 
 
 class RerunDetector(Detector):
@@ -34,6 +34,7 @@ class RerunDetector(Detector):
     name = "rerun"
     kinds = frozenset({"call", "result"})
     patterns = ("no_effect",)
+    optional_state = frozenset({"versions"})  # snapshots taken before versions of a call were counted
 
     def __init__(self, *, threshold: int = 3, calls: int = 4) -> None:
         if threshold < 2 or calls < 1:
@@ -44,16 +45,24 @@ class RerunDetector(Detector):
     def new_state(self) -> State:
         # runs: call fingerprint -> [outcome fingerprint, runs counted, changed since?, first run, last runs,
         #                            the paths the run names (the script or test it runs)]
-        # pending: [index of the call awaiting its result, does it change something?]
-        return {"runs": {}, "pending": None}
+        # versions: tool key -> [outcome fingerprint, versions counted, argument words, places, first, last runs]
+        # pending: [index of the call awaiting its result, does it change something?, its argument words, places]
+        return {"runs": {}, "pending": None, "versions": {}}
 
     def load_state(self, data: dict[str, Any]) -> State:
         state = super().load_state(data)
         runs, pending = state["runs"], state["pending"]
         if not isinstance(runs, dict):
             raise ValueError("rerun: runs must be an object")
-        if pending is not None and not (isinstance(pending, list) and len(pending) == 2 and type(pending[0]) is int):
-            raise ValueError(f"rerun: pending must be [index, changes?] or null, got {pending!r}")
+        if pending is not None and not (
+            isinstance(pending, list) and len(pending) in (2, 4) and type(pending[0]) is int
+        ):
+            raise ValueError(f"rerun: pending must be [index, changes?, words, places] or null, got {pending!r}")
+        for version in state["versions"].values():
+            if not (isinstance(version, list) and len(version) == 6 and type(version[1]) is int):
+                raise ValueError(
+                    f"rerun: a version must be [outcome, count, words, places, first, indices], got {version!r}"
+                )
         for run in runs.values():  # runs saved before their targets were kept have five fields
             if not (isinstance(run, list) and len(run) in (5, 6) and type(run[1]) is int and type(run[2]) is bool):
                 raise ValueError(f"rerun: a run must be [outcome, count, changed, first, indices, paths], got {run!r}")
@@ -69,7 +78,11 @@ class RerunDetector(Detector):
             if searches(step) and state["runs"]:
                 self._investigated(state, step)
             counted = changes or not (searches(step) or polls(step))
-            state["pending"] = [step.index, changes] if counted else None
+            if counted and not changes:
+                places = [p for p in search_scopes(step.tool or "", step.args or {}, step.command) if p not in ".."]
+                state["pending"] = [step.index, False, sorted(argument_words(step)), places]
+            else:
+                state["pending"] = [step.index, changes] if counted else None
             return None
         pending = state["pending"]
         if pending is None or step.call_index != pending[0]:
@@ -80,7 +93,8 @@ class RerunDetector(Detector):
                 for run in state["runs"].values():
                     run[2] = True
             return None
-        return self._result(state, step)
+        versions = self._versions(state, step, pending[2], pending[3]) if len(pending) == 4 else None
+        return self._result(state, step) or versions
 
     def _investigated(self, state: State, step: Step) -> None:
         """A look at what a run runs (the script or test it names) is the investigation its sameness called for:
@@ -92,6 +106,41 @@ class RerunDetector(Detector):
             targets = run[5] if len(run) > 5 else []
             if any(scope_overlaps(a, b) for a in places for b in targets):
                 del state["runs"][key]
+
+    def _versions(self, state: State, step: Step, words: list[int], places: list[str]) -> Finding | None:
+        """Another version of the same action (its arguments changed, most of their words kept: a rewritten script,
+        a re-escaped filter) giving the very same result as the last: the change did not reach what matters. A
+        version that looks at other files than the last (one input after another) is a batch, not a version."""
+        versions: dict[str, list[Any]] = state["versions"]
+        key = step.tool_key or step.tool or ""
+        version = versions.pop(key, None)
+        same = version is not None and version[0] == step.outcome_fp
+        if same and version is not None and words != version[2]:
+            other = version[2]
+            alike = same_query(words, other) and not batch_items(places, [], version[3], [])
+            if alike:
+                version[1] += 1
+                push(version[5], step.call_index, 8)
+            else:
+                same = False
+        if not same or version is None:
+            version = [step.outcome_fp, 1, words, places, step.call_index, [step.call_index]]
+        version[2], version[3] = words, places
+        versions[key] = version
+        while len(versions) > self.calls:
+            del versions[next(iter(versions))]
+        count: int = version[1]
+        if count < self.threshold:
+            return None
+        return Finding(
+            pattern="no_effect",
+            count=count,
+            key=f"versions:{key}:{version[4]}",
+            loop_start=version[4],
+            reason=f"{count} versions of the {step.tool} call in a row gave the very same result",
+            indices=tuple(version[5]),
+            facts={"tool": step.tool, "result": preview(step.output or "", 120) or "empty"},
+        )
 
     def _result(self, state: State, step: Step) -> Finding | None:
         runs: dict[str, list[Any]] = state["runs"]
