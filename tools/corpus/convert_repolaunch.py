@@ -422,7 +422,10 @@ def main(argv: list[str] | None = None) -> int:
             outcome: dict[str, Any] = {"completed": None, "organize_completed": None, "exception": None}
             outcome["result_json"] = "absent"
         else:
-            outcome = outcomes[inst.result.path]
+            outcome = dict(outcomes[inst.result.path])
+        # the phase's own success is the run's outcome (what `loopwatch eval` reads as "resolved")
+        phase_done = outcome.get("completed" if phase == "setup" else "organize_completed")
+        outcome["resolved"] = phase_done if isinstance(phase_done, bool) else None
         config = configs.get(inst.lang, {})
         model = str(config.get("model_config", {}).get("model", "")).removeprefix("azure/") or None
         repo = inst.name.rsplit("-", 1)[0].replace("__", "/", 1)
