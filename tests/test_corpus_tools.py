@@ -1,7 +1,6 @@
 """Tests of the corpus tools against small git repositories laid out like the real sources.
 
-Run with ``python3 tools/corpus/test_corpus_tools.py`` (standard library only) or
-``.venv/bin/pytest tools/corpus/test_corpus_tools.py``. Each test builds a real git repository in a temporary
+Part of ``make test``; also runs alone with ``python3 tests/test_corpus_tools.py`` (standard library only). Each test builds a real git repository in a temporary
 directory (plain ``git`` commands), runs a converter's ``main`` on it exactly as from the command line, and
 checks the written trajectories step by step, the skip messages for broken files and the summary counts.
 """
@@ -20,7 +19,7 @@ import unittest
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "tools" / "corpus"
 sys.path.insert(0, str(HERE))
 
 import check_corpus  # noqa: E402
