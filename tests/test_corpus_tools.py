@@ -1,8 +1,9 @@
 """Tests of the corpus tools against small git repositories laid out like the real sources.
 
-Part of ``make test``; also runs alone with ``python3 tests/test_corpus_tools.py`` (standard library only). Each test builds a real git repository in a temporary
-directory (plain ``git`` commands), runs a converter's ``main`` on it exactly as from the command line, and
-checks the written trajectories step by step, the skip messages for broken files and the summary counts.
+Part of ``make test``; also runs alone with ``python3 tests/test_corpus_tools.py`` (standard library only). Each
+test builds a real git repository in a temporary directory (plain ``git`` commands), runs a converter's ``main``
+on it exactly as from the command line, and checks the written trajectories step by step, the skip messages for
+broken files and the summary counts.
 """
 
 from __future__ import annotations
