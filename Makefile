@@ -37,8 +37,10 @@ test: lint typecheck unit
 
 CORPUS ?= ../shared/corpus
 
+# the shared corpus next to the repository and the runs added in corpus/, each with its dev labels
 eval: $(STAMP_DEMO)
-	$(BIN)/loopwatch eval $(CORPUS)/*.jsonl.gz --labels $(CORPUS)/labels/dev.jsonl \
+	$(BIN)/loopwatch eval $(CORPUS)/*.jsonl.gz corpus/*.jsonl.gz \
+		--labels $(CORPUS)/labels/dev.jsonl --labels corpus/labels/dev.jsonl \
 		--compare default-lexical jaccard-turns call-cycles ralph doom-loop behavioral
 
 bench: $(STAMP_TEST)

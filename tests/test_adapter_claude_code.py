@@ -30,7 +30,7 @@ from loopwatch.verdict import Verdict
 MODULE = "loopwatch.adapters.claude_code"
 REPEAT_STOP = (
     "loopwatch: LOOP_DETECTED (repeat): Bash called 8 times in a row with the same arguments and no new result"
-    " (after 1 nudge at step 5 went unheeded)"
+    " (after 1 nudge at step 5 went unheeded); refused 3 times and called again each time"
 )
 CYCLE_STOP = (
     "loopwatch: LOOP_DETECTED (cycle): the same 2-call sequence repeated 7 times"
@@ -211,7 +211,8 @@ def test_the_same_bash_call_again_and_again_is_nudged_then_denied_then_stopped(
             "hookEventName": "PreToolUse",
             "permissionDecision": "deny",
             "permissionDecisionReason": "Stopping this run: Bash called 8 times in a row with the same arguments "
-            "and no new result. The loop was not going to end by itself.",
+            "and no new result (after 1 nudge at step 5 went unheeded); refused 3 times and called again each "
+            "time. The loop was not going to end by itself.",
         },
     }
     assert claude.user_sees == [REPEAT_STOP]

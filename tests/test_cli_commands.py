@@ -117,6 +117,23 @@ def test_eval_prints_metrics_missed_episodes_and_false_alarms(
 
 
 @needs_corpus
+def test_eval_reads_several_label_files_and_refuses_a_run_labelled_twice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs, labels = _subset(tmp_path, 12)
+    lines = labels.read_text(encoding="utf-8").splitlines()
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text("\n".join(lines[:5]) + "\n", encoding="utf-8")
+    second.write_text("\n".join(lines[5:]) + "\n", encoding="utf-8")
+    code, whole, _ = run(capsys, "eval", str(runs), "--labels", str(labels), "--json")
+    code, split, err = run(capsys, "eval", str(runs), "--labels", str(first), "--labels", str(second), "--json")
+    assert code == 0, err
+    assert json.loads(split)["overall"] == json.loads(whole)["overall"]
+    code, _, err = run(capsys, "eval", str(runs), "--labels", str(labels), "--labels", str(second))
+    assert code == 2 and "labelled in another labels file too" in err
+
+
+@needs_corpus
 def test_eval_compares_presets_side_by_side(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     runs, labels = _subset(tmp_path, 12)
     code, out, err = run(capsys, "eval", str(runs), "--labels", str(labels), "--compare", "doom-loop", "behavioral")

@@ -248,6 +248,9 @@ INVALID: list[tuple[dict[str, Any], str | None, str]] = [
     ({"ignore_keys": "task_progress"}, "ignore_keys", "expected a list of strings"),
     ({"ignore_keys": ["a", 1]}, "ignore_keys", "expected a list of strings"),
     ({"reset_on_user": 1}, "reset_on_user", "expected a boolean (true or false), got 1 (integer)"),
+    ({"hard_evidence": "yes"}, "hard_evidence", "expected a boolean"),
+    ({"stop_after_refusals": 0}, "stop_after_refusals", "expected a positive integer or false, got 0"),
+    ({"stop_after_refusals": True}, "stop_after_refusals", "positive integer or false, got true"),
     ({"ladders": 3}, "ladders", "expected a table"),
     # ladders
     ({"ladders": {"repeat": {"nudge": True}}}, "ladders.repeat.nudge", "got true (boolean)"),
@@ -520,3 +523,10 @@ def test_a_detector_override_keeps_the_rephrase_rule_s_embedder() -> None:
     assert rule.count == 4 and rule.similarity == "embedding"  # the test extra installs `semantic`
     assert repr(rule).endswith("embedder=all-MiniLM-L6-v2)")
     assert rule.threshold == 0.95 and rule.message_threshold == 0.8 and rule.reply_threshold == 0.75
+
+
+def test_hard_evidence_and_refusals_are_configurable() -> None:
+    assert config_from_mapping({}).policy().stop_after_refusals == 3
+    policy = config_from_mapping({"hard_evidence": False, "stop_after_refusals": False}).policy()
+    assert policy.hard_evidence is False and policy.stop_after_refusals is None
+    assert config_from_mapping({"stop_after_refusals": 5}).policy().stop_after_refusals == 5

@@ -269,9 +269,12 @@ def test_custom_ladder_per_pattern() -> None:
     guard = Guard(policy=policy)
     events: list[Event] = []
     for _ in range(4):
-        events += [ToolCall("read_file", {"path": "a"}), ToolResult("same", tool="read_file")]
+        events += [ToolCall("read_file", {"path": "a"}), ToolResult("No such file: a", tool="read_file", is_error=True)]
     verdicts = run(guard, events)
-    assert verdicts[2].action == "nudge" and verdicts[6].action == "stop"
+    assert verdicts[2].action == "nudge" and verdicts[6].action == "stop" and verdicts[6].pattern == "repeat"
+    # the same call succeeding the same way is refused at the ladder's stop, not stopped: nothing fails
+    succeeding = [e for _ in range(4) for e in (ToolCall("read_file", {"path": "a"}), ToolResult("same"))]
+    assert run(Guard(policy=policy), succeeding)[6].action == "block"
 
 
 def test_ladders_validate() -> None:

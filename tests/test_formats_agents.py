@@ -91,7 +91,7 @@ def detections(run: Run) -> list[tuple[Verdict, int, int | None]]:
     are indices of the records of the user's file."""
     indices = check_indices(run)
     (report,) = scan_runs(default(), [run])
-    _, verdicts = scan_events(Engine(default()), run.events)  # the same verdicts, in event positions
+    _, verdicts = scan_events(Engine(default(), replay=True), run.events)  # the same verdicts, in event positions
     assert [(v.index, v.loop_start) for v in report.verdicts] == [
         (indices[v.index], None if v.loop_start is None else indices[v.loop_start]) for v in verdicts
     ]

@@ -480,7 +480,7 @@ def test_loop_is_reported_at_record_indices(
     # every detection is the engine's verdict on an event, reported at the record the event came from
     run = read_one(path)
     assert run.indices is not None
-    _, verdicts = scan_events(Engine(preset("default")), run.events)
+    _, verdicts = scan_events(Engine(preset("default"), replay=True), run.events)
     assert [(d["index"], d["action"], d["pattern"]) for d in detections] == [
         (run.indices[v.index], v.action, v.pattern) for v in verdicts
     ]

@@ -48,8 +48,19 @@ def calls_only(verdicts: Sequence[Verdict], events: Sequence[Event]) -> list[Ver
     return [v for v, e in zip(verdicts, events, strict=True) if isinstance(e, ToolCall)]
 
 
-def run(guard: Guard, events: Sequence[Event | dict[str, Any]], session: str = "s") -> list[Verdict]:
-    return [guard.observe(session, e) for e in events]
+def run(
+    guard: Guard, events: Sequence[Event | dict[str, Any]], session: str = "s", *, enforce: bool = False
+) -> list[Verdict]:
+    """Observe ``events`` in order. With ``enforce``, act as a harness that honours a ``block``: the refused call
+    does not run, so its result is never observed (its slot repeats the call's verdict)."""
+    verdicts: list[Verdict] = []
+    for event in events:
+        refused = bool(verdicts) and verdicts[-1].action == "block" and isinstance(events[len(verdicts) - 1], ToolCall)
+        if enforce and refused and isinstance(event, ToolResult):
+            verdicts.append(verdicts[-1])
+        else:
+            verdicts.append(guard.observe(session, event))
+    return verdicts
 
 
 def key(v: Verdict) -> tuple[Any, ...]:
@@ -95,7 +106,7 @@ def mixed_run() -> list[Event]:
 def test_same_call_same_result_nudge_block_stop() -> None:
     guard = Guard()
     events = same_call(9)
-    verdicts = calls_only(run(guard, events), events)
+    verdicts = calls_only(run(guard, events, enforce=True), events)
     actions = [v.action for v in verdicts]
     assert actions[:2] == ["ok", "ok"]
     assert verdicts[2].action == "nudge" and verdicts[2].pattern == "repeat" and verdicts[2].count == 3
@@ -108,6 +119,28 @@ def test_same_call_same_result_nudge_block_stop() -> None:
     assert stop.message and stop.reason
     assert verdicts[8].action == "stop"
     assert verdicts[2].message and "read_file" in verdicts[2].message
+    assert stop.evidence["refusals_ignored"] == 3 and "refused 3 times" in (stop.reason or "")
+
+
+def test_a_refusal_shown_but_not_enforced_and_ignored_still_stops() -> None:
+    # an integration that cannot refuse shows the refusal to the model; the call runs, and the model asks again
+    events = same_call(9)
+    assert [v.action for v in calls_only(run(Guard(), events), events)][4:] == ["block"] * 3 + ["stop"] * 2
+
+
+def test_a_replayed_call_that_succeeds_again_and_again_is_refused_but_not_stopped() -> None:
+    # a recording: its agent never saw a refusal, and the same call keeps succeeding the same way (a padding step,
+    # a no-op). Nothing fails and nothing was ignored: block, never stop
+    events = same_call(14)
+    actions = [v.action for v in calls_only(run(Guard(replay=True), events), events)]
+    assert actions[4:] == ["block"] * 10
+
+
+def test_the_same_failing_call_is_stopped_even_when_refusals_are_not_enforced() -> None:
+    events = same_call(10, output="Traceback (most recent call last):\nFileNotFoundError: src/app.py")
+    verdicts = calls_only(run(Guard(replay=True), events), events)
+    assert [v.action for v in verdicts[4:]] == ["block"] * 5 + ["stop"]
+    assert verdicts[-1].count == 10 and verdicts[-1].evidence["repeated"]["count"] == 10
 
 
 def test_polling_with_changing_results_is_never_stopped() -> None:
@@ -191,7 +224,7 @@ def _cd_srcc(n: int) -> list[Event]:
 def test_the_same_failing_command_is_caught_by_the_third_attempt() -> None:
     guard = Guard()
     events = _cd_srcc(8)
-    verdicts = run(guard, events)
+    verdicts = run(guard, events, enforce=True)
     assert all(v.ok for v in verdicts[:4])
     assert not verdicts[4].ok or not verdicts[5].ok
     assert verdicts[-2].action == "stop"
@@ -320,7 +353,7 @@ def test_reset_event_and_guard_reset() -> None:
 
 def test_guard_reset_clears_a_stop() -> None:
     guard = Guard()
-    verdicts = run(guard, same_call(8))
+    verdicts = run(guard, same_call(8), enforce=True)
     assert verdicts[-2].action == "stop"
     guard.reset("s")
     assert guard.observe("s", ToolCall("read_file", {"path": "src/app.py"})).ok
@@ -329,7 +362,7 @@ def test_guard_reset_clears_a_stop() -> None:
 def test_after_a_stop_every_event_gets_the_same_stop_and_no_new_audit() -> None:
     sink = MemorySink()
     guard = Guard(sinks=[sink])
-    verdicts = run(guard, same_call(8))
+    verdicts = run(guard, same_call(8), enforce=True)
     stop = verdicts[-2]
     assert stop.action == "stop"
     assert sink.events().count("loop.stop") == 1 and sink.events().count("session.terminated") == 1
@@ -612,7 +645,7 @@ def test_memory_sink_gets_nudge_block_stop_records() -> None:
     assert record["session"] == "s"
     assert record["action"] == "nudge" and record["pattern"] == "repeat" and record["count"] == 3
     assert record["index"] == 4
-    run(guard, same_call(5))
+    run(guard, same_call(5), enforce=True)
     assert sink.events() == ["loop.nudge", "loop.block", "loop.block", "loop.block", "loop.stop", "session.terminated"]
     stop, terminated = sink.records[-2], sink.records[-1]
     assert stop["status"] == "LOOP_DETECTED" == terminated["status"]
@@ -624,7 +657,7 @@ def test_jsonl_sink_redacts_secrets_in_args(tmp_path: Path) -> None:
     sink = JsonlAuditSink(path, fsync=False)
     guard = Guard(sinks=[sink])
     args = {"url": "https://api.example.com/v1", "api_key": SECRET}
-    run(guard, same_call(8, "http_get", args, "HTTP 500"))
+    run(guard, same_call(8, "http_get", args, "HTTP 500"), enforce=True)
     sink.close()
     lines = path.read_text().splitlines()
     records = [json.loads(line) for line in lines]

@@ -13,9 +13,15 @@ from loopwatch.events import Event
 from loopwatch.fingerprint import is_mutation, is_search
 
 
-def _run(events: list[Event], guard: Guard | None = None) -> list[Verdict]:
+def _run(events: list[Event], guard: Guard | None = None, *, enforce: bool = False) -> list[Verdict]:
+    """Observe ``events``; with ``enforce``, as a harness that honours a block: a refused call's result never comes."""
     guard = guard or Guard(clock=None)
-    return [guard.observe("s", event) for event in events]
+    verdicts: list[Verdict] = []
+    for event in events:
+        if enforce and isinstance(event, ToolResult) and verdicts and verdicts[-1].action == "block":
+            continue
+        verdicts.append(guard.observe("s", event))
+    return verdicts
 
 
 def _actions(verdicts: list[Verdict]) -> set[str]:
@@ -84,7 +90,8 @@ def test_the_very_same_edit_again_and_again_is_still_a_loop() -> None:
     events: list[Event] = []
     for n in range(9):
         events += _call("edit", edit, f"[File: a.py ({10 + n} lines total)]\n1:import json", n)
-    assert "stop" in _actions(_run(events))
+    assert "block" in _actions(_run(events))  # refused: the very same change again
+    assert "stop" in _actions(_run(events, enforce=True))  # and stopped when the refusals are ignored
 
 
 # -- what counts as the same ----------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from .evaluation import (
     sweep_table,
 )
 from .explain import explain_run, explanation_json
-from .metrics import LabelError, parse_labels
+from .metrics import Label, LabelError, parse_labels
 from .policy import Policy
 from .presets import PRESETS
 from .readers import FORMATS, Run, read_runs
@@ -65,7 +65,13 @@ def _parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser("eval", help="measure detection against labels (FORMAT.md sections 4 and 5)")
     _inputs(evaluate)
-    evaluate.add_argument("--labels", required=True, metavar="FILE", help="labels, one JSON object per line")
+    evaluate.add_argument(
+        "--labels",
+        required=True,
+        action="append",
+        metavar="FILE",
+        help="labels, one JSON object per line (repeat the option to read several files)",
+    )
     evaluate.add_argument("--json", action="store_true", help="the metrics as JSON")
     evaluate.add_argument("--compare", nargs="+", metavar="PRESET", help="presets to put side by side")
     evaluate.add_argument(
@@ -312,8 +318,14 @@ def _rich_summary(rows: list[tuple[str, Any]], worst: list[RunDigest], out: Text
 
 
 def _eval(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors: _Errors) -> int:
-    with open(args.labels, encoding="utf-8") as handle:
-        labels = parse_labels(handle)
+    labels: dict[str, Label] = {}
+    for path in args.labels:
+        with open(path, encoding="utf-8") as handle:
+            more = parse_labels(handle)
+        twice = sorted(set(labels) & set(more))
+        if twice:
+            raise LabelError(f"{path}: run {twice[0]!r} is labelled in another labels file too", run_id=twice[0])
+        labels.update(more)
     runs = labelled_runs(read_runs(args.paths, format=args.format, on_error=errors), labels)
     live = not args.untruncated
     if args.loso and not args.sweep:

@@ -11,6 +11,8 @@ so ``[ladders.repeat]`` becomes ``[tool.loopwatch.ladders.repeat]``)::
     preset = "default"                # default, jaccard-turns, call-cycles, ralph, doom-loop, behavioral
     ignore_keys = ["task_progress"]   # argument keys left out of every call fingerprint
     reset_on_user = true              # a user message resets the loop counters
+    hard_evidence = true              # block/stop only on the same unit repeated (default preset: true)
+    stop_after_refusals = 3           # stop when a refused call is made again this often (false: never)
 
     [ladders.repeat]                  # a pattern: repeat, polling, cycle, error_retry, failure_streak,
     nudge = 3                         #   no_progress, no_effect, test_fix, similar_text, chanting, monologue,
@@ -95,6 +97,8 @@ _TOP_KEYS: Final = (
     "preset",
     "ignore_keys",
     "reset_on_user",
+    "hard_evidence",
+    "stop_after_refusals",
     "ladders",
     "limits",
     "messages",
@@ -140,6 +144,9 @@ class Config:
     tools: Mapping[str, ToolSettings] = field(default_factory=dict)
     ignore_keys: tuple[str, ...] | None = None
     reset_on_user: bool | None = None
+    hard_evidence: bool | None = None
+    stop_after_refusals: int | Literal[False] | None = None
+    """A positive int, or ``False`` for never (``None`` keeps the preset's)."""
     detectors: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     source: str | None = None
 
@@ -160,6 +167,10 @@ class Config:
             changes["ignore_keys"] = tuple(self.ignore_keys)
         if self.reset_on_user is not None:
             changes["reset_on_user"] = self.reset_on_user
+        if self.hard_evidence is not None:
+            changes["hard_evidence"] = self.hard_evidence
+        if self.stop_after_refusals is not None:
+            changes["stop_after_refusals"] = self.stop_after_refusals or None
         return base.replace(**changes)
 
 
@@ -288,6 +299,8 @@ def config_from_mapping(data: Mapping[str, Any], *, source: str | None = None) -
         tools=_tools(table.get("tools", {}), "tools"),
         ignore_keys=_optional(table, "ignore_keys", _strings),
         reset_on_user=_optional(table, "reset_on_user", _bool),
+        hard_evidence=_optional(table, "hard_evidence", _bool),
+        stop_after_refusals=_optional(table, "stop_after_refusals", _refusals),
         detectors=_detector_overrides(table.get("detectors", {}), "detectors", base),
         source=source,
     )
@@ -549,6 +562,14 @@ def _table(value: Any, path: str) -> Mapping[str, Any]:
 def _bool(value: Any, path: str) -> bool:
     if not isinstance(value, bool):
         raise _expected("a boolean (true or false)", value, path)
+    return value
+
+
+def _refusals(value: Any, path: str) -> int | Literal[False]:
+    if value is False:
+        return False
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise _expected("a positive integer or false", value, path)
     return value
 
 

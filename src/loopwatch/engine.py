@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Final
 
 from ._lazy_re import lazy_compile
@@ -32,7 +33,7 @@ from .tools import ignored_keys
 from .verdict import LOOP_DETECTED, SEVERITY, Action, Verdict, ok
 
 STATE_VERSION: Final = 1
-_OPTIONAL: Final = frozenset({"last"})  # keys added after version 1: snapshots without them still load
+_OPTIONAL: Final = frozenset({"last", "refused"})  # keys added after version 1: snapshots without them still load
 _MAX_IDS: Final = 16
 _FAILURE_MARKERS: Final = (
     "Traceback (most recent call last)", "command not found", "No such file or directory", "Permission denied",
@@ -69,8 +70,10 @@ def infer_failure(output: str, is_error: bool | None, exit_code: int | None) -> 
 class Engine:
     """Runs a policy's detectors over one session's events; see the module docstring."""
 
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: Policy, *, replay: bool = False) -> None:
         self.policy = policy
+        self.replay = replay
+        """Judging a recording: no verdict reaches the agent, so a refused call that ran anyway was not refused."""
         self._detectors = policy.detectors
         self._reprs = [repr(d) for d in policy.detectors]
         self._undecided = [i for i, d in enumerate(policy.detectors) if type(d).suspicion is not Detector.suspicion]
@@ -97,6 +100,7 @@ class Engine:
             "stopped": None,
             "last_user": [],
             "last": None,
+            "refused": None,
         }
 
     def reset(self, session: State, *, limits: bool = False) -> None:
@@ -185,13 +189,52 @@ class Engine:
             if signature not in recent:
                 self._reset_for_user(session)
             session["last_user"] = [*(s for s in recent if s != signature), signature][-_RECENT_REPLIES:]
+        refusals = self._refusals(session, step)
         best = _stronger(self._run_detectors(session, step), self._check_limits(session, index))
+        if best is not None and best.action == "block" and step.kind == "call":
+            best = self._refused(session, step, best, refusals)
         if best is None:
             return self._undecided_ok(session, index) if self._undecided else ok(index)
         session["last"] = [index, best.action, best.pattern, best.level]
         if best.action == "stop":
             session["stopped"] = {k: v for k, v in best.to_json().items() if k in _STOP_FIELDS}
         return best
+
+    def _refusals(self, session: State, step: Step) -> int:
+        """How many times in a row the call of this step was refused and made again anyway. Live, each refusal
+        reached the agent (the call did not run, or, where an integration cannot refuse, the refusal was shown to
+        the model); in a replay (:attr:`replay`) a result for a refused call means the recorded agent never saw
+        the refusal: the count starts over."""
+        refused = session.get("refused")
+        if refused is None:
+            return 0
+        if step.kind == "result":
+            if self.replay and step.call_index == refused[0]:
+                session["refused"] = None
+            return 0
+        if step.kind != "call":
+            return 0
+        if step.call_fp != refused[1]:
+            session["refused"] = None
+            return 0
+        return int(refused[2]) + 1
+
+    def _refused(self, session: State, step: Step, block: Verdict, refusals: int) -> Verdict:
+        """Remember a refused call; the ``stop_after_refusals``-th time the same call comes back after being refused
+        (the refusals were seen and ignored), the run is stopped."""
+        session["refused"] = [step.index, step.call_fp, refusals]
+        limit = self.policy.stop_after_refusals
+        if limit is None or refusals < limit:
+            return block
+        ignored = block.evidence.get("ignored_nudges", [])
+        reason = f"{block.reason}; refused {refusals} times and called again each time"
+        evidence = {**block.evidence, "refusals_ignored": refusals, "ignored_nudges": ignored}
+        template = self.policy.messages.template(block.pattern or "", block.level + 1, "stop")
+        message = render(template, {"reason": reason, "count": block.count, "tool": step.tool or ""})
+        return replace(
+            block, action="stop", level=block.level + 1, status=LOOP_DETECTED, reason=reason, message=message,
+            evidence=evidence,
+        )  # fmt: skip
 
     def _undecided_ok(self, session: State, index: int) -> Verdict:
         """``ok``, with ``evidence["undecided"]`` when a rule is undecided about this step (for a judge)."""

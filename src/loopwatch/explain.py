@@ -38,7 +38,7 @@ class StepLine:
 
 def step_lines(run: Run, policy: Policy) -> list[StepLine]:
     """A printable line per event: record index, kind, tool, a short text, the call fingerprint."""
-    engine = Engine(policy)
+    engine = Engine(policy, replay=True)
     lines = []
     for position, event in enumerate(run.events):
         index = run.indices[position] if run.indices is not None else position

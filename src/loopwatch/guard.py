@@ -92,6 +92,12 @@ class Guard:
     fails: ``"allow"`` (fail open: the event gets ``ok``, a ``store.error`` record is emitted and counted),
     ``"block"`` (fail closed: tool calls are refused, other events get ``ok``), ``"raise"`` (the
     :class:`~loopwatch.stores.StoreError` reaches the caller).
+
+    A ``block`` is a refusal: the integration does not run the call, or, where it cannot refuse, shows the
+    refusal to the model. The same call made again after ``policy.stop_after_refusals`` refusals stops the run,
+    even when it was succeeding (see :class:`~loopwatch.policy.Policy`). ``replay=True`` is for feeding recorded
+    runs (as ``loopwatch scan`` does): their agents never saw a verdict, so a refused call that ran anyway is not
+    a refusal ignored.
     """
 
     def __init__(
@@ -110,13 +116,14 @@ class Guard:
         on_store_error: OnStoreError = "allow",
         judge: LoopJudge | None = None,
         redact_listeners: bool | Redactor = True,
+        replay: bool = False,
     ) -> None:
         if on_error not in ("allow", "raise") or on_audit_error not in ("allow", "raise"):
             raise ConfigError("must be 'allow' or 'raise'", field="on_error")
         if on_store_error not in ("allow", "raise", "block"):
             raise ConfigError("must be 'allow', 'raise' or 'block'", field="on_store_error")
         self.policy = _policy_of(preset, policy)
-        self.engine = Engine(self.policy)
+        self.engine = Engine(self.policy, replay=replay)
         self.sinks = list(sinks)
         self.listeners = list(listeners)
         if not isinstance(redact_listeners, bool):

@@ -137,6 +137,8 @@ def decide(
         action = "nudge"
     if hard_evidence and action != "nudge" and not (finding.hard and state.get("nudges")):
         action = "nudge"
+    if hard_evidence and action == "stop" and not finding.stoppable:
+        action = "block" if finding.blockable else "nudge"
     if action == "nudge" and level <= state["emitted"] and not ladder.renotify:
         return None
     state["emitted"] = max(state["emitted"], level)
@@ -175,6 +177,11 @@ class Policy:
     ignore_keys: tuple[str, ...] = ("task_progress",)
     reset_on_user: bool = True
     nudge_role: Literal["system", "user"] = "system"
+    stop_after_refusals: int | None = None
+    """Stop the run when the same call comes back this many times in a row after being refused (each refusal
+    reached the agent: the call did not run, or the refusal was shown to the model), whatever the pattern's ladder
+    says: the refusals were ignored. Replays of recordings never count a refused call that ran (the recorded agent
+    saw no refusal). ``None``: only the ladders stop."""
     hard_evidence: bool = False
     """Block and stop only on hard evidence: the same unit repeated with nothing changed in between, after a
     nudge for it was given and ignored (see :attr:`~loopwatch.detectors.base.Finding.hard`). Every other

@@ -275,10 +275,11 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
         rerun(),  # rules added since the first release go last: older snapshots still load (Engine.load)
         self_report(threshold=2),
     )
-    # Block and stop only where the same unit repeats with nothing changed (repeat, cycle, error_retry, an
-    # identical message), after a nudge went unheeded; everything else nudges (hard_evidence below).
+    # Block only where the same unit repeats with nothing changed (repeat, cycle, error_retry, an identical
+    # message), after a nudge went unheeded; everything else nudges (hard_evidence below). Stop where that unit
+    # keeps failing (error_retry), a cycle keeps coming back, or a refused call is made again and again.
     ladders = {
-        "repeat": Ladder.of(nudge=3, block=5, stop=8),
+        "repeat": Ladder.of(nudge=3, block=5, stop=10),
         "cycle": Ladder.of(nudge=3, block=5, stop=7),
         "error_retry": Ladder.of(nudge=3, block=6, stop=10),
         "repeat_message": Ladder.of(nudge=3, stop=6),
@@ -293,7 +294,9 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
         "rephrase": Ladder.of(nudge=3),
         "stalled": Ladder.of(nudge=2),
     }
-    return Policy(name, detectors, ladders, limits=Limits(), messages=Messages(), hard_evidence=True)
+    return Policy(
+        name, detectors, ladders, limits=Limits(), messages=Messages(), hard_evidence=True, stop_after_refusals=3
+    )
 
 
 PRESETS: Final[dict[str, Callable[[], Policy]]] = {

@@ -70,7 +70,7 @@ def scan_events(
 def scan_runs(policy: Policy, runs: Iterable[Run], on_error: ErrorHandler | None = None) -> Iterator[RunReport]:
     """A report per run, in input order; ``on_error`` is told of a run whose judging failed (see
     :func:`scan_events`), as a bad record of its file."""
-    engine = Engine(policy)
+    engine = Engine(policy, replay=True)
     for run in runs:
 
         def failed(index: int, exc: Exception, run: Run = run) -> None:

@@ -77,6 +77,10 @@ class Finding:
     """Hard evidence: the same unit (a call and its result, a failing call and its error, an identical message)
     repeated with nothing changed in between. Only hard findings may block or stop a policy with
     ``hard_evidence=True``; similarity, rewording, streaks of different calls and self-reports may only nudge."""
+    stoppable: bool = True
+    """With ``hard_evidence``, may this hard finding stop the run (not only refuse the call)? The same call
+    succeeding the same way again (a padding step, a no-op) is refused but not stopped: nothing fails, and the
+    run may still finish; the same failure again is stopped."""
 
 
 class Detector(Configured, ABC):

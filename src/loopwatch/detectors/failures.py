@@ -15,6 +15,7 @@ from .base import (
     State,
     Step,
     argument_words,
+    call_label,
     masked_of,
     mutates,
     polls,
@@ -245,18 +246,24 @@ class ErrorRetryDetector(Detector):
             count=n,
             key=f"error_retry:{key}:{streak['start']}",  # one streak, one ladder, whichever error counts
             loop_start=start,
-            reason=f"{key} {verb} with {same}, last: {streak['error']}",
+            reason=f"{_label(key)} {verb} with {same}, last: {streak['error']}",
             indices=tuple(streak["idx"][-failures:]),
             facts={
                 "tool": step.tool or key,
                 "error": streak["error"],
-                "call": step.tool,
+                "call": call_label(step, 120) if step.kind == "call" else step.tool,  # the attempt about to run
                 "failures": failures,
             },
             blockable=blockable,
             # no change worked since the first failure, and the same attempt failed the same way each time
             hard=not streak.get("variants"),
         )
+
+
+def _label(key: str) -> str:
+    """A tool key as a person reads it: ``bash:python:pytest`` is ``bash (python pytest)``."""
+    tool, _, program = key.partition(":")
+    return f"{tool} ({program.replace(':', ' ')})" if program else key
 
 
 class FailureStreakDetector(Detector):

@@ -34,7 +34,7 @@ class RepeatDetector(Detector):
     name = "repeat"
     kinds = frozenset({"call", "result"})
     patterns = ("repeat", "polling")
-    optional_state = frozenset({"change"})  # snapshots taken before repeated changes were told apart
+    optional_state = frozenset({"change", "failed"})  # snapshots taken before these were kept
 
     def __init__(self, *, result_aware: bool = True, loose: bool = True, loose_min_chars: int = 48) -> None:
         self.result_aware = result_aware
@@ -44,7 +44,7 @@ class RepeatDetector(Detector):
     def new_state(self) -> State:
         return {
             "fp": None, "loose": None, "n": 0, "total": 0, "start": None, "first": None, "out": None, "idx": [],
-            "last": -1, "changes": 0, "change": False,
+            "last": -1, "changes": 0, "change": False, "failed": None,
         }  # fmt: skip
 
     def observe(self, state: State, step: Step) -> Finding | None:
@@ -67,6 +67,7 @@ class RepeatDetector(Detector):
             state["total"] += 1
         else:
             state.update(fp=step.call_fp, n=1, total=1, start=step.index, first=step.index, out=None, idx=[], changes=0)
+            state["failed"] = None
             state["loose"] = loose_fp(step) if self.loose else None
         state["last"] = step.index
         # an editor's answer shows what it wrote: the same change again is no progress, whatever it answers (a call
@@ -87,6 +88,7 @@ class RepeatDetector(Detector):
         return None
 
     def _result(self, state: State, step: Step) -> None:
+        state["failed"] = step.failed if state["failed"] is None else state["failed"] and step.failed
         if state["change"]:
             return
         if state["out"] is None:
@@ -110,6 +112,7 @@ class RepeatDetector(Detector):
             facts={"tool": step.tool, "call": call, "fingerprint": state["fp"]},
             blockable=True,
             hard=pattern == "repeat",
+            stoppable=state["failed"] is not False,  # the same call failing the same way (or with no result seen)
         )
 
 
