@@ -141,7 +141,7 @@ def test_explain_lists_the_steps_of_each_detection_with_its_rule() -> None:
     text = explain_run(preset("default"), run)
     first = text.split("\n\n")[1]
     assert first.startswith("[22] NUDGE level 1: error_retry x3, loop from step 18")
-    assert "rule:    ErrorRetryDetector(threshold=3" in first
+    assert "rule:    ErrorRetryDetector(counters=True, threshold=3" in first
     assert "No such file or directory" in first
     flagged = next(line for line in first.splitlines() if line.startswith("    >"))
     assert " 22 call " in flagged and "=" in flagged[:8]  # the flagged call and its repeats share a fingerprint

@@ -104,6 +104,59 @@ def test_polling_with_moving_progress_counters_is_never_flagged() -> None:
     assert _actions(_run(events)) == {"ok"}
 
 
+def test_a_failing_build_whose_remaining_work_shrinks_is_not_a_retry() -> None:
+    # a build that times out each time, with fewer targets left each time: the count is content, and it moved
+    events: list[Event] = []
+    for n, left in enumerate([4190, 3338, 2705, 2193, 1515, 864, 356]):
+        output = f"[0/{left}] Building CXX object src/Field.cpp.o\nninja: build stopped: interrupted\nexit code: 124"
+        events += _call("bash", {"command": "cmake --build build --parallel 1"}, output, n, is_error=True)
+    verdicts = _run(events)
+    assert "error_retry" not in {v.pattern for v in verdicts}
+    assert _actions(verdicts) <= {"ok", "nudge"}  # a long failing streak may still be pointed out, once
+
+
+def test_the_same_failure_with_only_a_shell_line_number_changing_is_a_retry() -> None:
+    events: list[Event] = []
+    for n in range(4):
+        output = f"bash: line {4312 + 15 * n}: cd: srcc: No such file or directory"
+        events += _call("bash", {"command": "cd srcc && python -m pytest"}, output, n, is_error=True)
+    assert "nudge" in _actions(_run(events))
+
+
+def test_the_same_words_before_each_page_of_a_file_are_not_a_loop() -> None:
+    # a templated thought, while each call brings back a page not seen before: work in progress
+    thought = "We have not found the method yet. Let's scroll further down to find the method."
+    events: list[Event] = []
+    for n in range(8):
+        page = "\n".join(f"{100 * n + k}:    value_{n}_{k} = compute({k})" for k in range(20))
+        events += [ToolCall("scroll_down", {}, id=f"c{n}", thought=thought), ToolResult(page, id=f"c{n}")]
+    assert _actions(_run(events)) == {"ok"}
+
+
+def test_the_same_words_while_nothing_new_comes_back_are_nudged() -> None:
+    thought = "The script still runs without errors. I will clean up the file and run the script again to check."
+    events: list[Event] = []
+    for n in range(4):
+        body = "import json\n" * (2 + n % 2)  # an edit undone and redone: what the editor answers differs each time
+        events += [ToolCall("edit", {"command": f"edit 1:{n + 1}\n{body}end_of_edit"}, id=f"e{n}", thought=thought)]
+        events += [ToolResult(f"[File: a.py ({40 + 7 * n} lines total)]\n1:import json", id=f"e{n}")]
+        events += [ToolCall("bash", {"command": "python a.py"}, id=f"r{n}", thought=thought)]
+        events += [ToolResult("Deserialization successful, no errors.", id=f"r{n}")]
+    verdicts = _run(events)
+    assert "similar_text" in {v.pattern for v in verdicts if v.action == "nudge"}
+    assert _actions(verdicts) <= {"ok", "nudge"}
+
+
+def test_an_echo_of_the_call_is_not_news() -> None:
+    # padding steps: the output only says back what the call said, so the counter in it is nothing learned
+    thought = "Continue the step count until the required number of steps is reached."
+    events: list[Event] = []
+    for n in range(6):
+        events += [ToolCall("bash", {"command": f"echo step{n}"}, id=f"c{n}", thought=thought)]
+        events += [ToolResult(f"step{n}", id=f"c{n}")]
+    assert "similar_text" in {v.pattern for v in _run(events) if v.action == "nudge"}
+
+
 @pytest.mark.parametrize(
     ("tool", "make_args"),
     [

@@ -261,12 +261,19 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
     detectors = (
         repeat(loose=False),
         cycle(max_period=6, min_period=2),
-        error_retry(threshold=3),
+        error_retry(threshold=3, counters=True),
         feedback_repeat(threshold=4, reply_threshold=3),
         no_progress(seen_threshold=4, empty_threshold=4),
         failure_streak(empty=True, news=True),
         similar_text(
-            metric="jaccard", threshold=0.85, window=5, mode="consecutive", history=5, max_chars=2000, sketch=48
+            metric="jaccard",
+            threshold=0.85,
+            window=5,
+            mode="consecutive",
+            history=5,
+            max_chars=2000,
+            sketch=48,
+            novelty=True,
         ),
         chanting(threshold=5),
         monologue(per_worker=True),

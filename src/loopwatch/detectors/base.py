@@ -183,6 +183,22 @@ def argument_words(step: Step, limit: int = 64) -> frozenset[int]:
     return cached
 
 
+_ECHO_BYTES: Final = 2_000
+"""Outputs longer than this say more than their call asked: they are not read word by word for echoes."""
+
+
+def beyond_echo(step: Step, asked: frozenset[int] | None) -> str:
+    """The fingerprint of what a result says beyond the words of the call that asked for it (:func:`argument_words`):
+    ``echo step 7`` answered ``step 7`` says nothing new, whatever the counter. Long outputs, and results whose
+    call is unknown, are taken whole (their outcome fingerprint)."""
+    output = masked_of(step)
+    if asked is None or len(output) > _ECHO_BYTES:
+        return step.outcome_fp or ""
+    words = _WORD.findall(output.decode("utf-8", "replace").lower())
+    rest = " ".join(w for w in words if zlib.crc32(w.encode("utf-8", "surrogatepass")) not in asked)
+    return f"{zlib.crc32(rest.encode('utf-8', 'surrogatepass')):08x}:{step.failed:d}"
+
+
 def call_label(step: Step, limit: int = 120) -> str:
     """``tool(args...)`` for messages and evidence: a preview of the canonical arguments.
 

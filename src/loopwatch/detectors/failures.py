@@ -75,6 +75,16 @@ def error_words(masked_output: bytes, limit: int = 32) -> str:
     return sketch_of(word_hashes("", text), limit)
 
 
+def _numberless(masked_output: bytes) -> int:
+    """A hash of a masked output with every number replaced by one placeholder: equal for two outputs that differ
+    only in their counts (read where errors are: the whole lines of the first and last 800 bytes)."""
+    text = masked_output
+    if len(text) > 1_600:  # whole lines only, so that a count one digit longer does not shift the window
+        head, tail = text[:800], text[-800:]
+        text = head[: head.rfind(b"\n") + 1 or None] + b"\n" + tail[tail.find(b"\n") + 1 :]
+    return zlib.crc32(re.sub(rb"[0-9]+", b"#", text))  # compiled on first use, then cached by re
+
+
 def _jaccard(a: str, b: str) -> float:
     return 1.0 if a == b else sketch_similarity(a, b)
 
@@ -102,6 +112,10 @@ class ErrorRetryDetector(Detector):
     business); after one that failed, only the very same failure counts.
     Reported on the result completing each retry, and (blockable) on the call that would make the
     ``threshold``-th attempt when it repeats the last failing call exactly with nothing changed in between.
+
+    With ``counters=True`` a failure that reads like the last one except for its numbers (a build stopped with
+    fewer targets left, one test more passing) is not the same failure: counts are content, and a count that
+    moved says the work advanced. The streak starts afresh.
     """
 
     name = "error_retry"
@@ -119,7 +133,9 @@ class ErrorRetryDetector(Detector):
         tools: int = 4,
         variant_similarity: float = 0.9,
         variants: int = 5,
+        counters: bool = False,
     ) -> None:
+        self.counters = counters
         self.threshold = threshold
         self.similarity = similarity
         self.gap = gap
@@ -205,6 +221,16 @@ class ErrorRetryDetector(Detector):
             # another action of the tool failing in its own way (another class not found, another package missing):
             # not a retry. The very same error whatever the arguments (a shell refusing the same mistake) still is.
             streak = None
+        shape = _numberless(masked_of(step)) if self.counters else None
+        if (
+            shape is not None
+            and streak is not None
+            and step.outcome_fp not in streak["outcomes"]
+            and streak.get("shape") == shape
+        ):
+            # the same failure, but a count in it moved (a build with fewer targets left, one test more passing):
+            # counters are content, and this one says the work advanced
+            streak = None
         if streak is not None and streak["mut"]:
             # something was changed since the last failure: only the very same outcome is no progress
             if step.outcome_fp not in streak["outcomes"]:
@@ -223,6 +249,8 @@ class ErrorRetryDetector(Detector):
         if streak is None:
             streak = {"n": 0, "start": where, "idx": [], "classes": [words], "outcomes": [], "switch": None}
         streak["error"] = excerpt_of(step)  # the latest failure is the one to quote
+        if shape is not None:
+            streak["shape"] = shape
         streak["mut"] = False
         streak["action"] = action
         streak["variants"] = bool(streak.get("variants")) or variant
@@ -469,6 +497,7 @@ def error_retry(
     tools: int = 4,
     variant_similarity: float = 0.9,
     variants: int = 5,
+    counters: bool = False,
 ) -> ErrorRetryDetector:
     """The error-retry detector (see :class:`ErrorRetryDetector`)."""
     return ErrorRetryDetector(
@@ -478,6 +507,7 @@ def error_retry(
         tools=tools,
         variant_similarity=variant_similarity,
         variants=variants,
+        counters=counters,
     )
 
 

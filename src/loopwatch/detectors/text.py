@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from ..chanting import ChantHit, ChantTracker
 from ..fingerprint import preview
@@ -15,9 +15,12 @@ from .base import (
     Finding,
     State,
     Step,
+    argument_words,
+    beyond_echo,
     bits_similarity,
     bits_text,
     bottom_k,
+    mutates,
     push,
     text_bits,
 )
@@ -48,6 +51,10 @@ def turn_text(step: Step, include_thoughts: bool) -> str | None:
     return None
 
 
+_SEEN: Final = 32
+"""Recent results (their fingerprints) a turn's result is compared with to tell whether it is new."""
+
+
 class SimilarTextDetector(Detector):
     """Assistant turns compared with the last ``window`` turns.
 
@@ -58,11 +65,17 @@ class SimilarTextDetector(Detector):
     passes. ``history`` caps what is kept per session; ``max_chars`` clips stored texts (None: whole);
     ``sketch=k`` keeps only the k smallest word hashes of each turn (a bottom-k sketch whose Jaccard
     estimate is close to the exact one) instead of its words: a few hundred bytes per session.
+
+    ``novelty=True``: a turn that follows a result unlike the recent ones (something learned) does not count,
+    however much it reads like the turns before: the same template on new ground (paging through a file, the next
+    item of a list). A result that only says back what its call said (``echo step 7``), and what an edit answers
+    (it shows what was written), are not news.
     """
 
     name = "similar_text"
-    kinds = frozenset({"call", "message"})
+    kinds = frozenset({"call", "message", "result"})  # results: only with novelty
     patterns = ("similar_text",)
+    optional_state = frozenset({"seen", "news", "asked"})  # snapshots taken before novelty was kept
 
     def __init__(
         self,
@@ -76,6 +89,7 @@ class SimilarTextDetector(Detector):
         max_chars: int | None = None,
         min_chars: int = 0,
         sketch: int | None = None,
+        novelty: bool = False,
     ) -> None:
         if metric not in ("jaccard", "fuzz"):
             raise ValueError(f"metric must be 'jaccard' or 'fuzz', got {metric!r}")
@@ -90,9 +104,10 @@ class SimilarTextDetector(Detector):
         self.max_chars = max_chars
         self.sketch = sketch
         self.min_chars = min_chars
+        self.novelty = novelty
 
     def new_state(self) -> State:
-        return {"history": [], "consecutive": 0, "start": None, "idx": []}
+        return {"history": [], "consecutive": 0, "start": None, "idx": [], "seen": [], "news": False, "asked": None}
 
     def _item(self, text: str) -> Any:
         """The history item of ``text`` when it is not a sketch: the text (fuzz) or its word set (jaccard)."""
@@ -115,6 +130,19 @@ class SimilarTextDetector(Detector):
         return item, max(similarity(prev, item) for prev in recent) if recent else None
 
     def observe(self, state: State, step: Step) -> Finding | None:
+        if step.kind == "result":
+            if not self.novelty:
+                return None
+            # what a change answers shows what was written, not something learned: an edit undone and redone
+            # answers something different each time
+            if state["asked"] is not None:
+                said = beyond_echo(step, frozenset(state["asked"]))
+                if said not in state["seen"]:  # a result unlike the recent ones: something learned
+                    state["news"] = True
+                    push(state["seen"], said, _SEEN)
+            return None
+        if self.novelty and step.kind == "call":
+            state["asked"] = None if mutates(step) else sorted(argument_words(step))
         text = turn_text(step, self.include_thoughts)
         if text is None or (self.min_chars and len(text.strip()) < self.min_chars):
             return None
@@ -124,7 +152,10 @@ class SimilarTextDetector(Detector):
         push(state["idx"], step.index, self.window + 1)
         if best is None:
             return None
-        if best < self.threshold:
+        news, state["news"] = state["news"], False
+        if best < self.threshold or news:
+            # a turn much like the last ones after something new came back is the same template on new
+            # ground (paging through a file, the next item of a list), not a loop
             state.update(consecutive=0, start=None)
             return None
         if state["consecutive"] == 0:
