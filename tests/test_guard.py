@@ -522,8 +522,8 @@ def test_a_snapshot_from_before_the_preset_gained_rules_still_loads() -> None:
         guard.observe("s", ToolResult("cat: /etc/missing: No such file or directory", id=f"c{n}"))
     assert guard.observe("s", call).action == "stop"
     old = json.loads(json.dumps(guard.snapshot("s")))
-    old["state"]["detectors"] = old["state"]["detectors"][:-2]  # no state for the rules added last
-    assert [d.name for d in guard.policy.detectors][-2:] == ["rerun", "self_report"]
+    old["state"]["detectors"] = old["state"]["detectors"][:-3]  # no state for the rules added last
+    assert [d.name for d in guard.policy.detectors][-3:] == ["rerun", "self_report", "revisit"]
     for state in old["state"]["detectors"]:
         state.pop("asked", None)  # nor for the rephrase rule's instructions
         state.pop("quiet", None)  # nor for failure_streak's empty results

@@ -157,6 +157,40 @@ def test_an_echo_of_the_call_is_not_news() -> None:
     assert "similar_text" in {v.pattern for v in _run(events) if v.action == "nudge"}
 
 
+def test_the_same_look_up_answering_the_same_with_other_look_ups_between_is_a_circuit() -> None:
+    events: list[Event] = []
+    for n in range(3):
+        events += _call("bash", {"command": "cat reports/unit.trx"}, "<TestRun id='1'>3 failed</TestRun>", 3 * n)
+        events += _call("bash", {"command": "ls -l reports"}, "unit.trx", 3 * n + 1)
+        events += _call("bash", {"command": f"grep -n fail{n} src/a.py"}, f"{n}: fail{n}()", 3 * n + 2)
+    verdicts = _run(events)
+    assert [v.pattern for v in verdicts if v.action != "ok"] == ["revisit"]  # once, at the third same answer
+    nudge = next(v for v in verdicts if v.action == "nudge")
+    assert nudge.index == 13 and "cat reports/unit.trx" in (nudge.message or "")  # the third same answer
+
+
+def test_a_look_up_again_after_a_change_is_not_a_revisit() -> None:
+    events: list[Event] = []
+    for n in range(4):
+        events += _call("bash", {"command": "cat src/a.py"}, "x = 1\n", 2 * n)
+        events += _call("bash", {"command": f"sed -i 's/y{n}/z{n}/' src/b.py"}, "", 2 * n + 1)
+    assert _actions(_run(events)) == {"ok"}
+
+
+def test_failures_that_share_a_build_tools_banner_but_not_their_error_lines_are_different_failures() -> None:
+    banner = "[INFO] Scanning for projects...\n[INFO] Reactor Build Order:\n" + "[INFO] module-x\n" * 30
+    errors = [
+        "[ERROR] Tests run: 5, Failures: 1 in TimescaleDBContainerTest: Could not find a valid Docker environment",
+        "[ERROR] Failed to execute goal karaf-maven-plugin:verify: feature openhab-binding-x missing a bundle",
+        "[ERROR] Failed to execute goal surefire:test on project core: There are test failures in LoggerTest",
+    ]
+    events: list[Event] = []
+    for n, error in enumerate(errors):
+        command = "./mvnw test -DskipChecks" + " -Dgroups='!integration'" * (n > 0) + " -Dverify.skip" * (n > 1)
+        events += _call("bash", {"command": command}, banner + error, n, is_error=True)
+    assert "error_retry" not in {v.pattern for v in _run(events)}
+
+
 @pytest.mark.parametrize(
     ("tool", "make_args"),
     [

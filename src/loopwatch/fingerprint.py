@@ -446,8 +446,8 @@ def is_search(
     command = command if command is not None else command_of(args)
     if changes is None:
         changes = partial(is_mutation, tool, args, command=command)
-    if key and ":" in key and is_shell_tool(tool):
-        program = key.split(":", 1)[1]
+    if key and key.startswith(f"{tool}:"):  # a program run through a shell, or a tool that runs command lines
+        program = key[len(tool) + 1 :]
         return program in _SEARCH_PROGRAMS and not changes()
     if _SEARCH_TOOLS.match(tool):
         return not changes() if command else True

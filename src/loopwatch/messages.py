@@ -99,6 +99,11 @@ _STALLED = (
     "not hand out the same instruction again in other words. Change the plan (another source, another agent, "
     "another way to get the answer) or say what is blocking you."
 )
+_REVISIT = (
+    "You have made {call} {count} times now, and it answered the same each time: nothing has changed since the "
+    "first time, so it will answer the same again. Work with what it told you, or take a step that changes "
+    "something (an edit, a different tool, another source); if what you need is not there, say so."
+)
 _STOP = "Stopping this run: {reason}. The loop was not going to end by itself."
 _LIMIT = "{reason}."
 
@@ -110,6 +115,7 @@ DEFAULT_MESSAGES: Final[dict[str, dict[int | str, str]]] = {
     "failure_streak": {1: _FAILURES, "stop": _STOP},
     "no_progress": {1: _NO_PROGRESS, "stop": _STOP},
     "no_effect": {1: _NO_EFFECT, "stop": _STOP},
+    "revisit": {1: _REVISIT, "stop": _STOP},
     "test_fix": {1: _TEST_FIX, "stop": _STOP},
     "similar_text": {1: _SIMILAR, "stop": _STOP},
     "chanting": {1: _CHANTING, "stop": _STOP},

@@ -23,6 +23,7 @@ from .detectors import (
     repeat,
     rephrase,
     rerun,
+    revisit,
     self_report,
     similar_text,
     swarm,
@@ -281,6 +282,7 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
         rephrase(embedder=BUILTIN_EMBEDDER) if semantic else rephrase(),
         rerun(),  # rules added since the first release go last: older snapshots still load (Engine.load)
         self_report(threshold=2),
+        revisit(threshold=3),
     )
     # Block only where the same unit repeats with nothing changed (repeat, cycle, error_retry, an identical
     # message), after a nudge went unheeded; everything else nudges (hard_evidence below). Stop where that unit
@@ -293,6 +295,7 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
         "polling": Ladder.of(nudge=15),
         "no_progress": Ladder.of(nudge=3),
         "no_effect": Ladder.of(nudge=5),
+        "revisit": Ladder.of(nudge=3),
         "failure_streak": Ladder.of(nudge=6),
         "similar_text": Ladder.of(nudge=3),
         "chanting": Ladder.of(nudge=5),

@@ -17,6 +17,7 @@ from .ledger import SelfReportDetector, self_report
 from .progress import NoProgressDetector, no_progress
 from .repeat import RepeatDetector, repeat
 from .rerun import RerunDetector, rerun
+from .revisit import RevisitDetector, revisit
 from .semantic import RephraseDetector, rephrase
 from .swarm import SwarmDetector, swarm
 from .text import (
@@ -43,6 +44,7 @@ __all__ = [
     "RepeatDetector",
     "RephraseDetector",
     "RerunDetector",
+    "RevisitDetector",
     "SelfReportDetector",
     "SimilarTextDetector",
     "Step",
@@ -60,6 +62,7 @@ __all__ = [
     "repeat",
     "rephrase",
     "rerun",
+    "revisit",
     "self_report",
     "similar_text",
     "swarm",

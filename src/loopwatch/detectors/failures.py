@@ -65,13 +65,34 @@ def excerpt_of(step: Step) -> str:
     return str(cached)
 
 
-def error_words(masked_output: bytes, limit: int = 32) -> str:
-    """A small sketch of an error: the smallest hashes of the distinct words of its (masked) output.
+_ERROR_LINE: Final = re.compile(
+    rb"^.*(?:(?<!\b0 )(?<!\bno )(?:error|fail)|exception|traceback|fatal|denied|not found|no such|cannot|can't|"
+    rb"unable|invalid|refused|timed out|timeout|abort|panic|missing|unknown|undefined|unsupported|not allowed).*$",
+    re.I | re.M,
+)
+_TRUNCATED: Final = re.compile(
+    rb"\[truncated|<response clipped>|output truncated|\.\.\. ?\(truncated|\[output clipped", re.I
+)
+_ERROR_LINES: Final = 12
+"""Error lines a sketch is made of (the last ones: where a run says what finally went wrong)."""
 
-    Only the first and last 800 bytes are read (where errors say what went wrong); the words are split and
-    deduplicated at C speed, so the cost stays a few microseconds whatever the output.
+
+def error_words(masked_output: bytes, limit: int = 32) -> str:
+    """A small sketch of an error: the smallest hashes of the distinct words of its (masked) error lines.
+
+    The lines that say something went wrong (an error, a failure, a missing file...) are what two failures must
+    share to be the same failure, not the boilerplate around them (a build tool's banner, the echoed command):
+    the last few such lines of the first and last 4 KB are read. An output without such a line is read whole (its
+    first and last 800 bytes). The words are split and deduplicated at C speed.
     """
-    text = masked_output if len(masked_output) <= 1_600 else masked_output[:800] + b"\n" + masked_output[-800:]
+    text = masked_output if len(masked_output) <= 8_192 else masked_output[:4_096] + b"\n" + masked_output[-4_096:]
+    lines = _ERROR_LINE.findall(text)
+    if lines:
+        return sketch_of(word_hashes("", b"\n".join(lines[-_ERROR_LINES:])[:1_600]), limit)
+    if _TRUNCATED.search(text[-400:]) or _TRUNCATED.search(text[:400]):
+        # cut before it said what went wrong: only the very same output is known to be the same failure
+        return sketch_of([zlib.crc32(masked_output)], limit)
+    text = text if len(text) <= 1_600 else text[:800] + b"\n" + text[-800:]
     return sketch_of(word_hashes("", text), limit)
 
 
