@@ -321,9 +321,9 @@ INVALID: list[tuple[dict[str, Any], str | None, str]] = [
     ({"detectors": {"similar_text": {"max_chars": "all"}}}, "detectors.similar_text.max_chars", "an integer"),
     ({"detectors": {"similar_text": {"enabled": "no"}}}, "detectors.similar_text.enabled", "a boolean"),
     (
-        {"detectors": {"test_fix": {"threshold": 3}}},
-        "detectors.test_fix.threshold",
-        "unknown TestFixDetector",
+        {"detectors": {"monologue": {"window": 3}}},
+        "detectors.monologue.window",
+        "unknown MonologueDetector",
     ),
 ]
 
