@@ -2,10 +2,8 @@
 
 The browser test opens the generated file in headless Chromium (driven by Playwright), takes a screenshot, checks
 the expected elements are there and visible, clicks a run, and checks there were no console errors and no network
-requests. The browser is ``LOOPWATCH_CHROMIUM`` if set, else the one ``tools/get_chromium.py`` unpacked into the
-virtualenv (``.venv/chromium/chromium``; this test runs that script if it finds none), else a system Chromium.
-With ``LOOPWATCH_SKIP_BROWSER=1`` the test is skipped when no browser (or no Playwright) is available; otherwise
-it fails.
+requests. The browser is found by tests/browser.py (skipped, saying why, where there is none and npm cannot fetch
+one; a failure under ``LOOPWATCH_REQUIRE_BROWSER=1``, as in CI).
 """
 
 from __future__ import annotations
@@ -17,8 +15,6 @@ import json
 import os
 import shutil
 import struct
-import subprocess
-import sys
 import tracemalloc
 import weakref
 import zlib
@@ -29,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from browser import CHROMIUM_ARGS, chromium
 from loopwatch.events import Event, Message, ToolCall, ToolResult, Usage
 from loopwatch.presets import preset
 from loopwatch.readers import Run, read_runs
@@ -363,57 +360,6 @@ def test_page_from_corpus_runs(tmp_path: Path) -> None:
 
 # -- the page in a real browser ---------------------------------------------------------------------------------
 
-_CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
-_SYSTEM_BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless_shell")
-
-
-def find_chromium() -> str | None:
-    """``LOOPWATCH_CHROMIUM``, else the virtualenv's unpacked browser (set up on the spot if npm is here), else
-    a system Chromium."""
-    override = os.environ.get("LOOPWATCH_CHROMIUM")
-    if override:
-        return override
-    venvs = [Path(sys.prefix), REPO / ".venv"]
-    for venv in venvs:
-        candidate = venv / "chromium" / "chromium"
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    if sys.prefix != sys.base_prefix and shutil.which("npm") and shutil.which("node"):
-        target = Path(sys.prefix) / "chromium"
-        done = subprocess.run(
-            [sys.executable, str(REPO / "tools" / "get_chromium.py"), str(target)],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        if done.returncode == 0 and (target / "chromium").is_file():
-            return str(target / "chromium")
-    for name in _SYSTEM_BROWSERS:
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-def _unavailable(reason: str) -> None:
-    how = (
-        "set up a browser with `python tools/get_chromium.py .venv/chromium` (needs npm), or point "
-        "LOOPWATCH_CHROMIUM at a Chromium; LOOPWATCH_SKIP_BROWSER=1 skips this test"
-    )
-    if os.environ.get("LOOPWATCH_SKIP_BROWSER") == "1":
-        pytest.skip(f"{reason} (LOOPWATCH_SKIP_BROWSER=1)")
-    pytest.fail(f"{reason}: {how}")
-
 
 def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
     """(width, height, rows of RGB bytes) of an 8-bit RGB or RGBA, non-interlaced PNG (what Chromium writes)."""
@@ -467,16 +413,8 @@ def colour_count(rows: Sequence[bytes], hex_colour: str, tolerance: int = 12) ->
 
 
 def test_page_in_headless_chromium(tmp_path: Path) -> None:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("Playwright is not installed (pip install -e '.[test]')")
-    executable = find_chromium()
-    if executable is None:
-        _unavailable("no Chromium found")
-    elif not (Path(executable).is_file() and os.access(executable, os.X_OK)):
-        _unavailable(f"the browser {executable} is not an executable file")
-    assert executable is not None
+    executable = chromium()
+    from playwright.sync_api import sync_playwright
 
     report = HtmlReport()
     runs = [*corpus_runs(40), Run(id=EVIL, events=looping_events(tool=EVIL_TOOL, output=EVIL_OUTPUT), source=EVIL)]
@@ -491,7 +429,7 @@ def test_page_in_headless_chromium(tmp_path: Path) -> None:
     requests: list[str] = []
     dialogs: list[str] = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=executable, args=_CHROMIUM_ARGS, timeout=60_000)
+        browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, timeout=60_000)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
 
