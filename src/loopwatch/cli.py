@@ -200,6 +200,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         command: Callable[[argparse.Namespace, PolicySpec, Policy, _Errors], int] = _COMMANDS[args.command]
         code = command(args, spec, policy, errors)
+    except BrokenPipeError:
+        raise
     except (ConfigError, LabelError, OSError) as exc:
         print(f"loopwatch: {exc}", file=sys.stderr)
         return 2
@@ -320,7 +322,8 @@ def _html_report(currency: str = "USD") -> Any:
 
 
 def _summary(totals: ScanTotals, about: list[tuple[str, str]], currency: str, out: TextIO) -> None:
-    rows: list[tuple[str, Any]] = [*about, *totals.rows(currency=currency)]
+    out.write(" · ".join(f"{key} {value}" for key, value in about) + "\n")  # one line: a long path stays whole
+    rows: list[tuple[str, Any]] = totals.rows(currency=currency)
     worst = totals.worst_runs()
     try:
         _rich_summary(rows, worst, currency, out)

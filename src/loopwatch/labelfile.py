@@ -38,7 +38,14 @@ def read_labels(path: str | os.PathLike[str]) -> dict[str, Label]:
     try:
         return parse_labels(lines)
     except LabelError as exc:
-        raise LabelError(f"{name}:{exc.line}: {_without_line(exc)}", field=exc.field) from None
+        raise _error(f"{name}:{exc.line}: {_without_line(exc)}", exc.field, exc.line) from None
+
+
+def _error(message: str, field: str | None, line: int | None) -> LabelError:
+    """A :class:`LabelError` whose message is ``message`` as it is (file and line already in it)."""
+    error = LabelError(message)
+    error.field, error.line = field, line
+    return error
 
 
 def _without_line(exc: LabelError) -> str:
@@ -72,4 +79,4 @@ def _unknown(obj: Mapping[str, Any], known: tuple[str, ...], where: str, prefix:
             close = difflib.get_close_matches(str(key), known, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             field = f"{prefix}{key}"
-            raise LabelError(f"{where}{field}: unknown field{hint} ({what} has {', '.join(known)})", field=field)
+            raise _error(f"{where}{field}: unknown field{hint} ({what} has {', '.join(known)})", field, None)

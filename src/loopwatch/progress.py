@@ -51,6 +51,7 @@ def progress_bar(label: str, unit: Unit, *, enabled: bool = True, total: int | N
         yield Progress()
         return
     try:
+        from rich.console import Console
         from rich.progress import (
             BarColumn,
             DownloadColumn,
@@ -78,6 +79,6 @@ def progress_bar(label: str, unit: Unit, *, enabled: bool = True, total: int | N
         TimeRemainingColumn(),
         TextColumn("{task.description}"),
     )
-    with RichProgress(*columns, transient=True) as bar:
+    with RichProgress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("", total=total)
         yield Progress(bar, task)
