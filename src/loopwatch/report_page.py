@@ -113,6 +113,7 @@ table.steps{font-size:12px}
 table.steps td{padding:3px 8px;border-bottom:1px solid #f1f3f5}
 table.steps td.lbl{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;word-break:break-all}
 table.steps tr.in-loop td{background:#fff9f2}
+table.steps tr.in-label td:first-child{box-shadow:inset 3px 0 0 #1971c2}
 table.steps tr.hl td{background:#ffe8cc}
 table.steps tr.hl td.lbl{font-weight:700}
 table.steps tr.at-verdict td:first-child{box-shadow:inset 3px 0 0 var(--block)}
@@ -257,7 +258,9 @@ JS: Final = r"""
       part.forEach(function (r) {
         records.get(r).forEach(function (s, k) {
           var last = k === records.get(r).length - 1;
-          tbody.appendChild(stepRow(s, inside(r), hl.has(r), last ? at.get(r) : undefined));
+          var row = stepRow(s, inside(r), hl.has(r), last ? at.get(r) : undefined);
+          if (run.labels.some(function (l) { return r >= l.start && r <= l.end; })) row.classList.add("in-label");
+          tbody.appendChild(row);
         });
       });
     });
