@@ -61,7 +61,7 @@ def _data(page: Path) -> tuple[Any, dict[str, Any]]:
 
 def test_the_page_is_an_evaluation_report(page: Path) -> None:
     text = page.read_text(encoding="utf-8")
-    parsed, data = _data(page)
+    parsed, _ = _data(page)
     assert "<title>loopwatch eval</title>" in text
     for section in ("quality", "metrics-overall", "metrics-pattern", "metrics-source", "missed", "alarms"):
         assert parsed.by_id(section) is not None, section
