@@ -48,6 +48,10 @@ FORMATS: Final[tuple[str, ...]] = (
     "openhands",
     "tau-bench",
     "otel",
+    "who-and-when",
+    "autogen",
+    "langsmith",
+    "langfuse",
 )
 ErrorHandler = Callable[[InputError], None]
 _TRACE_SUFFIXES: Final = (".jsonl", ".json", ".ndjson", ".traj")
