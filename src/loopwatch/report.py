@@ -581,7 +581,8 @@ class HtmlReport:
                 f'<td class="num" data-v="{view.length}">{view.length:,}</td>',
                 f'<td class="num" data-v="{len(view.verdicts)}">{len(view.verdicts)}</td>',
                 f'<td data-v="{view.severity}">{badge}</td>',
-                f'<td data-v="{_e(" ".join(patterns))}">{_e(", ".join(patterns))}</td>',
+                f'<td class="patterns" data-v="{_e(" ".join(patterns))}" title="{_e(", ".join(patterns))}">'
+                f"{_e(', '.join(patterns))}</td>",
                 f'<td class="num" data-v="{view.turns}">{view.turns:,}</td>',
                 f'<td class="num" data-v="{view.loop_cost if view.cost is not None else -1}">{_e(cost)}</td>',
             ]

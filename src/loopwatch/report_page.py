@@ -124,6 +124,8 @@ border-radius:5px;max-width:520px;z-index:20;font-family:ui-monospace,SFMono-Reg
 @media (max-width:900px){.run-row{grid-template-columns:1fr}main{padding:16px}}
 table.runs td.source,table.runs td.model{max-width:220px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;
 color:#495057}
+table.runs td{white-space:nowrap}
+table.runs td.patterns{max-width:260px;overflow:hidden;text-overflow:ellipsis}
 table.runs td.run-id{white-space:nowrap;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px}
 table.sortable th{cursor:pointer;user-select:none;white-space:nowrap}
 table.sortable th:hover{background:#e9ecef}
