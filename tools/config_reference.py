@@ -123,7 +123,8 @@ def patterns_section() -> str:
         rows.append([f"`{pattern}`", *(_ladder(policies[n].ladders.get(pattern)) for n in names)])
     intro = (
         "Ladders and messages are keyed by pattern. The default ladder of each pattern in each preset "
-        "(`nudge@3` = a nudge at the third occurrence; `–`: the preset has no ladder for it, its rules never report it):"
+        "(`nudge@3` = a nudge at the third occurrence; `–`: the preset has no ladder for it, its rules never "
+        "report it):"
     )
     return "\n".join(["## Patterns and their default ladders", "", intro, "", _table(["pattern", *names], rows)])
 
