@@ -1,4 +1,4 @@
-"""Readers: trace files -> runs of events (FORMAT.md sections 1 and 2, and foreign formats).
+"""Readers: trace files -> runs of events (docs/formats.md, sections 1 and 2, and foreign formats).
 
 A file is read as JSONL (one JSON value per line, streamed) or, when its first line is the start of a longer
 value, as one JSON document (a pretty-printed object or list; several concatenated documents also work). Its
@@ -497,7 +497,7 @@ def _trajectories(path: str, records: Iterable[tuple[int, Any]], on_error: Error
 
 
 def trajectory_run(record: Any, *, path: str | None = None) -> Run:
-    """One trajectory object (FORMAT.md section 2) as a run; step ``i`` becomes event ``i``."""
+    """One trajectory object (docs/formats.md, section 2) as a run; step ``i`` becomes event ``i``."""
     if not isinstance(record, Mapping):
         raise EventError(f"a trajectory is a JSON object, got {type(record).__name__}")
     steps = record.get("steps")

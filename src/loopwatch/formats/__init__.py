@@ -1,4 +1,4 @@
-"""Readers of foreign trace formats: each maps a file to runs of events (FORMAT.md section 1).
+"""Readers of foreign trace formats: each maps a file to runs of events (docs/formats.md, section 1).
 
 A format module defines::
 
