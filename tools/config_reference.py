@@ -15,7 +15,7 @@ import typing
 from collections.abc import Iterable
 from typing import Any
 
-from loopwatch import config
+from loopwatch import config, detectors
 from loopwatch.messages import DEFAULT_MESSAGES
 from loopwatch.policy import Ladder
 from loopwatch.presets import PRESETS, preset
@@ -158,6 +158,10 @@ def detectors_section() -> str:
         doc = inspect.getdoc(cls) or ""
         summary = user_text(doc.split("\n\n", 1)[0].replace("\n", " "))
         parts += ["", f"### `{rule}` ({cls.__name__})", "", summary, ""]
+        factory = getattr(detectors, rule, None)
+        if callable(factory):
+            shown = ", ".join(inspect.signature(factory).parameters)
+            parts += [f"In Python: `loopwatch.detectors.{rule}({shown})`.", ""]
         signature = inspect.signature(cls)
         try:
             hints = typing.get_type_hints(cls.__init__)
