@@ -501,8 +501,9 @@ def _no_match_hint(found: _Found, labels: dict[str, Label]) -> str:
         return "the labels file holds no label"
     if found.read == 0:
         return f"no run was read from the input, so none of the {len(labels)} labelled runs was found"
+    labelled = "the labelled run is not" if len(labels) == 1 else f"none of the {len(labels)} labelled runs is"
     return (
-        f"none of the {len(labels)} labelled runs is in the input ({found.read} runs read): the input's run ids look "
+        f"{labelled} in the input ({found.read} runs read): the input's run ids look "
         f"like {found.unmatched!r}, the labels' like {label_id!r}; a label applies to the run whose id is the same "
         "(loopwatch scan PATH --json prints the input's ids)"
     )
