@@ -368,3 +368,47 @@ def test_a_missing_or_unreadable_labels_file_is_named(capsys: pytest.CaptureFixt
     binary.write_bytes(b"\xff\xfe\x00garbage")
     code, _, err = run(capsys, "eval", str(EXAMPLES), "--labels", str(binary), "--no-config")
     assert code == 2 and str(binary) in err and "Traceback" not in err
+
+
+# -- eval --rules and --sweep --loso keep working ------------------------------------------------------------------
+
+
+def _four_labels(tmp_path: Path) -> Path:
+    episode = {"unit_len": 1, "reps": 5, "note": ""}
+    labels = [
+        {
+            "id": "examples/abab-agent",
+            "verdict": "stuck",
+            "episodes": [{**episode, "start": 0, "detectable_at": 10, "end": 20, "pattern": "cycle"}],
+        },
+        {"id": "examples/polling-agent", "verdict": "clean", "episodes": []},
+        {
+            "id": "agent-a",
+            "verdict": "stuck",
+            "episodes": [{**episode, "start": 1, "detectable_at": 5, "end": 14, "pattern": "error_retry"}],
+        },
+        {"id": "agent-b", "verdict": "clean", "episodes": []},
+    ]
+    path = tmp_path / "labels.jsonl"
+    path.write_text("".join(json.dumps(label) + "\n" for label in labels), encoding="utf-8")
+    return path
+
+
+def test_eval_rules_and_loso(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    labels = str(_four_labels(tmp_path))
+    common = ["--preset", "default-lexical", "--no-config"]
+    code, out, err = run(capsys, "eval", str(EXAMPLES), "--labels", labels, "--rules", *common)
+    assert code == 0, err
+    assert out.startswith("4 of 4 labelled runs found, preset default-lexical")
+    assert re.search(r"^error_retry\s", out, re.MULTILINE) and "agent-a" in out.splitlines()[1]
+    code, out, err = run(capsys, "eval", str(EXAMPLES), "--labels", labels, "--rules", "--json", *common)
+    assert code == 0 and {share["rule"] for share in json.loads(out)} >= {"repeat", "cycle", "error_retry"}
+    sweep = ["--sweep", "error_retry.threshold=2:4:1", "--loso"]
+    code, out, err = run(capsys, "eval", str(EXAMPLES), "--labels", labels, *sweep, *common)
+    assert code == 0, err
+    assert "left out (error_retry.threshold chosen on the rest)" in out
+    assert {line.split()[0] for line in out.splitlines()[-3:]} == {"agent-a", "agent-b", "examples"}
+    code, out, err = run(capsys, "eval", str(EXAMPLES), "--labels", labels, *sweep, "--json", *common)
+    assert code == 0 and {h["source"] for h in json.loads(out)["held_out"]} == {"agent-a", "agent-b", "examples"}
+    code, _, err = run(capsys, "eval", str(EXAMPLES), "--labels", labels, "--loso", *common)
+    assert code == 2 and "--loso needs --sweep" in err
