@@ -53,7 +53,7 @@ from .labelfile import read_labels
 from .metrics import Label, LabelError
 from .policy import Policy
 from .progress import Progress, progress_bar
-from .readers import FORMATS, Run, expand_paths, read_file, read_meter, read_runs
+from .readers import FORMATS, Run, expand_paths, read_file, read_meter
 from .summary import RunDigest, ScanTotals, episodes
 from .verdict import SEVERITY
 
@@ -120,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     explain.add_argument("--index", type=int, default=None, metavar="N", help="only the detection at index N")
     add_json_option(explain)
+    _no_progress(explain)
     commands.add_parser(
         "hook",
         add_help=False,
@@ -589,32 +590,45 @@ def _eval_html(
 
 
 def _explain(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors: _Errors) -> int:
-    if args.run_id is None:
-        first = list(itertools.islice(read_runs(args.paths, format=args.format, on_error=errors), 6))
-        if len(first) != 1:
-            what = "no run" if not first else f"{'more than 5' if len(first) > 5 else len(first)} runs"
-            shown = f" ({', '.join(repr(r.id) for r in first[:5])})" if first else ""
-            print(f"loopwatch: the input holds {what}{shown}: name one with --id RUN", file=sys.stderr)
-            return 2
-        run = first[0]
-    else:
-        matches: list[Run] = []
-        for candidate in read_runs(args.paths, format=args.format, on_error=errors):
-            if candidate.id == args.run_id:
-                matches = [candidate]
-                break
-            if candidate.id.endswith(args.run_id):
-                matches.append(candidate)
-        if len(matches) != 1:
-            found = "no run" if not matches else f"{len(matches)} runs ({', '.join(r.id for r in matches[:5])})"
-            print(f"loopwatch: {found} with id {args.run_id!r}", file=sys.stderr)
-            return 2
-        run = matches[0]
+    files = expand_paths(args.paths, errors)
+    total = None if "-" in files else sum(os.path.getsize(f) for f in files if os.path.isfile(f))
+    with (
+        progress_bar("reading", "bytes", enabled=not args.no_progress, total=total) as bar,
+        read_meter(bar.advance),
+    ):
+        runs = (run for path in files for run in read_file(path, format=args.format, on_error=errors))
+        run = _the_run(args.run_id, runs)
+    if run is None:
+        return 2
     if args.json:
         print(json.dumps(explanation_json(policy, run, index=args.index), indent=1, ensure_ascii=False, default=str))
     else:
         print(explain_run(policy, run, index=args.index))
     return 0
+
+
+def _the_run(run_id: str | None, runs: Iterator[Run]) -> Run | None:
+    """The run ``explain`` is about: the one with that id (or a unique end of it), or the input's only run; None
+    (said on stderr) when there is no such run or several."""
+    if run_id is None:
+        first = list(itertools.islice(runs, 6))
+        if len(first) == 1:
+            return first[0]
+        what = "no run" if not first else f"{'more than 5' if len(first) > 5 else len(first)} runs"
+        shown = f" ({', '.join(repr(r.id) for r in first[:5])})" if first else ""
+        print(f"loopwatch: the input holds {what}{shown}: name one with --id RUN", file=sys.stderr)
+        return None
+    matches: list[Run] = []
+    for candidate in runs:
+        if candidate.id == run_id:
+            return candidate
+        if candidate.id.endswith(run_id):
+            matches.append(candidate)
+    if len(matches) == 1:
+        return matches[0]
+    found = "no run" if not matches else f"{len(matches)} runs ({', '.join(r.id for r in matches[:5])})"
+    print(f"loopwatch: {found} with id {run_id!r}", file=sys.stderr)
+    return None
 
 
 # -- sessions -----------------------------------------------------------------------------------------
