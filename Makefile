@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP_DEMO := $(VENV)/.installed-demo
 STAMP_TEST := $(VENV)/.installed-test
 
-.PHONY: demo test lint typecheck unit eval bench clean
+.PHONY: demo test lint typecheck unit docs dist eval bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ $(STAMP_DEMO): $(BIN)/python pyproject.toml
 
 $(STAMP_TEST): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[test]"
-	$(BIN)/python tools/get_chromium.py $(VENV)/chromium
+	$(BIN)/python tools/get_chromium.py --optional $(VENV)/chromium
 	touch $@ $(STAMP_DEMO)
 
 demo: $(STAMP_DEMO)
@@ -33,7 +33,15 @@ typecheck: $(STAMP_TEST)
 unit: $(STAMP_TEST)
 	$(BIN)/pytest
 
-test: lint typecheck unit
+docs: $(STAMP_TEST)
+	$(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
+
+test: lint typecheck docs unit
+
+# a wheel and an sdist in dist/ (built in an isolated environment by the standard build front end)
+dist: $(BIN)/python
+	$(BIN)/python -m pip install --quiet build
+	$(BIN)/python -m build --outdir dist .
 
 CORPUS ?= ../shared/corpus
 
@@ -49,4 +57,4 @@ bench: $(STAMP_TEST)
 	$(BIN)/python benchmarks/bench_store.py
 
 clean:
-	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist site .mypy_cache .pytest_cache .ruff_cache

@@ -10,7 +10,7 @@
     ``json.dumps(step, sort_keys=True)`` hashed with blake2b for each step). Target: the scan takes at
     most 3x the floor, and less than 20 s for the whole corpus.
 (b) The same scan with ``-j 2`` (two processes; target: under 15 s).
-(c) The same corpus as one event-stream file (FORMAT.md section 1, each run a session, written once to a
+(c) The same corpus as one event-stream file (docs/formats.md, section 1, each run a session, written once to a
     temporary directory): ``loopwatch scan --format events --json`` on it against the floor on that file
     (``json.loads`` per line, then its canonical JSON hashed).
 
@@ -72,7 +72,7 @@ def floor_events(path: Path) -> int:
 
 
 def step_to_event(step: dict[str, Any], session: str) -> dict[str, Any]:
-    """A trajectory step (FORMAT.md section 2) as the event it stands for (section 1)."""
+    """A trajectory step (docs/formats.md, section 2) as the event it stands for (section 1)."""
     role, tool = step.get("role"), step.get("tool") if isinstance(step.get("tool"), str) else None
     text = step.get("text")
     text = text if isinstance(text, str) else ("" if text is None else json.dumps(text))

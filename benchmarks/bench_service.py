@@ -287,14 +287,14 @@ _FILTER = """() => { const input = document.getElementById('f-text'); const t0 =
 def run_dashboard() -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
-    from test_report import _CHROMIUM_ARGS, find_chromium
+    from browser import CHROMIUM_ARGS, find_chromium
 
     executable = find_chromium()
     if executable is None:
         raise SystemExit("no Chromium: python tools/get_chromium.py .venv/chromium")
     out: dict[str, Any] = {}
     with ServiceProcess("--preset", PRESET, tokens={"bench": TOKEN}) as service, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=executable, args=_CHROMIUM_ARGS)
+        browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         page = browser.new_context(bypass_csp=True, viewport={"width": 1400, "height": 900}).new_page()
         page.goto(f"{service.url}/dashboard/#token={TOKEN}")
         page.wait_for_selector("#status[data-state='live']", timeout=30_000)

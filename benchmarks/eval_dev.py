@@ -1,4 +1,4 @@
-"""Detection quality on the corpus dev labels (FORMAT.md section 5), per source and per pattern.
+"""Detection quality on the corpus dev labels (docs/labels.md, section 5), per source and per pattern.
 
     python benchmarks/eval_dev.py --preset default            # tables
     python benchmarks/eval_dev.py --preset default --json     # machine-readable

@@ -1,6 +1,6 @@
 """An AutoGen AgentChat team stuck in a loop, guarded by loopwatch: runs offline with ``ReplayChatCompletionClient``.
 
-    pip install 'loopwatch[autogen]' 'autogen-ext==0.7.5'
+    pip install '.[autogen]' 'autogen-ext==0.7.5'   # from a checkout of loopwatch (other ways: docs/install.md)
     python examples/autogen_agent.py
 
 The scripted model asks for the same search again and again. loopwatch nudges it (a message the model reads

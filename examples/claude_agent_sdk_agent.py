@@ -1,6 +1,6 @@
 """loopwatch in a Claude Agent SDK agent: ``ClaudeAgentOptions(hooks=loopwatch_hooks())``.
 
-    pip install 'loopwatch[claude-agent-sdk]'
+    pip install '.[claude-agent-sdk]'          # from a checkout of loopwatch (other ways: docs/install.md)
     python examples/claude_agent_sdk_agent.py "fix the failing test in tests/test_x.py"   # a real agent
     python examples/claude_agent_sdk_agent.py --offline                                  # no CLI, no login
 

@@ -1,6 +1,6 @@
 """A CrewAI crew stuck in a loop, guarded by loopwatch: runs offline with a scripted CrewAI ``BaseLLM``.
 
-    pip install 'loopwatch[crewai]'
+    pip install '.[crewai]'          # from a checkout of loopwatch (other ways: docs/install.md)
     python examples/crewai_agent.py
 
 The scripted model asks for the same search again and again. CrewAI answers the repeats itself ("I tried reusing

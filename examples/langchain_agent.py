@@ -1,6 +1,6 @@
 """A LangChain v1 agent stuck in a loop, guarded by loopwatch: runs offline with LangChain's fake chat model.
 
-    pip install 'loopwatch[langchain]'
+    pip install '.[langchain]'          # from a checkout of loopwatch (other ways: docs/install.md)
     python examples/langchain_agent.py
 
 The fake model asks for the same search again and again. loopwatch nudges it (a message the model reads on

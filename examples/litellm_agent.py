@@ -1,6 +1,6 @@
 """An agent stuck in a loop behind LiteLLM, guarded by loopwatch: runs offline with a scripted LiteLLM provider.
 
-    pip install 'loopwatch[litellm]'
+    pip install '.[litellm]'          # from a checkout of loopwatch (other ways: docs/install.md)
     python examples/litellm_agent.py
 
 The agent below is any agent you cannot change: it sends its whole history to ``litellm.acompletion`` on every

@@ -1,6 +1,6 @@
 """loopwatch in an OpenAI Agents SDK run, offline: a scripted model stands in for the LLM.
 
-    pip install 'loopwatch[openai-agents]'
+    pip install '.[openai-agents]'          # from a checkout of loopwatch (other ways: docs/install.md)
     python examples/openai_agents_agent.py
 
 Two runs through one ``LoopwatchGuard``:

@@ -1,6 +1,6 @@
 """A PydanticAI agent stuck in a loop, guarded by loopwatch: runs offline with PydanticAI's ``FunctionModel``.
 
-    pip install 'loopwatch[pydantic-ai]'
+    pip install '.[pydantic-ai]'          # from a checkout of loopwatch (other ways: docs/install.md)
     python examples/pydantic_ai_agent.py
 
 The scripted model asks for the same search again and again. loopwatch nudges it (a message the model reads

@@ -1,6 +1,6 @@
 """A smolagents agent stuck in a loop, guarded by loopwatch: runs offline with a scripted smolagents ``Model``.
 
-    pip install 'loopwatch[smolagents]'
+    pip install '.[smolagents]'          # from a checkout of loopwatch (other ways: docs/install.md)
     python examples/smolagents_agent.py
 
 The scripted model asks for the same search again and again. loopwatch nudges it (a note appended to the step's

@@ -740,7 +740,9 @@ def test_main_in_process_and_the_fast_option_parser(tmp_path: Path, monkeypatch:
         "preset": "p",
         "config": None,
         "fail_closed": True,
+        "no_config": False,
     }
+    assert cc._hook_options(["--no-config"])["no_config"] is True  # type: ignore[index]
     assert cc._hook_options(["--install"]) is None and cc._hook_options(["--store"]) is None
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cc.default_store_path() == str(tmp_path / "xdg" / "loopwatch" / "claude-code.db")

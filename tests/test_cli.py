@@ -1,6 +1,6 @@
 """The ``loopwatch scan`` command line, in-process (``main([...])``) and as a subprocess.
 
-The ``--json`` output is checked against FORMAT.md section 3 (a public contract), on the bundled
+The ``--json`` output is checked against docs/formats.md, section 3 (a public contract), on the bundled
 ``examples/`` and on event streams written here.
 """
 
@@ -89,7 +89,7 @@ def run_in_process(capsys: pytest.CaptureFixture[str], *args: str) -> Result:
 
 
 def check_format(reports: list[dict[str, Any]]) -> None:
-    """Every report and detection follows FORMAT.md section 3 to the letter."""
+    """Every report and detection follows docs/formats.md, section 3 to the letter."""
     assert reports, "no output"
     for report in reports:
         assert set(report) == REPORT_KEYS, report.keys()
@@ -178,7 +178,7 @@ def stream(tmp_path: Path) -> Path:
     return write_jsonl(tmp_path / "stream.jsonl", interleave(stuck_session("stuck"), healthy_session("healthy")))
 
 
-# -- the JSON output (FORMAT.md section 3) ---------------------------------------------------------------
+# -- the JSON output (docs/formats.md, section 3) ---------------------------------------------------------------
 
 
 def test_examples_json_follows_the_format(cli: Runner) -> None:
@@ -314,7 +314,7 @@ def test_stdin(cli: Runner, name: str) -> None:
 
 
 def test_format_forced_where_detection_would_guess_wrong(cli: Runner, tmp_path: Path) -> None:
-    # extra fields are allowed on input (FORMAT.md): an event that happens to carry "steps"
+    # extra fields are allowed on input (docs/formats.md): an event that happens to carry "steps"
     events = stuck_session("s")
     events[0] = {**events[0], "steps": 3}
     path = write_jsonl(tmp_path / "odd.jsonl", events)

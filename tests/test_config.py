@@ -403,7 +403,8 @@ def test_errors_in_a_file_keep_the_field_and_name_the_file(tmp_path: Path) -> No
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert info.value.field == "ladders.repeat.nudge"
-    assert str(info.value) == f"ladders.repeat.nudge: expected a positive integer, got 0 (integer) (in {path})"
+    assert str(info.value) == f"{path}:2: ladders.repeat.nudge: expected a positive integer, got 0 (integer)"
+    assert (info.value.path, info.value.line) == (str(path), 2)
 
 
 def test_nan_and_inf_from_toml(tmp_path: Path) -> None:

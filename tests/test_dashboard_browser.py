@@ -1,8 +1,8 @@
 """The live dashboard in headless Chromium (Playwright), against a real ``loopwatch serve`` process: traffic
 driven into the service shows up on the page (a stop in the feed, the session's row, its timeline with the
 evidence), the filters work, a thousand live sessions are all listed, nothing is fetched from elsewhere and the
-console stays clean. The browser is found as in test_report.py (``LOOPWATCH_CHROMIUM``, the virtualenv's, a
-system one); ``LOOPWATCH_SKIP_BROWSER=1`` skips when there is none."""
+console stays clean. The browser is found by tests/browser.py (``LOOPWATCH_CHROMIUM``, the virtualenv's, a
+system one); skipped with the reason when there is none, unless ``LOOPWATCH_REQUIRE_BROWSER=1``."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from browser import CHROMIUM_ARGS, chromium
 from service_process import ServiceProcess, session_events
-from test_report import _CHROMIUM_ARGS, _unavailable, find_chromium
 
 pytest.importorskip("starlette")
 
@@ -29,15 +29,11 @@ def service() -> Iterator[ServiceProcess]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("Playwright is not installed (pip install -e '.[test]')")
-    executable = find_chromium()
-    if executable is None:
-        _unavailable("no Chromium found")
+    executable = chromium()
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=executable, args=_CHROMIUM_ARGS, timeout=60_000)
+        launched = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, timeout=60_000)
         try:
             yield launched
         finally:

@@ -1,4 +1,4 @@
-"""Events (FORMAT.md section 1): parsing, validation errors naming the field, immutability, round trips."""
+"""Events (docs/formats.md, section 1): parsing, validation errors naming the field, immutability, round trips."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from loopwatch.events import (
     session_of,
 )
 
-# One event of every type with every field FORMAT.md section 1 gives it.
+# One event of every type with every field docs/formats.md, section 1 gives it.
 FULL_EVENTS: list[dict[str, Any]] = [
     {
         "type": "tool_call",

@@ -1,4 +1,4 @@
-"""Tests for loopwatch.metrics: each FORMAT.md section 5 metric on hand-built runs and the real dev labels."""
+"""Tests for loopwatch.metrics: each metric of docs/labels.md (section 5) on hand-built runs and the real dev labels."""
 
 from __future__ import annotations
 

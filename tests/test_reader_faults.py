@@ -1,7 +1,7 @@
 """Readers and ``loopwatch scan`` on malformed input: every bad record is a typed, counted skip naming the file
 and line, whatever the record holds; the command line ends with exit status 0 or 2, never a traceback.
 
-Records are generated from the formats' own schemas (FORMAT.md sections 1 and 2: each field given a value of
+Records are generated from the formats' own schemas (docs/formats.md, sections 1 and 2: each field given a value of
 any JSON type, or left out), and whole files are corrupted copies of the real samples of every format
 (``trace_corruption.py``; ``benchmarks/fuzz_scan.py`` runs ten thousand of them)."""
 
@@ -57,7 +57,7 @@ EVENT_FIELDS = {
 
 @st.composite
 def event_records(draw: st.DrawFn) -> dict[str, Any]:
-    """An event record (FORMAT.md section 1): a type, and each of its fields either well-formed, of any
+    """An event record (docs/formats.md, section 1): a type, and each of its fields either well-formed, of any
     other JSON type, or absent."""
     kind = draw(st.sampled_from(sorted(EVENT_FIELDS)))
     good: dict[str, Any] = {
@@ -77,7 +77,7 @@ def event_records(draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def trajectory_records(draw: st.DrawFn) -> Any:
-    """A trajectory (FORMAT.md section 2) whose fields and steps may hold any JSON value."""
+    """A trajectory (docs/formats.md, section 2) whose fields and steps may hold any JSON value."""
     steps = draw(
         st.lists(
             st.one_of(

@@ -1,4 +1,4 @@
-"""Readers (loopwatch.readers): trace files -> runs of events (FORMAT.md sections 1 and 2)."""
+"""Readers (loopwatch.readers): trace files -> runs of events (docs/formats.md, sections 1 and 2)."""
 
 from __future__ import annotations
 

@@ -2,10 +2,8 @@
 
 The browser test opens the generated file in headless Chromium (driven by Playwright), takes a screenshot, checks
 the expected elements are there and visible, clicks a run, and checks there were no console errors and no network
-requests. The browser is ``LOOPWATCH_CHROMIUM`` if set, else the one ``tools/get_chromium.py`` unpacked into the
-virtualenv (``.venv/chromium/chromium``; this test runs that script if it finds none), else a system Chromium.
-With ``LOOPWATCH_SKIP_BROWSER=1`` the test is skipped when no browser (or no Playwright) is available; otherwise
-it fails.
+requests. The browser is found by tests/browser.py (skipped, saying why, where there is none and npm cannot fetch
+one; a failure under ``LOOPWATCH_REQUIRE_BROWSER=1``, as in CI).
 """
 
 from __future__ import annotations
@@ -17,8 +15,6 @@ import json
 import os
 import shutil
 import struct
-import subprocess
-import sys
 import tracemalloc
 import weakref
 import zlib
@@ -29,10 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from browser import CHROMIUM_ARGS, chromium
 from loopwatch.events import Event, Message, ToolCall, ToolResult, Usage
 from loopwatch.presets import preset
 from loopwatch.readers import Run, read_runs
-from loopwatch.report import ACTION_COLOURS, HtmlReport, SweepPoint, scan_with_runs
+from loopwatch.report import ACTION_COLOURS, HtmlReport, SweepPoint, middle_ellipsis, scan_with_runs
 from loopwatch.scan import RunReport, scan_runs
 from loopwatch.summary import model_of
 from loopwatch.verdict import Verdict
@@ -143,7 +140,7 @@ def test_user_strings_are_escaped_everywhere() -> None:
     data = parsed.data()
     assert data["runs"][0]["id"] == EVIL
     assert data["runs"][0]["source"] == EVIL
-    labels = [s[4] for s in data["runs"][0]["steps"]]
+    labels = [s[3] for s in data["runs"][0]["steps"]]
     assert any(EVIL_TOOL in label for label in labels)
     assert any("alert(3)" in label for label in labels)
     rows = parsed.by_class("run-row")
@@ -207,21 +204,26 @@ def test_totals() -> None:
     assert {b["data-label"]: b["data-value"] for b in parsed.by_class("bar")}["repeat"] == "2"
 
 
-def test_runs_without_verdicts_keep_only_counts() -> None:
-    report = HtmlReport()
+def test_runs_without_verdicts_are_kept_up_to_max_clean() -> None:
+    report = HtmlReport(max_clean=10)
     runs = [Run(id=f"clean{k}", events=clean_events(40), source="s") for k in range(30)]
     for run, run_report in scanned(runs):
         assert not run_report.verdicts
         report.add(run, run_report)
     assert report.runs == 30 and report.events == 1200 and report.looping == 0
     assert report.kept_runs() == []
+    assert [v.id for v in report.clean_runs()] == [f"clean{k}" for k in range(10)]  # the first ones
     page = report.render()
-    assert "No run had a loop." in page
-    assert not parse(page).by_class("timeline")
+    parsed = parse(page)
+    assert len(parsed.by_class("timeline")) == 10
+    assert {a["data-action"] for a in parsed.by_class("run-row")} == {"clean"}
+    assert "10 of 30 runs without a loop are kept" in page
+    data = parsed.data()
+    assert all(run["action"] == "clean" and run["steps"] for run in data["runs"])
 
 
 def test_memory_stays_flat_over_many_runs_without_loops() -> None:
-    report = HtmlReport()
+    report = HtmlReport(max_clean=0)
     refs: list[weakref.ref[Run]] = []
     gc.collect()
     tracemalloc.start()
@@ -258,8 +260,9 @@ def test_only_the_worst_runs_are_drawn() -> None:
     expected = sorted(looping, key=lambda r: (-max(v.severity for v in r.verdicts), -len(r.verdicts), r.id))[:5]
     assert [v.id for v in kept] == [r.id for r in expected]
     parsed = parse(report.render())
-    assert len(parsed.by_class("timeline")) == 5
-    assert len(parsed.by_class("worst-row")) == 3
+    clean = len(pairs) - len(looping)
+    assert len(parsed.by_class("timeline")) == 5 + clean
+    assert len([r for r in parsed.by_class("run-row-t") if r["data-action"] != "clean"]) == 5
     note = parsed.by_id("cap-note")
     assert note is not None and note["data-drawn"] == "5" and note["data-looping"] == str(len(looping))
 
@@ -275,8 +278,9 @@ def test_a_long_run_keeps_only_the_steps_around_its_loops() -> None:
     assert view.partial
     lo = min(v.loop_start if v.loop_start is not None else v.index for v in run_report.verdicts) - 5
     hi = max(v.index for v in run_report.verdicts) + 5
-    assert view.steps and all(lo <= s.pos <= hi for s in view.steps)
+    assert view.steps and all(lo <= s.record <= hi for s in view.steps)
     assert len(view.steps) < 60
+    assert view.length == len(events)  # the axis still spans the whole run
 
 
 def test_repeated_calls_are_highlighted() -> None:
@@ -289,13 +293,13 @@ def test_repeated_calls_are_highlighted() -> None:
     assert run["verdicts"]
     for v in run["verdicts"]:
         assert v["hl"], v
-        assert all(steps[p][2] == "call" and steps[p][3] == "bash" for p in v["hl"])
-        assert v["pos"] == v["index"]  # one event per step here
-    assert run["episodes"] and run["episodes"][0]["start"] <= run["verdicts"][0]["pos"]
+        assert all(steps[p][1] == "call" and steps[p][2] == "bash" for p in v["hl"])
+    assert run["episodes"] and run["episodes"][0]["start"] <= run["verdicts"][0]["index"]
 
 
-def test_record_indices_map_to_event_positions() -> None:
-    # every record gave two events (a call and its result): verdicts speak of records, the timeline of events
+def test_one_step_axis_for_verdicts_episodes_and_steps() -> None:
+    # every record gave two events (a call and its result): the timeline, the verdicts and the episodes all count
+    # the user's steps (records), never events
     events: list[Event] = []
     for k in range(6):
         events += [ToolCall(tool="t", args={"n": k % 2}), ToolResult(tool="t", output="same")]
@@ -303,12 +307,57 @@ def test_record_indices_map_to_event_positions() -> None:
     run_report = RunReport(id="x", events=12, verdicts=[verdict(4, "block", "cycle", start=1)])
     report = HtmlReport()
     report.add(run, run_report)
+    parsed = parse(report.render())
+    data = parsed.data()
+    (run_data,) = data["runs"]
+    assert run_data["length"] == 6  # six steps, twelve events
+    (v,) = run_data["verdicts"]
+    assert (v["index"], v["start"]) == (4, 1)
+    (episode,) = run_data["episodes"]
+    assert (episode["start"], episode["end"]) == (1, 4)
+    assert [s[0] for s in run_data["steps"]] == [k // 2 for k in range(12)]
+    (svg,) = parsed.by_class("timeline")
+    assert svg["data-steps"] == "6"
+    (mark,) = parsed.by_class("verdict-mark")
+    unit = 1000 / 6
+    assert float(mark["x"]) + float(mark["width"]) / 2 == pytest.approx(4.5 * unit, abs=0.01)  # step 4's slot
+    (shade,) = parsed.by_class("episode")
+    assert float(shade["x"]) == pytest.approx(1 * unit, abs=0.01)
+    assert float(shade["width"]) == pytest.approx(4 * unit, abs=0.01)  # steps 1 to 4
+
+
+def test_long_names_are_cut_in_the_middle_and_kept_whole_on_hover() -> None:
+    name = "swe_agent_java/20240825_SWE-agent_doubao-pro-128k/fasterxml__jackson-databind-3621"
+    shown = middle_ellipsis(name)
+    assert len(shown) == 64 and "…" in shown
+    assert shown.startswith("swe_agent_java/") and shown.endswith("jackson-databind-3621")
+    report = HtmlReport()
+    report.add(Run(id=name, events=looping_events()), RunReport(id=name, events=30, verdicts=[verdict(20)]))
+    parsed = parse(report.render())
+    (cell,) = [a for _, a in parsed.tags if "run-id" in a.get("class", "").split() and a.get("data-v")]
+    assert cell["title"] == name and cell["data-v"] == name
+
+
+def test_costs_carry_their_currency() -> None:
+    events: list[Event] = [*looping_events(), Usage(cost=1.25)]
+    report = HtmlReport(currency="EUR")
+    report.add(Run(id="r", events=events), RunReport(id="r", events=len(events), verdicts=[verdict(20, start=10)]))
+    page = report.render()
+    assert "1.25 EUR in all" in page and "cost in loops (EUR)" in page
+    assert parse(page).data()["currency"] == "EUR"
+
+
+def test_full_text_is_kept_near_loops_and_cut() -> None:
+    long_output = "x" * 5000
+    events = looping_events(output=long_output)
+    ((run, run_report),) = scanned([Run(id="r", events=events)])
+    report = HtmlReport()
+    report.add(run, run_report)
     data = parse(report.render()).data()
-    (v,) = data["runs"][0]["verdicts"]
-    assert (v["index"], v["pos"], v["loop_start"], v["start"]) == (4, 9, 1, 2)
-    (episode,) = data["runs"][0]["episodes"]
-    assert (episode["from"], episode["to"], episode["start"], episode["end"]) == (1, 4, 2, 9)
-    assert [s[1] for s in data["runs"][0]["steps"]] == [k // 2 for k in range(12)]
+    texts = [s[5] for s in data["runs"][0]["steps"] if s[5]]
+    assert texts, "no step keeps its text"
+    assert any(t.startswith("x" * 2000) and "3,000 more characters" in t for t in texts)
+    assert all(len(s[3]) <= 80 for s in data["runs"][0]["steps"])
 
 
 def test_sweep_chart() -> None:
@@ -350,7 +399,7 @@ def test_page_from_corpus_runs(tmp_path: Path) -> None:
     parsed = parse(page)
     assert report.runs == 60 and report.looping > 0
     assert parsed.by_id("summary") is not None and parsed.by_id("detail") is not None
-    assert len(parsed.by_class("timeline")) == report.looping
+    assert len(parsed.by_class("timeline")) == report.looping + len(report.clean_runs())
     assert parsed.by_class("episode") and parsed.by_class("verdict-mark")
     assert {a["data-action"] for a in parsed.by_class("verdict-mark")} <= set(ACTION_COLOURS)
     assert parsed.by_id("chart-pattern") is not None and parsed.by_id("chart-source") is not None
@@ -358,61 +407,10 @@ def test_page_from_corpus_runs(tmp_path: Path) -> None:
     links = [v for _, a in parsed.tags for k, v in a.items() if k in ("src", "href", "xlink:href", "action")]
     assert all(v.startswith("data:") for v in links), links  # nothing to fetch
     data = parsed.data()
-    assert all(len(s[4]) <= 80 for run in data["runs"] for s in run["steps"])
+    assert all(len(s[3]) <= 80 for run in data["runs"] for s in run["steps"])
 
 
 # -- the page in a real browser ---------------------------------------------------------------------------------
-
-_CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
-_SYSTEM_BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless_shell")
-
-
-def find_chromium() -> str | None:
-    """``LOOPWATCH_CHROMIUM``, else the virtualenv's unpacked browser (set up on the spot if npm is here), else
-    a system Chromium."""
-    override = os.environ.get("LOOPWATCH_CHROMIUM")
-    if override:
-        return override
-    venvs = [Path(sys.prefix), REPO / ".venv"]
-    for venv in venvs:
-        candidate = venv / "chromium" / "chromium"
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    if sys.prefix != sys.base_prefix and shutil.which("npm") and shutil.which("node"):
-        target = Path(sys.prefix) / "chromium"
-        done = subprocess.run(
-            [sys.executable, str(REPO / "tools" / "get_chromium.py"), str(target)],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        if done.returncode == 0 and (target / "chromium").is_file():
-            return str(target / "chromium")
-    for name in _SYSTEM_BROWSERS:
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-def _unavailable(reason: str) -> None:
-    how = (
-        "set up a browser with `python tools/get_chromium.py .venv/chromium` (needs npm), or point "
-        "LOOPWATCH_CHROMIUM at a Chromium; LOOPWATCH_SKIP_BROWSER=1 skips this test"
-    )
-    if os.environ.get("LOOPWATCH_SKIP_BROWSER") == "1":
-        pytest.skip(f"{reason} (LOOPWATCH_SKIP_BROWSER=1)")
-    pytest.fail(f"{reason}: {how}")
 
 
 def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
@@ -467,31 +465,32 @@ def colour_count(rows: Sequence[bytes], hex_colour: str, tolerance: int = 12) ->
 
 
 def test_page_in_headless_chromium(tmp_path: Path) -> None:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("Playwright is not installed (pip install -e '.[test]')")
-    executable = find_chromium()
-    if executable is None:
-        _unavailable("no Chromium found")
-    elif not (Path(executable).is_file() and os.access(executable, os.X_OK)):
-        _unavailable(f"the browser {executable} is not an executable file")
-    assert executable is not None
+    """Triage by clicking through the page: filters, search, sorting, clean runs, a run's panel with its full name,
+    its steps and their full text."""
+    executable = chromium()
+    from playwright.sync_api import sync_playwright
 
     report = HtmlReport()
-    runs = [*corpus_runs(40), Run(id=EVIL, events=looping_events(tool=EVIL_TOOL, output=EVIL_OUTPUT), source=EVIL)]
+    long_text = "Traceback (most recent call last): " + "frame " * 250 + "END-OF-OUTPUT"
+    runs = [
+        *corpus_runs(40),
+        Run(id=EVIL, events=looping_events(tool=EVIL_TOOL, output=EVIL_OUTPUT), source=EVIL),
+        Run(id="wordy", events=looping_events(tool="pytest_runner", output=long_text), source="mine"),
+    ]
     for pair in scan_with_runs(preset("default"), runs):
         report.add(*pair)
     report.add_sweep("repeat.threshold", [(2, 0.95, 0.3), (3, 0.85, 0.12), (4, 0.7, 0.04), (5, 0.6, 0.02)])
     page_path = tmp_path / "report.html"
     report.write(page_path, preset="default")
     url = page_path.resolve().as_uri()
+    looping, clean = report.looping, len(report.clean_runs())
+    assert looping >= 3 and clean >= 3
 
     console: list[str] = []
     requests: list[str] = []
     dialogs: list[str] = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=executable, args=_CHROMIUM_ARGS, timeout=60_000)
+        browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, timeout=60_000)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
 
@@ -515,11 +514,13 @@ def test_page_in_headless_chromium(tmp_path: Path) -> None:
             page.on("dialog", on_dialog)
             page.goto(url, wait_until="load")
 
-            for selector in ("#summary", "#charts", "#chart-pattern svg", "#chart-source svg", "#legend", "#worst"):
+            for selector in ("#summary", "#charts", "#chart-pattern svg", "#chart-source svg", "#legend", "#runs"):
                 assert page.locator(selector).first.is_visible(), selector
-            timelines = page.locator("svg.timeline")
-            assert timelines.count() == report.looping >= 2
-            assert timelines.first.is_visible()
+            table_rows = page.locator("table.runs tbody tr:visible")
+            timelines = page.locator(".run-row:visible svg.timeline")
+            assert table_rows.count() == looping  # runs with loops first
+            assert timelines.count() == looping
+            assert page.locator("#f-count").text_content() == f"{looping} of {looping + clean} runs shown"
             box = timelines.first.bounding_box()
             assert box is not None and box["width"] > 500 and box["height"] >= 20
             assert page.locator("svg.timeline .episode").first.is_visible()
@@ -529,25 +530,71 @@ def test_page_in_headless_chromium(tmp_path: Path) -> None:
             shot = tmp_path / "report.png"
             page.screenshot(path=str(shot))
 
-            row = page.locator(".run-row").first
-            run_id = row.get_attribute("data-id")
-            row.click()
+            # a long run name: cut in the middle on the page, whole on hover and in the panel
+            long_row = page.locator("table.runs tbody tr:visible td.run-id", has_text="…").first
+            full = long_row.get_attribute("title")
+            assert full is not None and len(full) > 64 and "…" in (long_row.text_content() or "")
+            assert full.startswith((long_row.text_content() or "").split("…")[0])
+            long_row.click()
             detail = page.locator("#detail")
             detail.wait_for(state="visible", timeout=5_000)
-            assert page.locator("#detail-title").text_content() == run_id
+            assert page.locator("#detail-title").text_content() == full
             assert page.locator("#detail .episode-block").count() >= 1
             highlighted = page.locator("#detail tr.hl")
-            assert highlighted.count() >= 2
-            assert highlighted.first.is_visible()
+            assert highlighted.count() >= 2 and highlighted.first.is_visible()
             assert page.locator("#detail tr.at-verdict").count() >= 1
             clicked = tmp_path / "report-detail.png"
             page.screenshot(path=str(clicked))
-
             page.locator("#detail-close").click()
             assert detail.is_hidden()
+
+            # a step's full text opens with a click
+            page.locator('.run-row[data-id="wordy"]').click()
+            details = page.locator("#detail details.text", has=page.locator("pre", has_text="END-OF-OUTPUT")).first
+            pre = details.locator("pre")
+            assert pre.is_hidden() and "Traceback" in (details.locator("summary").text_content() or "")
+            details.locator("summary").click()
+            assert pre.is_visible() and "END-OF-OUTPUT" in (pre.text_content() or "")
+            page.locator("#detail-close").click()
+
+            # search by tool, then by run id
+            page.locator("#f-search").fill("pytest_runner")
+            assert [r.get_attribute("data-id") for r in table_rows.all()] == ["wordy"]
+            page.locator("#f-search").fill(EVIL[:12])
+            assert [r.get_attribute("data-id") for r in table_rows.all()] == [EVIL]
             page.locator(f'.run-row[data-id="{EVIL.replace(chr(34), chr(92) + chr(34))}"]').click()
             assert page.locator("#detail-title").text_content() == EVIL
             assert page.locator("#detail td.lbl", has_text="alert(3)").count() >= 1  # shown as text
+            page.locator("#detail-close").click()
+            page.locator("#f-search").fill("")
+
+            # filter by pattern, by source, by action; clean runs are reachable
+            patterns = [o for o in page.locator("#f-pattern option").all_inner_texts() if o != "any pattern"]
+            page.locator("#f-pattern").select_option(patterns[0])
+            shown = table_rows.all()
+            assert shown and all(patterns[0] in (r.get_attribute("data-patterns") or "").split() for r in shown)
+            page.locator("#f-pattern").select_option("")
+            page.locator("#f-source").select_option("mine")
+            assert [r.get_attribute("data-id") for r in table_rows.all()] == ["wordy"]
+            page.locator("#f-source").select_option("")
+            page.locator("#f-show").select_option("clean")
+            assert table_rows.count() == clean and timelines.count() == clean
+            assert {r.get_attribute("data-action") for r in table_rows.all()} == {"clean"}
+            table_rows.first.click()
+            assert page.locator("#detail h3").first.text_content().startswith("No loop found")  # type: ignore[union-attr]
+            assert page.locator("#detail tr.step-row").count() >= 1
+            page.locator("#detail-close").click()
+            page.locator("#f-show").select_option("")
+            assert table_rows.count() == looping + clean
+
+            # sort by steps, descending then ascending
+            header = page.locator("table.runs th", has_text="steps").first
+            header.click()
+            steps = [int(r.locator("td").nth(3).get_attribute("data-v") or 0) for r in table_rows.all()]
+            assert steps == sorted(steps, reverse=True) and header.get_attribute("aria-sort") == "descending"
+            header.click()
+            steps = [int(r.locator("td").nth(3).get_attribute("data-v") or 0) for r in table_rows.all()]
+            assert steps == sorted(steps)
         finally:
             browser.close()
 
@@ -557,8 +604,8 @@ def test_page_in_headless_chromium(tmp_path: Path) -> None:
 
     width, height, rows = png_pixels(shot.read_bytes())
     assert (width, height) == (1280, 900)
-    header = colour_count(rows[:40], "#1f2937")
-    assert header > 1280 * 30, "the page header is not drawn"
+    header_pixels = colour_count(rows[:40], "#1f2937")
+    assert header_pixels > 1280 * 30, "the page header is not drawn"
     _, _, detail_rows = png_pixels(clicked.read_bytes())
     highlight = colour_count(detail_rows, "#ffe8cc", tolerance=4)
     assert highlight > 1000, "no highlighted step in the detail panel"

@@ -71,7 +71,7 @@ def sample_files() -> list[Path]:
 
 
 def canonical_seeds() -> dict[str, str]:
-    """Files of loopwatch's own formats (FORMAT.md sections 1 and 2): an event stream and trajectories."""
+    """Files of loopwatch's own formats (docs/formats.md, sections 1 and 2): an event stream and trajectories."""
     events = [
         {"type": "tool_call", "session": "s1", "ts": 1.0, "tool": "bash", "args": {"command": "cd srcc"}, "id": "c1"},
         {"type": "tool_result", "session": "s1", "tool": "bash", "output": "No such file", "is_error": True},

@@ -10,17 +10,20 @@ flat however many files there are.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final, Protocol
 
 from .errors import InputError
 from .policy import Policy
 from .presets import preset
-from .readers import ErrorHandler, Format, Run, expand_paths, read_file
+from .readers import ErrorHandler, Format, Run, expand_paths, read_file, read_meter
 from .scan import RunReport, scan_runs
 from .summary import RunDigest, digest_run
 
@@ -46,6 +49,15 @@ class PolicySpec:
         return preset(self.preset or "default")
 
 
+class ScanProgress(Protocol):
+    """What :func:`scan_files` tells a progress bar: the bytes it will read (``None`` when unknown: standard
+    input), then the bytes read as they are read (by every worker)."""
+
+    def start(self, total: int | None) -> None: ...
+
+    def advance(self, read: int) -> None: ...
+
+
 @dataclass
 class Scanned:
     """One scanned run: its report and digest, and the run itself when it was asked for."""
@@ -60,6 +72,11 @@ KeepRun = Callable[[RunReport], bool]
 
 def _never(report: RunReport) -> bool:
     return False
+
+
+def keep_all(report: RunReport) -> bool:
+    """``keep`` for :func:`scan_files`: send back every run (the HTML report chooses which to keep)."""
+    return True
 
 
 def with_loops(report: RunReport) -> bool:
@@ -99,7 +116,17 @@ def _worker(
         errors.append((error.reason, error.path, error.line))
 
     policy = _policy_cache(spec)
-    return list(_scan_task(task, policy, keep, on_error)), errors
+    with read_meter(_count_worker_bytes) if _WORKER_COUNTER else contextlib.nullcontext():
+        return list(_scan_task(task, policy, keep, on_error)), errors
+
+
+@contextlib.contextmanager
+def _stopping(poller: _Poller | None) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        if poller is not None:
+            poller.stop()
 
 
 _POLICIES: dict[PolicySpec, Policy] = {}
@@ -137,20 +164,80 @@ def scan_files(
     keep: KeepRun = _never,
     on_error: ErrorHandler,
     on_file: Callable[[str], None] | None = None,
+    progress: ScanProgress | None = None,
 ) -> Iterator[Scanned]:
     """Every run of every file in ``paths`` (expanded as :func:`~loopwatch.readers.expand_paths` does),
     scanned with ``spec``'s policy, in input order. ``keep(report)`` says which runs to send back whole;
-    ``on_file(path)`` is called as each file is done (for a progress bar)."""
+    ``on_file(path)`` is called as each file is done; ``progress`` is told the bytes to read and read."""
     files = expand_paths(paths, on_error)
-    if jobs <= 1 or (len(files) <= 1 and not _splittable(files)) or "-" in files:  # stdin stays in this process
+    single = jobs <= 1 or (len(files) <= 1 and not _splittable(files)) or "-" in files  # stdin stays here
+    if progress is not None:
+        progress.start(_total_bytes(files, 1 if single else jobs))
+    if single:
         policy = spec.build()
-        for path in files:
-            for _, scanned in _scan_task(_Task(path, format, None), policy, keep, on_error):
-                yield scanned
-            if on_file is not None:
-                on_file(path)
+        with read_meter(progress.advance) if progress is not None else contextlib.nullcontext():
+            for path in files:
+                for _, scanned in _scan_task(_Task(path, format, None), policy, keep, on_error):
+                    yield scanned
+                if on_file is not None:
+                    on_file(path)
         return
-    yield from _parallel(files, spec, format, jobs, keep, on_error, on_file)
+    yield from _parallel(files, spec, format, jobs, keep, on_error, on_file, progress)
+
+
+def _total_bytes(files: Sequence[str], jobs: int) -> int | None:
+    """The bytes the scan will read: each file's size, times the workers that share it (each reads it whole)."""
+    total = 0
+    for path in files:
+        if path == "-":
+            return None
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            continue  # reported when it is opened
+        total += size * (jobs if jobs > 1 and size >= _SPLIT_BYTES else 1)
+    return total
+
+
+_WORKER_COUNTER: list[Any] = []
+
+
+def _start_worker(counter: Any) -> None:
+    """A worker process's set-up: count the bytes it reads into the counter shared with the parent."""
+    _WORKER_COUNTER[:] = [counter]
+
+
+def _count_worker_bytes(read: int) -> None:
+    counter = _WORKER_COUNTER[0]
+    with counter.get_lock():
+        counter.value += read
+
+
+class _Poller:
+    """Forwards the workers' shared byte count to a progress bar, a few times a second, from a thread."""
+
+    def __init__(self, counter: Any, progress: ScanProgress) -> None:
+        self._counter = counter
+        self._progress = progress
+        self._seen = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="loopwatch-progress", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(0.2):
+            self.flush()
+
+    def flush(self) -> None:
+        value = int(self._counter.value)
+        if value > self._seen:
+            self._progress.advance(value - self._seen)
+            self._seen = value
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+        self.flush()
 
 
 def _parallel(
@@ -161,9 +248,13 @@ def _parallel(
     keep: KeepRun,
     on_error: ErrorHandler,
     on_file: Callable[[str], None] | None,
+    progress: ScanProgress | None = None,
 ) -> Iterator[Scanned]:
     groups = iter(zip(files, _tasks(files, format, jobs), strict=True))
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    counter = multiprocessing.Value("q", 0)
+    poller = _Poller(counter, progress) if progress is not None else None
+    setup: dict[str, Any] = {"initializer": _start_worker, "initargs": (counter,)} if progress is not None else {}
+    with ProcessPoolExecutor(max_workers=jobs, **setup) as pool, _stopping(poller):
         # at most 2 * jobs files in flight: enough to keep every worker busy, with bounded memory
         pending = []
         for path, group in groups:

@@ -1,32 +1,39 @@
 """The ``loopwatch`` command line. It drives; the rules never import it.
 
     loopwatch scan PATH... [--format NAME] [--preset NAME] [--config FILE] [--json] [-j N] [--html FILE]
-    loopwatch eval PATH... --labels FILE [--preset NAME] [--compare PRESET...] [--sweep DET.PARAM=A:B:STEP]
-    loopwatch explain PATH... --id RUN [--index N]
+                           [--fail-on ACTION]
+    loopwatch eval PATH... --labels FILE [--preset NAME] [--compare NAME...] [--sweep DET.PARAM=A:B:STEP]
+                           [--loso] [--rules] [--html FILE]
+    loopwatch explain PATH... [--id RUN] [--index N]
     loopwatch sessions --store URL [--reset ID | --forget ID | --swarm ID [--clear]] [--json]
     loopwatch hook claude-code [--install [--project|--user|--local] | --uninstall]   (a Claude Code hook)
     loopwatch mcp-proxy [--preset NAME] [--store URL] [--session ID] -- SERVER COMMAND...   (an MCP server's guard)
     loopwatch serve [--store URL] [--workers N] [--token-file FILE] [--host H] [--port P]   (the HTTP service)
 
-Formats: the canonical ``events`` and ``trajectory`` (FORMAT.md), and foreign traces (``openai``,
-``openai-responses``, ``anthropic``, ``claude-code``, ``swe-agent``, ``mini-swe-agent``, ``openhands``,
-``tau-bench``, ``otel``), detected from each file's first record unless ``--format`` forces one.
+Formats: loopwatch's own ``events`` and ``trajectory`` (docs/formats.md), and foreign traces, detected from each
+file's first record unless ``--format`` forces one. The configuration is ``--config FILE``, else the nearest
+``loopwatch.toml`` (or ``pyproject.toml`` with ``[tool.loopwatch]``) in the working directory or its parents,
+unless ``--no-config``.
 
-Exit status: 0 when the command ran (loops or not), 2 on unusable input or configuration (the message
-names the file and line, or the field).
+Exit status: 0 when the command ran (loops or not); 1 when ``scan --fail-on ACTION`` found a verdict at that
+level or above; 2 on unusable input or configuration (the message names the file and line, or the setting);
+141 when the reader of the output went away (``| head``), quietly.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import os
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any, TextIO
 
 from . import __version__
-from .batch import PolicySpec, Scanned, scan_files, with_loops
+from .batch import PolicySpec, Scanned, keep_all, scan_files
+from .cli_options import add_json_option, add_policy_options, add_store_option, config_path
 from .errors import ConfigError, InputError, LoopwatchError
 from .evaluation import (
     Evaluation,
@@ -35,7 +42,6 @@ from .evaluation import (
     compare_table,
     evaluate_policy,
     held_out_table,
-    labelled_runs,
     leave_one_source_out,
     rule_share_table,
     rule_shares,
@@ -43,27 +49,43 @@ from .evaluation import (
     sweep_table,
 )
 from .explain import explain_run, explanation_json
-from .metrics import Label, LabelError, parse_labels
+from .labelfile import read_labels
+from .metrics import Label, LabelError
 from .policy import Policy
-from .presets import PRESETS
-from .readers import FORMATS, Run, read_runs
+from .progress import Progress, progress_bar
+from .readers import FORMATS, Run, expand_paths, read_file, read_meter
 from .summary import RunDigest, ScanTotals, episodes
+from .verdict import SEVERITY
+
+FAIL_ON: tuple[str, ...] = ("nudge", "block", "stop")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loopwatch", description="Catch LLM agents stuck in loops.")
     parser.add_argument("--version", action="version", version=f"loopwatch {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     scan = commands.add_parser("scan", help="find loops in recorded runs (event streams, trajectories, agent traces)")
     _inputs(scan)
-    scan.add_argument("--json", action="store_true", help="one JSON object per run (FORMAT.md section 3)")
-    scan.add_argument("--top", type=int, default=10, help="how many of the worst runs to show (default: 10)")
+    add_json_option(scan, "one JSON object per run (the scan output format, docs/formats.md)")
+    scan.add_argument(
+        "--top", type=int, default=10, metavar="N", help="how many of the worst runs to show (default: 10)"
+    )
     scan.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="scan with N processes (default: 1)")
     scan.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report to FILE")
-    scan.add_argument("--no-progress", action="store_true", help="no progress bar (default: shown on a terminal)")
+    scan.add_argument(
+        "--fail-on",
+        choices=FAIL_ON,
+        default=None,
+        metavar="ACTION",
+        help="exit with status 1 when a run gets a verdict of ACTION or stronger: nudge, block or stop (for CI)",
+    )
+    scan.add_argument(
+        "--currency", default="USD", metavar="CODE", help="the currency of the runs' costs (default: USD)"
+    )
+    _no_progress(scan)
 
-    evaluate = commands.add_parser("eval", help="measure detection against labels (FORMAT.md sections 4 and 5)")
+    evaluate = commands.add_parser("eval", help="measure detection against labels (docs/labels.md)")
     _inputs(evaluate)
     evaluate.add_argument(
         "--labels",
@@ -72,8 +94,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="labels, one JSON object per line (repeat the option to read several files)",
     )
-    evaluate.add_argument("--json", action="store_true", help="the metrics as JSON")
-    evaluate.add_argument("--compare", nargs="+", metavar="PRESET", help="presets to put side by side")
+    add_json_option(evaluate, "the metrics as JSON")
+    evaluate.add_argument("--compare", nargs="+", metavar="NAME", help="presets to put side by side")
     evaluate.add_argument(
         "--sweep", metavar="DETECTOR.PARAM=A:B:STEP", help="vary one detector parameter from A to B by STEP"
     )
@@ -88,13 +110,23 @@ def _parser() -> argparse.ArgumentParser:
         help="per rule and source, the episodes only it catches and the clean runs only it alarms (one scan per rule)",
     )
     evaluate.add_argument("--untruncated", action="store_true", help="keep verdicts after a stop")
-    evaluate.add_argument("--html", metavar="FILE", help="also write an HTML report (with the sweep's chart)")
+    evaluate.add_argument(
+        "--html", metavar="FILE", help="also write an HTML evaluation report to FILE (with a sweep: its chart)"
+    )
+    _no_progress(evaluate)
 
     explain = commands.add_parser("explain", help="show one run's steps around each detection, with the evidence")
     _inputs(explain)
-    explain.add_argument("--id", required=True, dest="run_id", metavar="RUN", help="the run's id (or a unique end)")
+    explain.add_argument(
+        "--id",
+        dest="run_id",
+        default=None,
+        metavar="RUN",
+        help="the run's id, or a unique end of it (not needed when the input holds one run)",
+    )
     explain.add_argument("--index", type=int, default=None, metavar="N", help="only the detection at index N")
-    explain.add_argument("--json", action="store_true", help="as JSON")
+    add_json_option(explain)
+    _no_progress(explain)
     commands.add_parser(
         "hook",
         add_help=False,
@@ -114,14 +146,13 @@ def _parser() -> argparse.ArgumentParser:
         "[--store URL] [--workers N] [--token-file FILE] [--host H] [--port P] (loopwatch serve --help)",
     )
     sessions = commands.add_parser("sessions", help="list, reset or clear the sessions and swarms kept in a store")
-    sessions.add_argument("--store", required=True, metavar="URL", help="sqlite:///path.db, redis://host:6379/0...")
-    sessions.add_argument("--preset", default=None, help="the preset the guards use (default: default)")
-    sessions.add_argument("--config", default=None, help="a loopwatch TOML file or a pyproject.toml")
+    add_store_option(sessions, required=True, help="the store: sqlite:///path.db, redis://host:6379/0...")
+    add_policy_options(sessions)
     sessions.add_argument("--reset", metavar="ID", help="reset one session's loop state (limits keep counting)")
     sessions.add_argument("--forget", metavar="ID", help="drop everything about one session")
     sessions.add_argument("--swarm", metavar="ID", help="show a swarm's shared counts (with --clear: clear them)")
     sessions.add_argument("--clear", action="store_true", help="with --swarm: clear the swarm's counts")
-    sessions.add_argument("--json", action="store_true", help="as JSON")
+    add_json_option(sessions)
     return parser
 
 
@@ -134,8 +165,13 @@ def _inputs(command: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help=f"input format, one of: {', '.join(FORMATS)} (default: detected per file)",
     )
-    command.add_argument("--preset", default=None, help=f"policy preset: {', '.join(PRESETS)} (default: default)")
-    command.add_argument("--config", default=None, help="a loopwatch TOML file or a pyproject.toml")
+    add_policy_options(command)
+
+
+def _no_progress(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (default: one on a terminal, on stderr)"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -153,8 +189,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return serve_main(arguments[1:])
     args = _parser().parse_args(arguments)
-    spec = PolicySpec(args.preset, args.config)
     try:
+        return _run(args)
+    except BrokenPipeError:  # the reader went away (| head): end quietly, as a program killed by SIGPIPE does
+        _silence_stdout()
+        return 141
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        spec = PolicySpec(args.preset, config_path(args.config, args.no_config))
         policy = spec.build()
     except (LoopwatchError, OSError) as exc:
         print(f"loopwatch: {exc}", file=sys.stderr)
@@ -163,10 +207,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         command: Callable[[argparse.Namespace, PolicySpec, Policy, _Errors], int] = _COMMANDS[args.command]
         code = command(args, spec, policy, errors)
+    except BrokenPipeError:
+        raise
     except (ConfigError, LabelError, OSError) as exc:
         print(f"loopwatch: {exc}", file=sys.stderr)
         return 2
-    return 2 if errors.seen or code else 0
+    if errors.seen:
+        return 2
+    return code
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so the interpreter's last flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (captured output)
+        pass
 
 
 class _Errors:
@@ -186,18 +244,20 @@ class _Errors:
 def _scan(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors: _Errors) -> int:
     if args.jobs < 1:
         raise ConfigError("-j must be at least 1", field="jobs")
-    report = _html_report() if args.html else None
+    began = time.perf_counter()
+    report = _html_report(args.currency) if args.html else None
     totals = ScanTotals(top=max(args.top, 0))
     out = sys.stdout
-    with _progress(len(args.paths), enabled=not args.no_progress) as advance:
+    with progress_bar("scanning", "bytes", enabled=not args.no_progress) as bar:
         scanned: Iterator[Scanned] = scan_files(
             args.paths,
             spec,
             format=args.format,
             jobs=args.jobs,
-            keep=with_loops if report is not None else _keep_none,
+            keep=keep_all if report is not None else _keep_none,
             on_error=errors,
-            on_file=advance,
+            on_file=lambda path: bar.describe(_short(path)),
+            progress=bar,
         )
         for item in scanned:
             if args.json:
@@ -205,58 +265,77 @@ def _scan(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors: _E
             totals.add(item.digest)
             if report is not None:
                 report.add_digest(item.digest, item.run)
+    took = time.perf_counter() - began
+    about = _about(policy, spec, took)
     if report is not None:
-        report.write(args.html, title="loopwatch scan", preset=policy.name)
+        report.write(args.html, title="loopwatch scan", preset=policy.name, about=about)
         print(f"loopwatch: wrote {args.html}", file=sys.stderr)
     if not args.json:
-        _summary(totals, policy, out)
-    return 0
+        _summary(totals, about, args.currency, out)
+    return _fail_on(args.fail_on, totals)
+
+
+def _fail_on(level: str | None, totals: ScanTotals) -> int:
+    """1 when a verdict of ``level`` or stronger was found (``scan --fail-on``), else 0."""
+    if level is None:
+        return 0
+    found = sum(n for action, n in totals.actions.items() if SEVERITY[action] >= SEVERITY[level])
+    if not found:
+        return 0
+    print(f"loopwatch: {found} verdict(s) of {level} or stronger (--fail-on {level})", file=sys.stderr)
+    return 1
+
+
+def _short(path: str, width: int = 50) -> str:
+    return path if len(path) <= width else "…" + path[-(width - 1) :]
+
+
+def embedder_name(policy: Policy) -> str:
+    """Which embedding model the policy's rules use, or how they do without one."""
+    for detector in policy.detectors:
+        embedder = detector._params().get("embedder")  # what the rule's repr shows
+        if embedder is not None:
+            return repr(embedder)
+    if any(detector.name == "rephrase" for detector in policy.detectors):
+        return "none (reworded intents compared by their words)"
+    return "none"
+
+
+def _about(policy: Policy, spec: PolicySpec, took: float) -> list[tuple[str, str]]:
+    """What ran: the preset, the embedder, the configuration file and how long it took."""
+    return [
+        ("preset", policy.name),
+        ("embedder", embedder_name(policy)),
+        ("config", spec.config or "none"),
+        ("took", _duration(took)),
+    ]
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s"
 
 
 def _keep_none(report: Any) -> bool:
     return False
 
 
-def _html_report() -> Any:
+def _html_report(currency: str = "USD") -> Any:
     from .report import HtmlReport
 
-    return HtmlReport()
+    return HtmlReport(currency=currency)
 
 
-@contextmanager
-def _progress(paths: int, *, enabled: bool) -> Iterator[Callable[[str], None]]:
-    """A progress bar on stderr (rich, on a terminal only), advanced once per file."""
-    if not enabled or not sys.stderr.isatty():
-        yield lambda path: None
-        return
-    try:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    except ImportError:
-        yield lambda path: None
-        return
-    columns = (
-        TextColumn("scanning"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.description}"),
-    )
-    with Progress(*columns, transient=True) as bar:
-        task = bar.add_task("", total=None)
-
-        def advance(path: str) -> None:
-            bar.update(task, advance=1, description=path[-60:])
-
-        yield advance
-
-
-def _summary(totals: ScanTotals, policy: Policy, out: TextIO) -> None:
-    rows = totals.rows(policy.name)
+def _summary(totals: ScanTotals, about: list[tuple[str, str]], currency: str, out: TextIO) -> None:
+    out.write(" · ".join(f"{key} {value}" for key, value in about) + "\n")  # one line: a long path stays whole
+    rows: list[tuple[str, Any]] = totals.rows(currency=currency)
     worst = totals.worst_runs()
     try:
-        _rich_summary(rows, worst, out)
+        _rich_summary(rows, worst, currency, out)
     except ImportError:
-        _plain_summary(rows, worst, out)
+        _plain_summary(rows, worst, currency, out)
 
 
 _LISTED: int = 6
@@ -276,24 +355,28 @@ def _run_lines(digest: RunDigest) -> list[str]:
     return lines
 
 
-def _header(digest: RunDigest) -> str:
-    cost = f", ${digest.loop_cost:,.2f} of ${digest.cost:,.2f} inside loops" if digest.cost is not None else ""
+def _header(digest: RunDigest, currency: str) -> str:
+    cost = (
+        f", {digest.loop_cost or 0.0:,.2f} of {digest.cost:,.2f} {currency} inside loops"
+        if digest.cost is not None
+        else ""
+    )
     steps = f"{digest.loop_steps} step{'' if digest.loop_steps == 1 else 's'}"
     return f"{digest.id} ({digest.events} events, {steps} inside loops{cost})"
 
 
-def _plain_summary(rows: list[tuple[str, Any]], worst: list[RunDigest], out: TextIO) -> None:
+def _plain_summary(rows: list[tuple[str, Any]], worst: list[RunDigest], currency: str, out: TextIO) -> None:
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         out.write(f"{key:<{width}}  {value}\n")
     if worst:
         out.write("\nruns with loops (worst first):\n")
         for digest in worst:
-            out.write(f"  {_header(digest)}\n")
+            out.write(f"  {_header(digest, currency)}\n")
             out.write("\n".join(_run_lines(digest)) + "\n")
 
 
-def _rich_summary(rows: list[tuple[str, Any]], worst: list[RunDigest], out: TextIO) -> None:
+def _rich_summary(rows: list[tuple[str, Any]], worst: list[RunDigest], currency: str, out: TextIO) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -308,7 +391,7 @@ def _rich_summary(rows: list[tuple[str, Any]], worst: list[RunDigest], out: Text
     if worst:
         console.print("\n[bold]runs with loops (worst first)[/bold]")
         for digest in worst:
-            console.print(f"  [cyan]{escape(_header(digest))}[/cyan]")
+            console.print(f"  [cyan]{escape(_header(digest, currency))}[/cyan]")
             for line in _run_lines(digest):
                 colour = "red" if " stop " in line else ("yellow" if " nudge " in line else "magenta")
                 console.print(escape(line), style=colour)
@@ -318,47 +401,58 @@ def _rich_summary(rows: list[tuple[str, Any]], worst: list[RunDigest], out: Text
 
 
 def _eval(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors: _Errors) -> int:
+    began = time.perf_counter()
     labels: dict[str, Label] = {}
     for path in args.labels:
-        with open(path, encoding="utf-8") as handle:
-            more = parse_labels(handle)
+        more = read_labels(path)
         twice = sorted(set(labels) & set(more))
         if twice:
             raise LabelError(f"{path}: run {twice[0]!r} is labelled in another labels file too", run_id=twice[0])
         labels.update(more)
-    runs = labelled_runs(read_runs(args.paths, format=args.format, on_error=errors), labels)
-    live = not args.untruncated
     if args.loso and not args.sweep:
         raise ConfigError("--loso needs --sweep DETECTOR.PARAM=A:B:STEP", field="loso")
-    if args.sweep:
-        return _sweep(args, policy, runs, labels, live)
-    if args.rules:
-        evaluation = evaluate_policy(policy, runs, labels, live=live)
-        shares = rule_shares(evaluation, runs, labels, live=live)
-        if args.json:
-            print(json.dumps([share.to_json() for share in shares], indent=1))
-        else:
-            print(f"{len(runs)} labelled runs ({len(labels)} labels), preset {policy.name}")
-            print(rule_share_table(shares))
-        return 0
+    sweep = Sweep.parse(args.sweep) if args.sweep else None
     names = [policy.name, *[p for p in args.compare or () if p != policy.name]]
-    evaluations = [
-        evaluate_policy(
-            policy if name == policy.name else PolicySpec(name).build(),
-            runs,
-            labels,
-            live=live,
-            exclude_patterns=_EXCLUDED,
+    others = {name: PolicySpec(name).build() for name in names[1:]}  # an unknown preset fails before reading
+    runs, found = _labelled_runs(args, labels, errors)
+    if not runs:
+        print(f"loopwatch: {_no_match_hint(found, labels)}", file=sys.stderr)
+        return 2
+    header = f"{len(runs)} of {len(labels)} labelled runs found"
+    if len(runs) < len(labels):
+        missing = [run_id for run_id in labels if run_id not in found.matched][:3]
+        print(
+            f"loopwatch: {header}; labels without a run: {', '.join(repr(m) for m in missing)}"
+            + (" ..." if len(labels) - len(runs) > len(missing) else ""),
+            file=sys.stderr,
         )
-        for name in names
-    ]
+    live = not args.untruncated
+    passes = _passes(args, sweep, policy, len(names))
+    with progress_bar("judging", "runs", enabled=not args.no_progress, total=len(runs) * passes) as bar:
+        counted = _Counted(runs, bar)
+        if sweep is not None:
+            return _sweep(args, sweep, policy, counted, labels, live, header)
+        if args.rules:
+            evaluation = evaluate_policy(policy, counted, labels, live=live)
+            shares = rule_shares(evaluation, counted, labels, live=live)
+            if args.json:
+                print(json.dumps([share.to_json() for share in shares], indent=1))
+            else:
+                print(f"{header}, preset {policy.name}")
+                print(rule_share_table(shares))
+            return 0
+        evaluations = [
+            evaluate_policy(others.get(name, policy), counted, labels, live=live, exclude_patterns=_EXCLUDED)
+            for name in names
+        ]
+    about = _about(policy, spec, time.perf_counter() - began)
     if args.html:
-        _eval_html(args.html, evaluations[0], runs, [])
+        _eval_html(args.html, evaluations[0], runs, labels, [], about)
     if args.json:
         data = compare_json(evaluations) if len(evaluations) > 1 else evaluations[0].report.to_json()
         print(json.dumps(data, indent=1, ensure_ascii=False))
         return 0
-    print(f"{len(runs)} labelled runs ({len(labels)} labels)")
+    print(f"{header} ({'; '.join(f'{k} {v}' for k, v in about)})")
     if len(evaluations) > 1:
         print(compare_table(evaluations))
         return 0
@@ -382,8 +476,89 @@ def _eval(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors: _E
 _EXCLUDED = ("rephrase",)  # semantic loops: also reported without them (no lexical rule can catch them)
 
 
-def _sweep(args: argparse.Namespace, policy: Policy, runs: list[Run], labels: Any, live: bool) -> int:
-    sweep = Sweep.parse(args.sweep)
+class _Found:
+    """What reading the input for ``eval`` found: the runs read, and one id of a run without a label."""
+
+    def __init__(self) -> None:
+        self.read = 0
+        self.matched: set[str] = set()
+        self.unmatched: str | None = None
+
+
+def _labelled_runs(args: argparse.Namespace, labels: dict[str, Label], errors: _Errors) -> tuple[list[Run], _Found]:
+    """The input's runs that have a label, in input order, read with a progress bar over the files' bytes."""
+    found = _Found()
+    runs: list[Run] = []
+    files = expand_paths(args.paths, errors)
+    total = None if "-" in files else sum(os.path.getsize(f) for f in files if os.path.isfile(f))
+    with (
+        progress_bar("reading", "bytes", enabled=not args.no_progress, total=total) as bar,
+        read_meter(bar.advance),
+    ):
+        for path in files:
+            bar.describe(_short(path))
+            for run in read_file(path, format=args.format, on_error=errors):
+                found.read += 1
+                if run.id in labels and run.id not in found.matched:
+                    found.matched.add(run.id)
+                    runs.append(run)
+                elif found.unmatched is None and run.id not in labels:
+                    found.unmatched = run.id
+    return runs, found
+
+
+def _no_match_hint(found: _Found, labels: dict[str, Label]) -> str:
+    """Why ``eval`` has nothing to score, with an id from each side to compare."""
+    label_id = next(iter(labels), None)
+    if not labels:
+        return "the labels file holds no label"
+    if found.read == 0:
+        return f"no run was read from the input, so none of the {len(labels)} labelled runs was found"
+    labelled = "the labelled run is not" if len(labels) == 1 else f"none of the {len(labels)} labelled runs is"
+    return (
+        f"{labelled} in the input ({found.read} runs read): the input's run ids look "
+        f"like {found.unmatched!r}, the labels' like {label_id!r}; a label applies to the run whose id is the same "
+        "(loopwatch scan PATH --json prints the input's ids)"
+    )
+
+
+def _passes(args: argparse.Namespace, sweep: Sweep | None, policy: Policy, presets: int) -> int:
+    """How many times ``eval`` judges every labelled run (the progress bar's total is runs times this)."""
+    if sweep is not None:
+        return len(sweep.values) + (1 if args.html and not args.loso else 0)
+    if args.rules:
+        return 1 + len(policy.detectors)
+    return presets
+
+
+class _Counted(Sequence[Run]):
+    """The labelled runs, advancing a progress bar by one each time a run is handed out in order (a scan)."""
+
+    def __init__(self, runs: list[Run], bar: Progress) -> None:
+        self._runs = runs
+        self._bar = bar
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._runs[index]
+
+    def __iter__(self) -> Iterator[Run]:
+        for run in self._runs:
+            yield run
+            self._bar.advance()
+
+
+def _sweep(
+    args: argparse.Namespace,
+    sweep: Sweep,
+    policy: Policy,
+    runs: _Counted,
+    labels: dict[str, Label],
+    live: bool,
+    header: str,
+) -> int:
     evaluations = [
         (value, evaluate_policy(changed, runs, labels, live=live)) for value, changed in sweep.policies(policy)
     ]
@@ -401,7 +576,7 @@ def _sweep(args: argparse.Namespace, policy: Policy, runs: list[Run], labels: An
         return 0
     if args.html:
         base = evaluate_policy(policy, runs, labels, live=live)
-        _eval_html(args.html, base, runs, [(sweep, points)])
+        _eval_html(args.html, base, list(runs), labels, [(sweep, points)], None)
     if args.json:
         print(json.dumps({"sweep": args.sweep, "points": [p.to_json() for p in points]}, indent=1))
     else:
@@ -409,16 +584,17 @@ def _sweep(args: argparse.Namespace, policy: Policy, runs: list[Run], labels: An
     return 0
 
 
-def _eval_html(path: str, evaluation: Evaluation, runs: list[Run], sweeps: list[Any]) -> None:
-    report = _html_report()
-    for run, scanned in zip(runs, evaluation.runs, strict=True):
-        report.add(run, scanned)
-    for sweep, points in sweeps:
-        report.add_sweep(
-            f"{sweep.detector}.{sweep.param}",
-            [(p.value, p.recall or 0.0, p.false_alarms or 0.0) for p in points],
-        )
-    report.write(path, title="loopwatch eval", preset=evaluation.policy.name)
+def _eval_html(
+    path: str,
+    evaluation: Evaluation,
+    runs: Sequence[Run],
+    labels: dict[str, Label],
+    sweeps: list[Any],
+    about: list[tuple[str, str]] | None,
+) -> None:
+    from .eval_report import write_eval_report
+
+    write_eval_report(path, evaluation, runs, labels, sweeps=sweeps, about=about)
     print(f"loopwatch: wrote {path}", file=sys.stderr)
 
 
@@ -426,23 +602,45 @@ def _eval_html(path: str, evaluation: Evaluation, runs: list[Run], sweeps: list[
 
 
 def _explain(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors: _Errors) -> int:
-    matches = []
-    for run in read_runs(args.paths, format=args.format, on_error=errors):
-        if run.id == args.run_id:
-            matches = [run]
-            break
-        if run.id.endswith(args.run_id):
-            matches.append(run)
-    if len(matches) != 1:
-        found = "no run" if not matches else f"{len(matches)} runs ({', '.join(r.id for r in matches[:5])})"
-        print(f"loopwatch: {found} with id {args.run_id!r}", file=sys.stderr)
+    files = expand_paths(args.paths, errors)
+    total = None if "-" in files else sum(os.path.getsize(f) for f in files if os.path.isfile(f))
+    with (
+        progress_bar("reading", "bytes", enabled=not args.no_progress, total=total) as bar,
+        read_meter(bar.advance),
+    ):
+        runs = (run for path in files for run in read_file(path, format=args.format, on_error=errors))
+        run = _the_run(args.run_id, runs)
+    if run is None:
         return 2
-    run = matches[0]
     if args.json:
         print(json.dumps(explanation_json(policy, run, index=args.index), indent=1, ensure_ascii=False, default=str))
     else:
         print(explain_run(policy, run, index=args.index))
     return 0
+
+
+def _the_run(run_id: str | None, runs: Iterator[Run]) -> Run | None:
+    """The run ``explain`` is about: the one with that id (or a unique end of it), or the input's only run; None
+    (said on stderr) when there is no such run or several."""
+    if run_id is None:
+        first = list(itertools.islice(runs, 6))
+        if len(first) == 1:
+            return first[0]
+        what = "no run" if not first else f"{'more than 5' if len(first) > 5 else len(first)} runs"
+        shown = f" ({', '.join(repr(r.id) for r in first[:5])})" if first else ""
+        print(f"loopwatch: the input holds {what}{shown}: name one with --id RUN", file=sys.stderr)
+        return None
+    matches: list[Run] = []
+    for candidate in runs:
+        if candidate.id == run_id:
+            return candidate
+        if candidate.id.endswith(run_id):
+            matches.append(candidate)
+    if len(matches) == 1:
+        return matches[0]
+    found = "no run" if not matches else f"{len(matches)} runs ({', '.join(r.id for r in matches[:5])})"
+    print(f"loopwatch: {found} with id {run_id!r}", file=sys.stderr)
+    return None
 
 
 # -- sessions -----------------------------------------------------------------------------------------
@@ -457,6 +655,10 @@ def _sessions(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors
     store = store_from_url(args.store)
     try:
         guard = Guard(policy=policy, store=store, on_store_error="raise", clock=None)
+        target = args.reset or args.forget
+        if target and target not in guard.sessions():
+            print(f"loopwatch: {_unknown_session(target, guard.sessions(), args.store)}", file=sys.stderr)
+            return 2
         if args.reset:
             guard.reset(args.reset)
             print(f"reset {args.reset}")
@@ -473,6 +675,14 @@ def _sessions(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors
         return 2
     finally:
         store.close()
+
+
+def _unknown_session(session: str, known: Sequence[str], store: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(session, list(known), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"no session {session!r} in {store} ({len(known)} sessions{hint}; loopwatch sessions --store URL lists them)"
 
 
 def _swarm(guard: Any, args: argparse.Namespace) -> int:

@@ -16,11 +16,19 @@ class EventError(LoopwatchError, ValueError):
 
 
 class ConfigError(LoopwatchError, ValueError):
-    """A configuration value is invalid; ``field`` names the offending setting."""
+    """A configuration value is invalid; ``field`` names the offending setting, ``path`` and ``line`` the file
+    and line it was read from (when it came from a file): ``loopwatch.toml:4: ladders.repeat.nudge: ...``."""
 
-    def __init__(self, message: str, *, field: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, field: str | None = None, path: str | None = None, line: int | None = None
+    ) -> None:
         self.field = field
-        super().__init__(message if field is None else f"{field}: {message}")
+        self.path = path
+        self.line = line
+        text = message if field is None else f"{field}: {message}"
+        if path is not None:
+            text = f"{path}{'' if line is None else f':{line}'}: {text}"
+        super().__init__(text)
 
 
 class UnknownPresetError(ConfigError):

@@ -1,4 +1,4 @@
-"""Typed, immutable events: what an agent does, as loopwatch sees it (FORMAT.md section 1).
+"""Typed, immutable events: what an agent does, as loopwatch sees it (docs/formats.md, section 1).
 
 The constructors are the edge between the agent's objects and the rules: whatever they are given, an event
 holds plain, bounded values. Subclasses of ``str``, ``int``, ``float`` and of mappings become the plain
@@ -474,7 +474,7 @@ TYPE_NAMES: Final[dict[type, str]] = {v: k for k, v in EVENT_TYPES.items()}
 
 
 def event_type(event: Event) -> str:
-    """The FORMAT.md name of an event's type (``tool_call``, ``message``, ...)."""
+    """The name of an event's type in the event format (docs/formats.md) (``tool_call``, ``message``, ...)."""
     return TYPE_NAMES[type(event)]
 
 

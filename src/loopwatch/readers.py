@@ -1,4 +1,4 @@
-"""Readers: trace files -> runs of events (FORMAT.md sections 1 and 2, and foreign formats).
+"""Readers: trace files -> runs of events (docs/formats.md, sections 1 and 2, and foreign formats).
 
 A file is read as JSONL (one JSON value per line, streamed) or, when its first line is the start of a longer
 value, as one JSON document (a pretty-printed object or list; several concatenated documents also work). Its
@@ -16,6 +16,7 @@ read as U+FFFD, as bytes that are not UTF-8 are.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import gzip
@@ -47,6 +48,10 @@ FORMATS: Final[tuple[str, ...]] = (
     "openhands",
     "tau-bench",
     "otel",
+    "who-and-when",
+    "autogen",
+    "langsmith",
+    "langfuse",
 )
 ErrorHandler = Callable[[InputError], None]
 _TRACE_SUFFIXES: Final = (".jsonl", ".json", ".ndjson", ".traj")
@@ -121,6 +126,20 @@ def _is_trace_name(name: str) -> bool:
     return name.endswith(_TRACE_SUFFIXES) or name.endswith(tuple(s + ".gz" for s in _TRACE_SUFFIXES))
 
 
+_READ_METERS: list[Callable[[int], None]] = []
+
+
+@contextlib.contextmanager
+def read_meter(count: Callable[[int], None]) -> Iterator[None]:
+    """While active, ``count(n)`` is told of every ``n`` bytes read from trace files in this process (as stored
+    on disk: compressed bytes for a gzip file), for a progress bar with the files' sizes as its total."""
+    _READ_METERS.append(count)
+    try:
+        yield
+    finally:
+        _READ_METERS.remove(count)
+
+
 def open_text(path: str) -> IO[str]:
     """Open a trace file as text (gzip detected by content, ``-`` = stdin); invalid UTF-8 is replaced, a BOM dropped.
 
@@ -128,6 +147,8 @@ def open_text(path: str) -> IO[str]:
     """
     if path == "-":
         raw: IO[bytes] = io.BufferedReader(_Unclosable(sys.stdin.buffer))
+    elif _READ_METERS:
+        raw = io.BufferedReader(_Metered(open(path, "rb", buffering=0), _READ_METERS[-1]))  # noqa: SIM115
     else:
         raw = open(path, "rb")  # noqa: SIM115 (the caller closes the returned wrapper)
     if raw.peek(2)[:2] == b"\x1f\x8b":  # type: ignore[attr-defined]
@@ -148,6 +169,27 @@ class _Unclosable(io.RawIOBase):
         data = self._stream.read(len(buffer))
         buffer[: len(data)] = data
         return len(data)
+
+
+class _Metered(io.RawIOBase):
+    """A file's raw reads, each counted by a read meter."""
+
+    def __init__(self, stream: IO[bytes], count: Callable[[int], None]) -> None:
+        self._stream = stream
+        self._count = count
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        read: int = self._stream.readinto(buffer)  # type: ignore[attr-defined]
+        if read:
+            self._count(read)
+        return read
+
+    def close(self) -> None:
+        self._stream.close()
+        super().close()
 
 
 def _records(path: str, on_error: ErrorHandler, skip: list[int] | None = None) -> Iterator[tuple[int, Any]]:
@@ -455,7 +497,7 @@ def _trajectories(path: str, records: Iterable[tuple[int, Any]], on_error: Error
 
 
 def trajectory_run(record: Any, *, path: str | None = None) -> Run:
-    """One trajectory object (FORMAT.md section 2) as a run; step ``i`` becomes event ``i``."""
+    """One trajectory object (docs/formats.md, section 2) as a run; step ``i`` becomes event ``i``."""
     if not isinstance(record, Mapping):
         raise EventError(f"a trajectory is a JSON object, got {type(record).__name__}")
     steps = record.get("steps")

@@ -7,22 +7,26 @@ Built while the runs stream by, so memory stays small over many files::
         report.add(run, run_report)
     report.write("report.html", preset=policy.name)
 
-:meth:`HtmlReport.add` counts every run, but keeps steps only for runs with verdicts, and only for the worst
-``max_runs`` of them (ranked like the command line's summary: highest action, then number of verdicts). A run
-without verdicts costs a few counters. :meth:`HtmlReport.add_sweep` adds a parameter sweep (recall against false
-alarms) drawn as a line chart.
+:meth:`HtmlReport.add` counts every run. It keeps the steps of the worst ``max_runs`` runs with verdicts (ranked
+like the command line's summary: highest action, then number of verdicts) and of the first ``max_clean`` runs
+without any, so clean runs can be opened too; the other runs cost a few counters. :meth:`HtmlReport.add_sweep`
+adds a parameter sweep (recall against false alarms) drawn as a line chart.
 
-Indices: a verdict's ``index`` and ``loop_start`` are step indices of the user's run (``Run.indices`` maps events
-to them when one record gave several events). The page's timelines have one mark per event; the step indices are
-shown beside them.
+The page is for triage: a table of the runs (full names on hover and in the run's panel, sortable columns),
+filters by pattern, source, model and action, a search by run id or tool, and a timeline per run. Everything is
+on one axis, the step of the user's own run (a verdict's ``index`` and ``loop_start``; ``Run.indices`` maps events
+to steps when one record gave several events). A step's text can be opened in full (up to :data:`TEXT_CHARS`
+characters) in the run's panel.
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import math
 import os
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,14 +35,23 @@ from typing import Any, Final, NamedTuple
 from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
 from .policy import Policy
 from .readers import Run
+from .report_page import CSS, HEAD, JS
 from .scan import RunReport, scan_runs
 from .summary import Episode, RunDigest, digest_run, episodes, source_name
 from .verdict import Verdict
 
-__all__ = ["HtmlReport", "SweepPoint", "scan_with_runs"]
+__all__ = ["HtmlReport", "LabelSpan", "SweepPoint", "middle_ellipsis", "scan_with_runs"]
 
 LABEL_CHARS: Final = 80
-"""A step's label is cut to this many characters."""
+"""A step's one-line label is cut to this many characters."""
+TEXT_CHARS: Final = 2000
+"""A step's full text, opened in the run's panel, is cut to this many characters."""
+NAME_CHARS: Final = 64
+"""A run's name longer than this is shown with an ellipsis in its middle (in full on hover and in its panel)."""
+CLEAN_STEPS: Final = 40
+"""The steps of a run without a loop listed in its panel (its first ones)."""
+CLEAN_TEXTS: Final = 12
+"""Of those, how many keep their full text."""
 
 ACTION_COLOURS: Final[dict[str, str]] = {"nudge": "#e0a106", "block": "#e8590c", "stop": "#c92a2a"}
 KIND_COLOURS: Final[dict[str, str]] = {
@@ -61,6 +74,7 @@ KIND_NAMES: Final[dict[str, str]] = {
     "usage": "usage",
     "reset": "reset",
 }
+LABEL_COLOURS: Final[dict[str, str]] = {"caught": "#2f9e44", "missed": "#1971c2"}
 TOOL_PALETTE: Final[tuple[str, ...]] = (
     "#1c7ed6",
     "#37b24d",
@@ -76,7 +90,7 @@ TOOL_PALETTE: Final[tuple[str, ...]] = (
 OTHER_TOOL: Final = "#495057"
 
 _W: Final = 1000.0  # timeline width in SVG units (stretched to the page's width)
-_H: Final = 30.0
+_H: Final = 32.0
 
 
 @dataclass(frozen=True)
@@ -89,6 +103,18 @@ class SweepPoint:
     """The false-alarm rate (share of clean runs with a detection)."""
 
 
+@dataclass(frozen=True)
+class LabelSpan:
+    """A labelled loop episode of a run (an evaluation's ground truth), drawn beside the verdicts."""
+
+    start: int
+    end: int
+    detectable_at: int
+    pattern: str
+    caught: bool
+    note: str = ""
+
+
 class _Step(NamedTuple):
     pos: int  # the event's position in the run
     record: int  # the step index in the user's run
@@ -96,11 +122,12 @@ class _Step(NamedTuple):
     tool: str | None
     label: str
     failed: bool
+    text: str | None  # the full text (cut at TEXT_CHARS) when it is longer than the label and may be shown
 
 
 @dataclass
 class _RunView:
-    """What the page keeps of one run with verdicts."""
+    """What the page keeps of one run."""
 
     order: int
     id: str
@@ -110,16 +137,23 @@ class _RunView:
     verdicts: list[Verdict]
     episodes: list[Episode]
     turns: int
-    cost: float
+    cost: float | None
+    loop_cost: float
     steps: list[_Step] = field(default_factory=list)
+    length: int = 0  # steps in the user's run
     partial: bool = False  # only the steps around loops are kept
+    labels: list[LabelSpan] = field(default_factory=list)
+    label_verdict: str | None = None
+    flags: list[str] = field(default_factory=list)
 
     @property
     def severity(self) -> int:
-        return max(v.severity for v in self.verdicts)
+        return max((v.severity for v in self.verdicts), default=0)
 
     @property
     def action(self) -> str:
+        if not self.verdicts:
+            return "clean"
         return max(self.verdicts, key=lambda v: v.severity).action
 
     def rank(self) -> tuple[int, int, str, int]:
@@ -148,21 +182,46 @@ def scan_with_runs(policy: Policy, runs: Iterable[Run]) -> Iterator[tuple[Run, R
         yield current[0], report
 
 
+def middle_ellipsis(text: str, limit: int = NAME_CHARS) -> str:
+    """``text`` cut in its middle to ``limit`` characters (the end, often the telling part, kept longer)."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) * 2 // 5
+    tail = limit - 1 - head
+    return text[:head] + "…" + text[-tail:]
+
+
 class HtmlReport:
     """Collects what an HTML report of a scan shows, run by run, then renders the page.
 
-    ``max_runs``: how many of the worst runs with loops get a timeline (and keep their steps);
-    ``context``: how many steps before and after a loop the detail panel lists;
-    ``max_steps``: a longer run keeps only the steps around its loops.
+    ``max_runs``: how many of the worst runs with loops get a timeline (and keep their steps); ``max_clean``: how
+    many runs without a loop are kept to be opened (the first ones); ``context``: how many steps before and
+    after a loop the run's panel lists; ``max_steps``: a longer run keeps only the steps around its loops;
+    ``currency``: the currency of the runs' costs.
     """
 
-    def __init__(self, *, max_runs: int = 200, context: int = 5, max_steps: int = 2000, top: int = 20) -> None:
-        if max_runs < 1 or context < 0 or max_steps < 1 or top < 1:
-            raise ValueError("max_runs, max_steps and top must be positive, context not negative")
+    title = "loopwatch report"
+    default_show = "loops"
+    """What the run filter shows at first: runs with loops (``""``: every run kept)."""
+
+    def __init__(
+        self,
+        *,
+        max_runs: int = 200,
+        context: int = 5,
+        max_steps: int = 2000,
+        top: int = 20,
+        max_clean: int = 200,
+        currency: str = "USD",
+    ) -> None:
+        if max_runs < 1 or context < 0 or max_steps < 1 or top < 1 or max_clean < 0:
+            raise ValueError("max_runs, max_steps and top must be positive, context and max_clean not negative")
         self.max_runs = max_runs
+        self.max_clean = max_clean
         self.context = context
         self.max_steps = max_steps
         self.top = top
+        self.currency = currency
         self.runs = 0
         self.events = 0
         self.looping = 0
@@ -179,7 +238,9 @@ class HtmlReport:
         self.source_loops: Counter[str] = Counter()
         self.model_runs: Counter[str] = Counter()
         self.model_loops: Counter[str] = Counter()
+        self.clean_seen = 0
         self._kept: list[_RunView] = []
+        self._clean: list[_RunView] = []
         self._sweeps: list[_Sweep] = []
         self._interned: dict[str, str] = {}
         self._cut: tuple[int, int, str, int] | None = None  # the rank of the last run kept at the last prune
@@ -187,11 +248,20 @@ class HtmlReport:
     # -- collecting ----------------------------------------------------------------------------------------
 
     def add(self, run: Run, report: RunReport) -> None:
-        """Count one scanned run; keep its steps if it has verdicts and is among the worst ``max_runs``."""
+        """Count one scanned run; keep its steps if it is among the worst ``max_runs`` or first ``max_clean``."""
         self.add_digest(digest_run(run, report), run)
 
-    def add_digest(self, digest: RunDigest, run: Run | None) -> None:
-        """:meth:`add` from a run's digest; ``run`` (for its steps) may be ``None`` when it has no verdicts."""
+    def add_digest(
+        self,
+        digest: RunDigest,
+        run: Run | None,
+        *,
+        labels: Sequence[LabelSpan] = (),
+        label_verdict: str | None = None,
+        flags: Sequence[str] = (),
+    ) -> None:
+        """:meth:`add` from a run's digest; ``run`` (for its steps) may be ``None``. ``labels``: the run's labelled
+        episodes, drawn beside its verdicts; ``flags``: words the page's filter can select the run by."""
         self.runs += 1
         self.events += digest.events
         source = source_name(digest)
@@ -202,7 +272,28 @@ class HtmlReport:
         if digest.cost is not None:
             self.has_cost = True
             self.cost += digest.cost
+        view = _RunView(
+            order=self.runs,
+            id=digest.id,
+            source=source,
+            model=model,
+            events=digest.events,
+            verdicts=list(digest.verdicts),
+            episodes=episodes(digest.verdicts),
+            turns=digest.loop_steps,
+            cost=digest.cost,
+            loop_cost=digest.loop_cost or 0.0,
+            length=digest.events,
+            labels=list(labels),
+            label_verdict=label_verdict,
+            flags=list(flags),
+        )
         if not digest.verdicts:
+            self.clean_seen += 1
+            if len(self._clean) < self.max_clean or labels:
+                if run is not None:
+                    self._keep_steps(view, run)
+                self._clean.append(view)
             return
         self.looping += 1
         self.source_loops[source] += 1
@@ -213,20 +304,9 @@ class HtmlReport:
         self.verdicts += len(digest.verdicts)
         self.by_pattern.update({v.pattern or "?" for v in digest.verdicts})
         self.verdicts_by_pattern.update(v.pattern or "?" for v in digest.verdicts)
-        self.by_action[max(digest.verdicts, key=lambda v: v.severity).action] += 1
+        self.by_action[view.action] += 1
         self.turns += digest.loop_steps
         self.loop_cost += digest.loop_cost or 0.0
-        view = _RunView(
-            order=self.runs,
-            id=digest.id,
-            source=source,
-            model=model,
-            events=digest.events,
-            verdicts=list(digest.verdicts),
-            episodes=episodes(digest.verdicts),
-            turns=digest.loop_steps,
-            cost=digest.loop_cost or 0.0,
-        )
         if self._cut is not None and view.rank() > self._cut:
             return  # cannot make the cut: keep only its counts
         if run is not None:
@@ -251,9 +331,13 @@ class HtmlReport:
         self._sweeps.append(_Sweep(param, out))
 
     def kept_runs(self) -> list[_RunView]:
-        """The runs drawn on the page, worst first."""
+        """The runs with loops drawn on the page, worst first."""
         self._prune()
         return list(self._kept)
+
+    def clean_runs(self) -> list[_RunView]:
+        """The runs without a verdict kept on the page, in input order."""
+        return list(self._clean)
 
     def _prune(self) -> None:
         self._kept.sort(key=_RunView.rank)
@@ -264,18 +348,29 @@ class HtmlReport:
     def _keep_steps(self, view: _RunView, run: Run) -> None:
         events = run.events
         indices = run.indices
-        wanted: Callable[[int], bool] | None = None
-        if len(events) > self.max_steps:
-            view.partial = True
-            spans = _event_spans(view.episodes, indices, len(events))
-            ctx = self.context
-            wanted = lambda pos: any(a - ctx <= pos <= b + ctx for a, b in spans)  # noqa: E731
+        records = [indices[p] if indices is not None and p < len(indices) else p for p in range(len(events))]
+        view.length = max(records, default=-1) + 1
+        spans = [(e.start, e.end) for e in view.episodes] + [(lab.start, lab.end) for lab in view.labels]
+        ctx = self.context
+
+        def near(record: int) -> bool:
+            return any(a - ctx <= record <= b + ctx for a, b in spans)
+
+        if not spans:
+            texted: Callable[[int], bool] = lambda record: record < CLEAN_TEXTS  # noqa: E731
+        else:
+            texted = near
+        partial = len(events) > self.max_steps
+        view.partial = partial
         for pos, event in enumerate(events):
-            if wanted is not None and not wanted(pos):
+            record = records[pos]
+            if partial and not near(record) and not (not spans and record < CLEAN_STEPS):
                 continue
-            record = indices[pos] if indices is not None and pos < len(indices) else pos
             kind, tool, label, failed = _describe(event)
-            view.steps.append(_Step(pos, record, kind, self._intern(tool), label, failed))
+            text = _full_text(event) if texted(record) else None
+            if text is not None and text == label:
+                text = None
+            view.steps.append(_Step(pos, record, kind, self._intern(tool), label, failed, text))
 
     def _intern(self, text: str | None) -> str | None:
         if text is None:
@@ -284,26 +379,33 @@ class HtmlReport:
 
     # -- rendering -----------------------------------------------------------------------------------------
 
-    def render(self, title: str = "loopwatch report", preset: str | None = None) -> str:
-        """The whole page, as one HTML string."""
-        views = self.kept_runs()
+    def render(
+        self, title: str | None = None, preset: str | None = None, about: Sequence[tuple[str, str]] | None = None
+    ) -> str:
+        """The whole page, as one HTML string; ``about``: what ran (preset, embedder, time...), in its header."""
+        title = title or self.title
+        views = [*self.kept_runs(), *self._clean]
         tools = _tool_colours(views)
         data = {
             "runs": [self._run_json(i, v) for i, v in enumerate(views)],
             "context": self.context,
-            "colours": {"tools": tools, "other": OTHER_TOOL, "kinds": KIND_COLOURS},
+            "clean_steps": CLEAN_STEPS,
+            "currency": self.currency,
+            "colours": {"tools": tools, "other": OTHER_TOOL, "kinds": KIND_COLOURS, "labels": LABEL_COLOURS},
         }
+        facts = list(about or ([("preset", preset)] if preset else []))
+        sub = " · ".join(f"{_e(k)} <b>{_e(v)}</b>" for k, v in facts)
         parts = [
-            _HEAD.replace("__TITLE__", _e(title)).replace("__CSS__", _CSS),
+            HEAD.replace("__TITLE__", _e(title)).replace("__CSS__", CSS),
             '<body><header class="top"><div>',
             f"<h1>{_e(title)}</h1>",
-            '<p class="sub">',
-            f"preset <b>{_e(preset)}</b> · " if preset else "",
-            f"generated by loopwatch {_e(_version())}</p></div></header><main>",
+            f'<p class="sub">{sub}{" · " if sub else ""}generated by loopwatch {_e(_version())}</p>',
+            "</div></header><main>",
             self._summary_html(),
+            self._sections_before_runs(views),
             self._charts_html(),
             self._sweeps_html(),
-            self._worst_html(views),
+            self._runs_html(views),
             self._timelines_html(views, tools),
             "</main>",
             _DETAIL_PANEL,
@@ -311,15 +413,40 @@ class HtmlReport:
             '<script type="application/json" id="report-data">',
             _script_json(data),
             "</script>",
-            f"<script>{_JS}</script>",
+            f"<script>{JS}</script>",
             "</body></html>\n",
         ]
         return "".join(parts)
 
-    def write(self, path: str | os.PathLike[str], title: str = "loopwatch report", preset: str | None = None) -> None:
-        """Write the page to ``path`` (UTF-8)."""
-        with open(path, "w", encoding="utf-8") as out:
-            out.write(self.render(title, preset))
+    def write(
+        self,
+        path: str | os.PathLike[str],
+        title: str | None = None,
+        preset: str | None = None,
+        about: Sequence[tuple[str, str]] | None = None,
+    ) -> None:
+        """Write the page to ``path`` (UTF-8), whole or not at all: it is written beside it, then moved there."""
+        page = self.render(title, preset, about)
+        target = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(target))
+        handle, temporary = tempfile.mkstemp(prefix=".loopwatch-", suffix=".html", dir=folder)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(page)
+            os.chmod(temporary, 0o644)
+            os.replace(temporary, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+
+    def _sections_before_runs(self, views: list[_RunView]) -> str:
+        """Sections a subclass adds between the summary and the charts (an evaluation's metrics)."""
+        return ""
+
+    def _filter_flags(self) -> list[tuple[str, str]]:
+        """(flag, label) choices the run filter offers besides the actions (an evaluation's missed episodes...)."""
+        return []
 
     def _summary_html(self) -> str:
         loops_share = f"{self.looping / self.runs:.0%} of runs" if self.runs else ""
@@ -333,7 +460,13 @@ class HtmlReport:
         ]
         if self.has_cost:
             share = f"{self.loop_cost / self.cost:.0%} of " if self.cost else ""
-            cards.append(("cost inside loops", _money(self.loop_cost), f"{share}{_money(self.cost)} in all"))
+            cards.append(
+                (
+                    "cost inside loops",
+                    _money(self.loop_cost, self.currency),
+                    f"{share}{_money(self.cost, self.currency)} in all",
+                )
+            )
         else:
             cards.append(("cost inside loops", "—", "the records carry no cost"))
         out = ['<section id="summary" aria-label="summary"><div class="cards">']
@@ -387,35 +520,85 @@ class HtmlReport:
         out.append("</div></section>")
         return "".join(out)
 
-    def _worst_html(self, views: list[_RunView]) -> str:
-        out = ['<section id="worst"><h2>Worst runs</h2>']
-        if not views:
-            out.append('<p class="empty">No loops found.</p></section>')
-            return "".join(out)
-        out.append(
-            '<table class="worst"><thead><tr><th>#</th><th>run</th><th>source</th><th class="num">events</th>'
-            '<th>worst</th><th class="num">verdicts</th><th>loop spans</th></tr></thead><tbody>'
+    def _filters_html(self, views: Sequence[_RunView]) -> str:
+        patterns = sorted({v.pattern or "?" for view in views for v in view.verdicts})
+        sources = sorted({view.source for view in views if view.source})
+        models = sorted({view.model for view in views if view.model})
+        actions = [("loops", "runs with loops"), ("", "all runs")]
+        actions += [(a, f"worst verdict: {a}") for a in ("nudge", "block", "stop")]
+        actions += [("clean", "runs without a loop"), *self._filter_flags()]
+
+        def select(name: str, everything: str, values: Sequence[str] | Sequence[tuple[str, str]]) -> str:
+            options = [f'<option value="">{_e(everything)}</option>'] if everything else []
+            for value in values:
+                key, shown = value if isinstance(value, tuple) else (value, value)
+                chosen = " selected" if name == "show" and key == self.default_show else ""
+                options.append(f'<option value="{_e(key)}"{chosen}>{_e(shown)}</option>')
+            return f'<label>{_e(name)} <select id="f-{name}">{"".join(options)}</select></label>'
+
+        return (
+            '<div class="filters" role="search">'
+            '<label>search <input type="search" id="f-search" placeholder="run id or tool" '
+            'autocomplete="off" spellcheck="false"></label>'
+            f"{select('pattern', 'any pattern', patterns)}{select('source', 'any source', sources)}"
+            f"{select('model', 'any model', models)}{select('show', '', actions)}"
+            '<span id="f-count" aria-live="polite"></span></div>'
         )
-        for i, view in enumerate(views[: self.top]):
-            spans = " ".join(
-                f'<span class="span-chip {e.action}" title="{_e(", ".join(e.patterns))}">'
-                f"{e.start}–{e.end} {_e(', '.join(e.patterns))}</span>"
-                for e in view.episodes
-            )
-            out.append(
-                f'<tr class="worst-row run-link" data-run="{i}" tabindex="0">'
-                f'<td class="num">{i + 1}</td><td class="run-id" title="{_e(view.id)}">{_e(view.id)}</td>'
-                f'<td class="source" title="{_e(view.source or "")}">{_e(view.source or "")}</td>'
-                f'<td class="num">{view.events:,}</td>'
-                f'<td><span class="badge {view.action}">{view.action}</span></td>'
-                f'<td class="num">{len(view.verdicts)}</td><td>{spans}</td></tr>'
-            )
+
+    def _runs_html(self, views: list[_RunView]) -> str:
+        out = ['<section id="runs"><h2>Runs</h2>', self._filters_html(views)]
+        if not views:
+            out.append('<p class="empty">No run was kept for this page.</p></section>')
+            return "".join(out)
+        labelled = any(v.label_verdict for v in views)
+        columns = [
+            ("run", "text", ""),
+            ("source", "text", ""),
+            ("model", "text", ""),
+            ("steps", "num", "num"),
+            ("verdicts", "num", "num"),
+            ("worst", "num", ""),
+            ("patterns", "text", ""),
+            ("steps in loops", "num", "num"),
+            (f"cost in loops ({self.currency})", "num", "num"),
+        ]
+        if labelled:
+            columns.append(("label", "text", ""))
+        head = "".join(
+            f'<th class="{cls}" data-kind="{kind}" tabindex="0" role="columnheader" aria-sort="none">'
+            f'{_e(name)}<span class="sort-mark"></span></th>'
+            for name, kind, cls in columns
+        )
+        out.append(f'<table class="runs sortable"><thead><tr>{head}</tr></thead><tbody>')
+        for i, view in enumerate(views):
+            patterns = sorted({v.pattern or "?" for v in view.verdicts})
+            cost = "" if view.cost is None else f"{view.loop_cost:,.4g}"
+            badge = f'<span class="badge {view.action}">{view.action}</span>'
+            cells = [
+                f'<td class="run-id" data-v="{_e(view.id)}" title="{_e(view.id)}">{_e(middle_ellipsis(view.id))}</td>',
+                f'<td class="source" data-v="{_e(view.source or "")}">{_e(view.source or "")}</td>',
+                f'<td class="model" data-v="{_e(view.model or "")}">{_e(view.model or "")}</td>',
+                f'<td class="num" data-v="{view.length}">{view.length:,}</td>',
+                f'<td class="num" data-v="{len(view.verdicts)}">{len(view.verdicts)}</td>',
+                f'<td data-v="{view.severity}">{badge}</td>',
+                f'<td class="patterns" data-v="{_e(" ".join(patterns))}" title="{_e(", ".join(patterns))}">'
+                f"{_e(', '.join(patterns))}</td>",
+                f'<td class="num" data-v="{view.turns}">{view.turns:,}</td>',
+                f'<td class="num" data-v="{view.loop_cost if view.cost is not None else -1}">{_e(cost)}</td>',
+            ]
+            if labelled:
+                cells.append(f'<td data-v="{_e(view.label_verdict or "")}">{_e(view.label_verdict or "")}</td>')
+            out.append(f'<tr class="run-row-t run-link" {_filter_attrs(i, view)} tabindex="0">{"".join(cells)}</tr>')
         out.append("</tbody></table>")
-        if self.looping > self.top:
-            out.append(
-                f'<p class="note">The {min(self.top, len(views))} worst of {self.looping:,} runs with loops.</p>'
-            )
-        out.append("</section>")
+        kept_clean, clean = len(self._clean), self.clean_seen
+        notes = []
+        if self.looping > len(self._kept):
+            notes.append(f"The {len(self._kept):,} worst of {self.looping:,} runs with loops are kept.")
+        if clean > kept_clean:
+            notes.append(f"{kept_clean:,} of {clean:,} runs without a loop are kept (the first ones).")
+        notes.append("Click a column's name to sort; click a run to see its steps.")
+        out.append(f'<p class="note" id="cap-note" data-drawn="{len(self._kept)}" data-looping="{self.looping}">')
+        out.append(" ".join(_e(n) for n in notes) + "</p></section>")
         return "".join(out)
 
     def _timelines_html(self, views: list[_RunView], tools: dict[str, str]) -> str:
@@ -423,42 +606,38 @@ class HtmlReport:
         if not views:
             out.append('<p class="empty">No run had a loop.</p></section>')
             return "".join(out)
-        capped = self.looping > len(views)
-        note = (
-            f"The {len(views):,} worst of {self.looping:,} runs with loops are drawn."
-            if capped
-            else f"All {self.looping:,} runs with loops are drawn, worst first."
+        out.append(
+            '<p class="note">One row per run shown above, on the run\'s own steps (0 to its last step); '
+            "click a run to see its steps around each loop.</p>"
         )
-        out.append(f'<p class="note" id="cap-note" data-drawn="{len(views)}" data-looping="{self.looping}">{note} ')
-        out.append("Click a run to see its steps around each loop.</p>")
-        out.append(_legend(tools))
+        out.append(_legend(tools, any(v.labels for v in views)))
         out.append('<div class="timelines">')
         for i, view in enumerate(views):
             out.append(_timeline_row(i, view, tools))
-        out.append("</div></section>")
+        out.append('<p class="empty" id="no-match" hidden>No run matches the filters.</p></div></section>')
         return "".join(out)
 
     def _run_json(self, i: int, view: _RunView) -> dict[str, Any]:
-        positions = _Positions(view.steps, view.events)
         verdicts = []
+        steps_by_record: dict[int, list[_Step]] = {}
+        for s in view.steps:
+            steps_by_record.setdefault(s.record, []).append(s)
         for v in view.verdicts:
-            pos = positions.last(v.index)
-            start = positions.first(v.loop_start) if v.loop_start is not None else pos
+            start = v.loop_start if v.loop_start is not None else v.index
             evidence = v.evidence.get("indices")
-            marked = sorted({positions.last(x) for x in evidence if isinstance(x, int)}) if evidence else []
+            marked = {x for x in evidence if isinstance(x, int)} if evidence else set()
             verdicts.append(
                 {
-                    "pos": pos,
                     "index": v.index,
                     "action": v.action,
                     "pattern": v.pattern or "?",
                     "count": v.count,
                     "level": v.level,
-                    "start": start,
-                    "loop_start": v.loop_start,
-                    "reason": _cut(v.reason or "", 240),
+                    "start": min(start, v.index),
+                    "reason": _cut(v.reason or "", 400),
+                    "message": _cut(v.message or "", 600),
                     "detector": (v.detector or "").split("(", 1)[0],
-                    "hl": sorted(set(marked) | _same_label(view.steps, pos, start, self.context)),
+                    "hl": sorted(marked | _same_label(steps_by_record, v.index, start, self.context)),
                 }
             )
         return {
@@ -467,22 +646,28 @@ class HtmlReport:
             "source": view.source,
             "model": view.model,
             "events": view.events,
+            "length": view.length,
             "turns": view.turns,
-            "cost": round(view.cost, 6),
+            "cost": None if view.cost is None else round(view.cost, 6),
+            "loop_cost": round(view.loop_cost, 6),
             "partial": view.partial,
             "action": view.action,
-            "steps": [[s.pos, s.record, s.kind, s.tool, s.label, 1 if s.failed else 0] for s in view.steps],
+            "label_verdict": view.label_verdict,
+            "steps": [[s.record, s.kind, s.tool, s.label, 1 if s.failed else 0, s.text] for s in view.steps],
             "verdicts": verdicts,
             "episodes": [
+                {"start": e.start, "end": e.end, "action": e.action, "patterns": e.patterns} for e in view.episodes
+            ],
+            "labels": [
                 {
-                    "start": positions.first(e.start),
-                    "end": positions.last(e.end),
-                    "from": e.start,
-                    "to": e.end,
-                    "action": e.action,
-                    "patterns": e.patterns,
+                    "start": lab.start,
+                    "end": lab.end,
+                    "detectable_at": lab.detectable_at,
+                    "pattern": lab.pattern,
+                    "caught": lab.caught,
+                    "note": _cut(lab.note, 400),
                 }
-                for e in view.episodes
+                for lab in view.labels
             ],
         }
 
@@ -490,53 +675,34 @@ class HtmlReport:
 # -- per-run helpers ---------------------------------------------------------------------------------------------
 
 
-def _event_spans(episodes: Sequence[Episode], indices: Sequence[int] | None, n: int) -> list[tuple[int, int]]:
-    """The episodes as event positions (their records' first to last event)."""
-    if indices is None:
-        return [(e.start, e.end) for e in episodes]
-    out = []
-    for e in episodes:
-        positions = [p for p, r in enumerate(indices[:n]) if e.start <= r <= e.end]
-        if positions:
-            out.append((positions[0], positions[-1]))
-    return out
+def _filter_attrs(i: int, view: _RunView) -> str:
+    """The data attributes the page's filters and search read."""
+    patterns = sorted({v.pattern or "?" for v in view.verdicts})
+    tools = sorted({s.tool for s in view.steps if s.tool})
+    flags = " ".join(view.flags)
+    return (
+        f'data-run="{i}" data-id="{_e(view.id)}" data-action="{view.action}" '
+        f'data-patterns="{_e(" ".join(patterns))}" data-source="{_e(view.source or "")}" '
+        f'data-model="{_e(view.model or "")}" data-tools="{_e(" ".join(tools))}" data-flags="{_e(flags)}"'
+    )
 
 
-class _Positions:
-    """Step index (record) -> event position, from a run's kept steps."""
-
-    def __init__(self, steps: Sequence[_Step], events: int) -> None:
-        self._first: dict[int, int] = {}
-        self._last: dict[int, int] = {}
-        self._identity = all(s.pos == s.record for s in steps)
-        self._n = max(events, 1)
-        for s in steps:
-            self._first.setdefault(s.record, s.pos)
-            self._last[s.record] = s.pos
-
-    def first(self, record: int) -> int:
-        return self._clamp(record if self._identity else self._first.get(record, record))
-
-    def last(self, record: int) -> int:
-        return self._clamp(record if self._identity else self._last.get(record, record))
-
-    def _clamp(self, pos: int) -> int:
-        return min(max(pos, 0), self._n - 1)
-
-
-def _same_label(steps: Sequence[_Step], pos: int, start: int, context: int) -> set[int]:
-    """Positions near a verdict of calls with the same label as the call at (or just before) its position."""
-    by_pos = {s.pos: s for s in steps}
+def _same_label(steps: Mapping[int, list[_Step]], index: int, start: int, context: int) -> set[int]:
+    """Steps near a verdict whose call has the same label as the call at (or just before) its step."""
     key: str | None = None
-    for p in range(pos, max(pos - 3, -1), -1):
-        step = by_pos.get(p)
-        if step is not None and step.kind == "call":
-            key = step.label
+    for record in range(index, max(index - 3, -1), -1):
+        calls = [s for s in steps.get(record, ()) if s.kind == "call"]
+        if calls:
+            key = calls[-1].label
             break
     if key is None:
         return set()
-    lo, hi = min(start, pos) - context, pos + context
-    return {s.pos for s in steps if lo <= s.pos <= hi and s.kind == "call" and s.label == key}
+    lo, hi = min(start, index) - context, index + context
+    return {
+        record
+        for record, group in steps.items()
+        if lo <= record <= hi and any(s.kind == "call" and s.label == key for s in group)
+    }
 
 
 def _describe(event: Event) -> tuple[str, str | None, str, bool]:
@@ -565,6 +731,28 @@ def _describe(event: Event) -> tuple[str, str | None, str, bool]:
     if isinstance(event, Reset):
         return "reset", None, "reset", False
     return "system", None, _cut(type(event).__name__), False  # pragma: no cover (every event type is above)
+
+
+def _full_text(event: Event) -> str | None:
+    """An event's whole text for the run's panel (cut at TEXT_CHARS): a call's arguments and reasoning, a
+    result's output, a message's text."""
+    if isinstance(event, ToolCall):
+        try:
+            args = json.dumps(dict(event.args), ensure_ascii=False, indent=1, default=str)
+        except (TypeError, ValueError):  # pragma: no cover (args come from JSON)
+            args = repr(dict(event.args))
+        text = f"{event.tool} {args}"
+        if event.thought:
+            text = f"{event.thought}\n\n{text}"
+    elif isinstance(event, ToolResult):
+        text = event.output
+    elif isinstance(event, (Message, TextDelta)):
+        text = event.text
+    else:
+        return None
+    if len(text) > TEXT_CHARS:
+        text = text[:TEXT_CHARS] + f"\n… ({len(text) - TEXT_CHARS:,} more characters)"
+    return text
 
 
 def _args_text(args: Mapping[str, Any]) -> str:
@@ -616,8 +804,9 @@ def _version() -> str:
     return __version__
 
 
-def _money(value: float) -> str:
-    return f"{value:,.2f}" if value >= 1 else f"{value:.4g}"
+def _money(value: float, currency: str) -> str:
+    amount = f"{value:,.2f}" if value >= 1 else f"{value:.4g}"
+    return f"{amount} {currency}"
 
 
 def _action_line(actions: Mapping[str, int]) -> str:
@@ -642,39 +831,44 @@ def _step_colour(step: _Step, tools: Mapping[str, str]) -> str:
     return KIND_COLOURS.get(step.kind, KIND_COLOURS["system"])
 
 
-def _legend(tools: Mapping[str, str]) -> str:
+def _legend(tools: Mapping[str, str], labelled: bool) -> str:
     items = [f'<span class="key"><i style="background:{c}"></i>{_e(t)}</span>' for t, c in tools.items()]
     items.append(f'<span class="key"><i style="background:{OTHER_TOOL}"></i>other tools</span>')
     kinds = [f'<span class="key"><i style="background:{KIND_COLOURS[k]}"></i>{n}</span>' for k, n in KIND_NAMES.items()]
     actions = [
         f'<span class="key"><i class="mark" style="background:{c}"></i>{a}</span>' for a, c in ACTION_COLOURS.items()
     ]
+    labels = ""
+    if labelled:
+        labels = (
+            "<div><b>labelled episodes</b>"
+            f'<span class="key"><i class="lane" style="background:{LABEL_COLOURS["caught"]}"></i>caught</span>'
+            f'<span class="key"><i class="lane" style="background:{LABEL_COLOURS["missed"]}"></i>missed</span></div>'
+        )
     return (
         '<div class="legend" id="legend">'
         f"<div><b>tool calls</b>{''.join(items)}</div>"
         f"<div><b>other steps</b>{''.join(kinds)}</div>"
         f"<div><b>verdicts</b>{''.join(actions)}"
-        '<span class="key"><i class="shade"></i>loop episode</span></div></div>'
+        f'<span class="key"><i class="shade"></i>loop episode</span></div>{labels}</div>'
     )
 
 
 def _timeline_row(i: int, view: _RunView, tools: Mapping[str, str]) -> str:
-    n = max(view.events, 1)
+    n = max(view.length, 1)
     unit = _W / n
     parts: list[str] = []
-    positions = _Positions(view.steps, view.events)
     for e in view.episodes:
-        a, b = positions.first(e.start), positions.last(e.end)
+        a, b = _clamp(e.start, n), _clamp(e.end, n)
         parts.append(
             f'<rect class="episode {e.action}" x="{a * unit:.2f}" y="0" width="{max((b - a + 1) * unit, 2):.2f}" '
-            f'height="{_H:g}" data-start="{e.start}" data-end="{e.end}">'
+            f'height="25" data-start="{e.start}" data-end="{e.end}">'
             f"<title>{_e(f'steps {e.start}–{e.end}: ' + ', '.join(e.patterns))}</title></rect>"
         )
     parts.extend(_step_rects(view.steps, unit, tools))
     mark_w = max(unit * 0.9, 3.0)
     for v in view.verdicts:
-        pos = positions.last(v.index)
-        x = (pos + 0.5) * unit - mark_w / 2
+        x = (_clamp(v.index, n) + 0.5) * unit - mark_w / 2
         colour = ACTION_COLOURS.get(v.action, "#000")
         tip = f"step {v.index}: {v.action} {v.pattern or '?'} x{v.count}"
         parts.append(
@@ -682,37 +876,59 @@ def _timeline_row(i: int, view: _RunView, tools: Mapping[str, str]) -> str:
             f'fill="{colour}" data-index="{v.index}" data-action="{v.action}">'
             f"<title>{_e(tip)}</title></rect>"
         )
+    for lab in view.labels:
+        a, b = _clamp(lab.start, n), _clamp(lab.end, n)
+        state = "caught" if lab.caught else "missed"
+        tip = f"labelled {lab.pattern}, steps {lab.start}–{lab.end} ({state}): {lab.note}"
+        parts.append(
+            f'<rect class="label-span {state}" x="{a * unit:.2f}" y="26" width="{max((b - a + 1) * unit, 2):.2f}" '
+            f'height="6" fill="{LABEL_COLOURS[state]}" data-start="{lab.start}" data-end="{lab.end}">'
+            f"<title>{_e(tip)}</title></rect>"
+        )
     svg = (
-        f'<svg class="timeline" data-run="{i}" data-events="{view.events}" viewBox="0 0 {_W:g} {_H:g}" '
+        f'<svg class="timeline" data-run="{i}" data-steps="{view.length}" viewBox="0 0 {_W:g} {_H:g}" '
         f'preserveAspectRatio="none" role="img" aria-label="{_e("timeline of " + view.id)}">'
         f'<rect class="track" x="0" y="11" width="{_W:g}" height="12"/>{"".join(parts)}</svg>'
     )
     partial = ' · <span title="only the steps around its loops are kept">long run</span>' if view.partial else ""
+    badge = f'<span class="badge {view.action}">{view.action}</span>'
     return (
-        f'<div class="run-row run-link" data-run="{i}" data-id="{_e(view.id)}" tabindex="0" role="button">'
-        f'<div class="run-label"><div class="run-id" title="{_e(view.id)}">{_e(view.id)}</div>'
-        f'<div class="run-meta"><span class="badge {view.action}">{view.action}</span> '
-        f"{view.events:,} events · {len(view.verdicts)} verdicts{partial}</div></div>"
-        f'<div class="run-track">{svg}<div class="axis"><span>0</span><span>{view.events - 1}</span></div></div></div>'
+        f'<div class="run-row run-link" {_filter_attrs(i, view)} tabindex="0" role="button">'
+        f'<div class="run-label"><div class="run-id" title="{_e(view.id)}">{_e(middle_ellipsis(view.id, 48))}</div>'
+        f'<div class="run-meta">{badge} {view.length:,} steps · {len(view.verdicts)} verdicts{partial}</div></div>'
+        f'<div class="run-track">{svg}<div class="axis"><span>step 0</span><span>step {max(view.length - 1, 0)}</span>'
+        "</div></div></div>"
     )
 
 
+def _clamp(record: int, n: int) -> int:
+    return min(max(record, 0), n - 1)
+
+
 def _step_rects(steps: Sequence[_Step], unit: float, tools: Mapping[str, str]) -> list[str]:
-    """One rect per step, or per run of same-coloured neighbours when the steps are narrow."""
+    """One rect per event, in its step's slot (shared by the events of one step), merged with same-coloured
+    neighbours when the steps are narrow."""
+    share: Counter[int] = Counter(s.record for s in steps)
+    seen: Counter[int] = Counter()
+    boxes: list[tuple[float, float, str, bool]] = []  # x, width, colour, small
+    for s in steps:
+        k, parts = seen[s.record], share[s.record]
+        seen[s.record] += 1
+        small = s.kind in ("result", "delta", "usage")
+        boxes.append(((s.record + k / parts) * unit, unit / parts, _step_colour(s, tools), small))
     out: list[str] = []
     gap = unit > 3
     i = 0
-    while i < len(steps):
-        colour = _step_colour(steps[i], tools)
+    while i < len(boxes):
+        x, width, colour, small = boxes[i]
         j = i + 1
         if not gap:
-            while j < len(steps) and steps[j].pos == steps[j - 1].pos + 1 and _step_colour(steps[j], tools) == colour:
+            while j < len(boxes) and boxes[j][2] == colour and abs(boxes[j][0] - (x + width)) < 1e-6:
+                width += boxes[j][1]
                 j += 1
-        x = steps[i].pos * unit
-        width = (steps[j - 1].pos - steps[i].pos + 1) * unit
         if gap:
-            x, width = x + unit * 0.1, width * 0.8
-        height, y = (10.0, 12.0) if steps[i].kind in ("result", "delta", "usage") else (12.0, 11.0)
+            x, width = x + width * 0.1, width * 0.8
+        height, y = (10.0, 12.0) if small else (12.0, 11.0)
         out.append(f'<rect class="step" x="{x:.2f}" y="{y:g}" width="{max(width, 0.5):.2f}" height="{height:g}" ')
         out.append(f'fill="{colour}"/>')
         i = j
@@ -734,7 +950,7 @@ def _bar_chart(chart_id: str, title: str, rows: Sequence[tuple[str, int, int, st
     ]
     for k, (label, value, total, tip) in enumerate(rows):
         y = pad + k * row_h
-        shown = _cut(label, 28)
+        shown = middle_ellipsis(label, 28)
         out.append(
             f'<g class="bar" data-label="{_e(label)}" data-value="{value}"><title>{_e(label)}: {_e(tip)}</title>'
         )
@@ -818,267 +1034,8 @@ def _sweep_chart(i: int, sweep: _Sweep) -> str:
     return "".join(out)
 
 
-_HEAD: Final = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; \
-script-src 'unsafe-inline'; img-src data:">
-<link rel="icon" href="data:,">
-<title>__TITLE__</title>
-<style>__CSS__</style></head>
-"""
-
 _DETAIL_PANEL: Final = """<aside id="detail" hidden aria-label="run detail">
 <div class="detail-head"><div><div class="detail-kicker">run</div><h2 id="detail-title"></h2>
 <div id="detail-meta"></div></div>
 <button type="button" id="detail-close" aria-label="close">×</button></div>
 <div id="detail-body"></div></aside>"""
-
-_CSS: Final = """
-:root{--fg:#212529;--muted:#6c757d;--line:#dee2e6;--bg:#f8f9fa;--card:#fff;--accent:#1c7ed6;
---nudge:#e0a106;--block:#e8590c;--stop:#c92a2a}
-*{box-sizing:border-box}
-body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;
-color:var(--fg);background:var(--bg)}
-header.top{background:#1f2937;color:#f8f9fa;padding:18px 32px}
-header.top h1{margin:0;font-size:22px;font-weight:650;letter-spacing:.2px}
-header.top .sub{margin:4px 0 0;color:#ced4da;font-size:13px}
-main{padding:20px 32px 48px;max-width:1500px;margin:0 auto}
-h2{font-size:17px;margin:28px 0 10px;font-weight:650}
-section{margin-bottom:8px}
-.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(170px,1fr));gap:12px}
-.card{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:12px 16px}
-.card-name{color:var(--muted);font-size:12px;text-transform:uppercase;letter-spacing:.6px}
-.card-value{font-size:26px;font-weight:700;margin-top:2px;font-variant-numeric:tabular-nums}
-.card-note{color:var(--muted);font-size:12px;min-height:1.2em}
-.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:12px;margin-top:14px}
-.chart{margin:0;background:var(--card);border:1px solid var(--line);border-radius:10px;padding:12px 14px}
-.chart figcaption{font-weight:650;margin-bottom:6px}
-.chart figcaption small{color:var(--muted);font-weight:400}
-.chart svg{width:100%;height:auto;display:block}
-.bar-label,.bar-number,.tick,.point-label,.axis-title{font-size:12px;fill:#343a40}
-.bar-number,.tick{fill:var(--muted)}
-.bar-total{fill:#e9ecef}.bar-value{fill:var(--accent)}
-.bar:hover .bar-value{fill:#1864ab}
-.grid{stroke:#e9ecef;stroke-width:1}
-.sweep-line{fill:none;stroke:var(--accent);stroke-width:2}
-.sweep-point circle{fill:#fff;stroke:var(--accent);stroke-width:2}
-.chart.sweep{display:grid;grid-template-columns:minmax(0,560px) minmax(220px,1fr);gap:8px 20px;align-items:start}
-.chart.sweep figcaption{grid-column:1/-1}
-.sweep-table{margin-top:8px}
-table{border-collapse:collapse;width:100%;background:var(--card);border:1px solid var(--line);border-radius:10px;
-overflow:hidden}
-th,td{padding:6px 10px;border-bottom:1px solid #f1f3f5;text-align:left;vertical-align:top}
-th{background:#f1f3f5;font-size:12px;color:#495057;font-weight:600}
-td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
-.worst td.source{max-width:260px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;color:#495057}
-.worst td.run-id{max-width:380px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;
-font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px}
-.run-link{cursor:pointer}
-.run-link:hover{background:#f1f8ff}
-.run-link:focus{outline:2px solid var(--accent);outline-offset:-2px}
-.run-link.selected{background:#e7f5ff}
-.badge{display:inline-block;padding:0 7px;border-radius:9px;font-size:11px;font-weight:700;color:#fff;
-text-transform:uppercase;letter-spacing:.4px;line-height:18px}
-.badge.nudge{background:var(--nudge)}.badge.block{background:var(--block)}.badge.stop{background:var(--stop)}
-.span-chip{display:inline-block;margin:1px 4px 1px 0;padding:0 6px;border-radius:4px;font-size:12px;
-background:#fff4e6;border:1px solid #ffd8a8;white-space:nowrap}
-.span-chip.stop{background:#fff5f5;border-color:#ffc9c9}.span-chip.nudge{background:#fff9db;border-color:#ffec99}
-.note{color:var(--muted);margin:4px 0 10px}
-.empty{color:var(--muted);font-style:italic}
-.legend{display:flex;flex-wrap:wrap;gap:6px 22px;background:var(--card);border:1px solid var(--line);
-border-radius:10px;padding:8px 14px;margin-bottom:10px;font-size:12px}
-.legend b{margin-right:8px;color:#495057}
-.key{display:inline-flex;align-items:center;margin-right:10px;white-space:nowrap}
-.key i{display:inline-block;width:11px;height:11px;border-radius:2px;margin-right:4px}
-.key i.mark{width:6px;height:12px;border-radius:1px}
-.key i.shade{background:rgba(232,89,12,.22);width:18px}
-.timelines{background:var(--card);border:1px solid var(--line);border-radius:10px}
-.run-row{display:grid;grid-template-columns:300px 1fr;gap:14px;padding:8px 14px;border-bottom:1px solid #f1f3f5;
-align-items:center}
-.run-row:last-child{border-bottom:0}
-.run-label{min-width:0}
-.run-row .run-id{overflow:hidden;text-overflow:ellipsis;white-space:nowrap;
-font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px}
-.run-meta{color:var(--muted);font-size:12px}
-.run-track{min-width:0}
-svg.timeline{width:100%;height:30px;display:block}
-.timeline .track{fill:#f1f3f5}
-.timeline .episode{fill:rgba(232,89,12,.18)}
-.timeline .episode.stop{fill:rgba(201,42,42,.16)}
-.timeline .episode.nudge{fill:rgba(224,161,6,.2)}
-.axis{display:flex;justify-content:space-between;color:#adb5bd;font-size:10px;line-height:1}
-#detail{position:fixed;top:0;right:0;bottom:0;width:min(680px,94vw);background:#fff;border-left:1px solid var(--line);
-box-shadow:-8px 0 24px rgba(0,0,0,.12);overflow:auto;z-index:10;padding:0 0 24px}
-#detail[hidden]{display:none}
-.detail-head{position:sticky;top:0;background:#fff;display:flex;justify-content:space-between;gap:10px;
-padding:14px 18px 10px;border-bottom:1px solid var(--line);z-index:1}
-.detail-kicker{color:var(--muted);font-size:11px;text-transform:uppercase;letter-spacing:.6px}
-#detail h2{margin:0;font-size:14px;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;
-word-break:break-all}
-#detail-meta{color:var(--muted);font-size:12px;margin-top:2px}
-#detail-close{border:0;background:#f1f3f5;border-radius:6px;font-size:20px;width:32px;height:32px;cursor:pointer;
-flex:none}
-#detail-body{padding:4px 18px}
-.episode-block{margin-top:14px}
-.episode-block h3{font-size:13px;margin:0 0 6px}
-.verdict-list{margin:0 0 8px;padding:0;list-style:none;font-size:12px}
-.verdict-list li{margin:2px 0;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
-td.kind{white-space:nowrap;max-width:130px;overflow:hidden;text-overflow:ellipsis}
-table.steps .badge{font-size:9px;line-height:14px;margin-right:6px;vertical-align:1px}
-table.steps{font-size:12px}
-table.steps td{padding:3px 8px;border-bottom:1px solid #f1f3f5}
-table.steps td.lbl{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;word-break:break-all}
-table.steps tr.in-loop td{background:#fff9f2}
-table.steps tr.hl td{background:#ffe8cc}
-table.steps tr.hl td.lbl{font-weight:700}
-table.steps tr.at-verdict td:first-child{box-shadow:inset 3px 0 0 var(--block)}
-table.steps tr.gap td{color:var(--muted);text-align:center;font-style:italic}
-.dot{display:inline-block;width:9px;height:9px;border-radius:2px;margin-right:5px;vertical-align:-1px}
-#tooltip{position:fixed;pointer-events:none;background:#212529;color:#fff;font-size:12px;padding:4px 8px;
-border-radius:5px;max-width:520px;z-index:20;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
-@media (max-width:900px){.run-row{grid-template-columns:1fr}main{padding:16px}}
-"""
-
-_JS: Final = r"""
-(function () {
-  "use strict";
-  var data = JSON.parse(document.getElementById("report-data").textContent);
-  var panel = document.getElementById("detail");
-  var body = document.getElementById("detail-body");
-  var tooltip = document.getElementById("tooltip");
-  var colours = data.colours;
-  var SEVERITY = {nudge: 1, block: 2, stop: 3};
-
-  function el(tag, cls, text) {
-    var node = document.createElement(tag);
-    if (cls) node.className = cls;
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
-
-  function stepMap(run) {
-    var map = new Map();
-    run.steps.forEach(function (s) { map.set(s[0], s); });
-    return map;
-  }
-
-  function select(i) {
-    document.querySelectorAll(".run-link.selected").forEach(function (n) { n.classList.remove("selected"); });
-    document.querySelectorAll('.run-link[data-run="' + i + '"]').forEach(function (n) { n.classList.add("selected"); });
-  }
-
-  function show(i) {
-    var run = data.runs[i];
-    if (!run) return;
-    select(i);
-    document.getElementById("detail-title").textContent = run.id;
-    var meta = [run.events + " events", run.verdicts.length + " verdicts", run.turns + " steps inside loops"];
-    if (run.source) meta.unshift(run.source);
-    if (run.model) meta.push("model " + run.model);
-    if (run.cost) meta.push("cost in loops " + run.cost);
-    document.getElementById("detail-meta").textContent = meta.join(" · ");
-    body.textContent = "";
-    if (run.partial) body.appendChild(el("p", "note", "A long run: only the steps around its loops were kept."));
-    var steps = stepMap(run);
-    run.episodes.forEach(function (ep, k) {
-      var block = el("div", "episode-block");
-      block.setAttribute("data-episode", String(k));
-      block.appendChild(el("h3", "", "Loop " + (k + 1) + ": steps " + ep.from + "–" + ep.to + " · " +
-        ep.patterns.join(", ")));
-      var list = el("ul", "verdict-list");
-      var hl = new Set();
-      var at = new Map();
-      run.verdicts.forEach(function (v) {
-        if (v.pos < ep.start || v.pos > ep.end) return;
-        v.hl.forEach(function (p) { hl.add(p); });
-        if (!at.has(v.pos) || SEVERITY[v.action] > SEVERITY[at.get(v.pos).action]) at.set(v.pos, v);
-        var li = el("li");
-        var badge = el("span", "badge " + v.action, v.action);
-        li.appendChild(badge);
-        var text = " step " + v.index + " · " + v.pattern + " ×" + v.count + " · level " + v.level +
-          (v.detector ? " · " + v.detector : "") + " — " + v.reason;
-        li.appendChild(document.createTextNode(text));
-        li.title = v.action + text;
-        list.appendChild(li);
-      });
-      block.appendChild(list);
-      var table = el("table", "steps");
-      var head = el("tr");
-      ["step", "kind", "what"].forEach(function (h) { head.appendChild(el("th", "", h)); });
-      var thead = el("thead"); thead.appendChild(head); table.appendChild(thead);
-      var tbody = el("tbody");
-      var lo = Math.max(0, ep.start - data.context), hi = Math.min(run.events - 1, ep.end + data.context);
-      var rows = [];
-      for (var p = lo; p <= hi; p++) if (steps.has(p)) rows.push(p);
-      var limit = 80;
-      var cut = rows.length > limit ? [rows.slice(0, limit / 2), rows.slice(rows.length - limit / 2)] : [rows];
-      cut.forEach(function (part, n) {
-        if (n > 0) {
-          var gap = el("tr", "gap");
-          var td = el("td", "", "… " + (rows.length - limit) + " steps …");
-          td.colSpan = 3; gap.appendChild(td); tbody.appendChild(gap);
-        }
-        part.forEach(function (p) {
-          var s = steps.get(p);
-          var tr = el("tr", "step-row");
-          tr.setAttribute("data-pos", String(p));
-          if (p >= ep.start && p <= ep.end) tr.classList.add("in-loop");
-          if (hl.has(p)) tr.classList.add("hl");
-          if (at.has(p)) { tr.classList.add("at-verdict"); tr.title = at.get(p).action + ": " + at.get(p).reason; }
-          tr.appendChild(el("td", "num", s[1]));
-          var kind = el("td", "kind");
-          kind.title = s[2] === "call" ? (s[3] || "call") : s[2];
-          var dot = el("span", "dot");
-          dot.style.background = colourOf(s);
-          kind.appendChild(dot);
-          kind.appendChild(document.createTextNode(s[2] === "call" ? (s[3] || "call") : s[2]));
-          tr.appendChild(kind);
-          var what = el("td", "lbl");
-          if (at.has(p)) what.appendChild(el("span", "badge " + at.get(p).action, at.get(p).action));
-          what.appendChild(document.createTextNode(s[4]));
-          tr.appendChild(what);
-          tbody.appendChild(tr);
-        });
-      });
-      table.appendChild(tbody);
-      block.appendChild(table);
-      body.appendChild(block);
-    });
-    panel.hidden = false;
-    panel.scrollTop = 0;
-  }
-
-  function colourOf(step) {
-    if (step[2] === "call") {
-      return Object.prototype.hasOwnProperty.call(colours.tools, step[3]) ? colours.tools[step[3]] : colours.other;
-    }
-    return colours.kinds[step[2]] || colours.kinds.system;
-  }
-
-  document.querySelectorAll(".run-link").forEach(function (node) {
-    node.addEventListener("click", function () { show(Number(node.getAttribute("data-run"))); });
-    node.addEventListener("keydown", function (ev) {
-      if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); show(Number(node.getAttribute("data-run"))); }
-    });
-  });
-  document.getElementById("detail-close").addEventListener("click", function () { panel.hidden = true; });
-  document.addEventListener("keydown", function (ev) { if (ev.key === "Escape") panel.hidden = true; });
-
-  document.querySelectorAll("svg.timeline").forEach(function (svg) {
-    var run = data.runs[Number(svg.getAttribute("data-run"))];
-    var steps = stepMap(run);
-    svg.addEventListener("mousemove", function (ev) {
-      var box = svg.getBoundingClientRect();
-      var pos = Math.floor((ev.clientX - box.left) / box.width * Math.max(run.events, 1));
-      var s = steps.get(pos);
-      if (!s) { tooltip.hidden = true; return; }
-      tooltip.textContent = "step " + s[1] + " · " + s[4];
-      tooltip.hidden = false;
-      tooltip.style.left = Math.min(ev.clientX + 12, window.innerWidth - 540) + "px";
-      tooltip.style.top = (ev.clientY + 14) + "px";
-    });
-    svg.addEventListener("mouseleave", function () { tooltip.hidden = true; });
-  });
-})();
-"""

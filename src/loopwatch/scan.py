@@ -30,7 +30,7 @@ class RunReport:
         return next((v for v in self.verdicts if v.action == "stop"), None)
 
     def to_json(self) -> dict[str, Any]:
-        """Exactly FORMAT.md section 3: ``{"id", "events", "detections": [...]}``."""
+        """Exactly docs/formats.md, section 3: ``{"id", "events", "detections": [...]}``."""
         return {
             "id": self.id,
             "events": self.events,

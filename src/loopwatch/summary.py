@@ -179,10 +179,10 @@ class ScanTotals:
     def worst_runs(self) -> list[RunDigest]:
         return worst_first(self.worst)[: self.top]
 
-    def rows(self, preset: str) -> list[tuple[str, Any]]:
-        """(label, value) lines of the summary table."""
-        rows: list[tuple[str, Any]] = [
-            ("preset", preset),
+    def rows(self, preset: str | None = None, *, currency: str = "USD") -> list[tuple[str, Any]]:
+        """(label, value) lines of the summary table (the preset's first, when given)."""
+        rows: list[tuple[str, Any]] = [("preset", preset)] if preset is not None else []
+        rows += [
             ("runs", self.runs),
             ("events", self.events),
             ("runs with loops", f"{self.looping} ({_share(self.looping, self.runs)})"),
@@ -190,7 +190,7 @@ class ScanTotals:
             ("steps inside loops", self.loop_steps),
         ]
         if self.priced_runs:
-            rows.append(("cost inside loops", f"${self.loop_cost:,.2f} of ${self.cost:,.2f}"))
+            rows.append(("cost inside loops", f"{self.loop_cost:,.2f} of {self.cost:,.2f} {currency}"))
         rows += [(f"  {pattern}", n) for pattern, n in self.patterns.most_common()]
         if len(self.sources) > 1 or self.models:
             rows += [(f"source {name}", _runs_cell(counts)) for name, counts in sorted(self.sources.items())]

@@ -51,7 +51,7 @@ class Verdict:
         return SEVERITY[self.action]
 
     def to_json(self) -> dict[str, Any]:
-        """The scan-output form (FORMAT.md section 3) plus the other fields."""
+        """The scan-output form (docs/formats.md, section 3) plus the other fields."""
         out: dict[str, Any] = {
             "index": self.index,
             "action": self.action,
@@ -71,7 +71,7 @@ class Verdict:
         return out
 
     def detection_json(self) -> dict[str, Any]:
-        """Exactly the fields of a detection in ``scan --json`` (FORMAT.md section 3)."""
+        """Exactly the fields of a detection in ``scan --json`` (docs/formats.md, section 3)."""
         return {
             "index": self.index,
             "action": self.action,

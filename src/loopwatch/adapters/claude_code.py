@@ -341,7 +341,11 @@ def default_store_path() -> str:
     return os.path.join(cache, "loopwatch", "claude-code.db")
 
 
-def _policy(preset: str | None, config: str | None) -> Policy:
+def _policy(preset: str | None, config: str | None, no_config: bool = False) -> Policy:
+    if config is None and not no_config:  # the project's own loopwatch.toml / [tool.loopwatch], if any
+        from ..cli_options import config_path
+
+        config = config_path(None)
     if config:
         import dataclasses
 
@@ -358,13 +362,15 @@ def _policy(preset: str | None, config: str | None) -> Policy:
     return named(preset or HOOK_PRESET)
 
 
-def _guard(store: str | None, preset: str | None, config: str | None, fail_closed: bool) -> Guard:
+def _guard(
+    store: str | None, preset: str | None, config: str | None, fail_closed: bool, no_config: bool = False
+) -> Guard:
     from ..guard import Guard
     from ..stored import use_orjson
     from ..stores import Store, store_from_url
 
     use_orjson(False)  # one event per process: importing orjson would cost more than it saves
-    policy = _policy(preset, config)
+    policy = _policy(preset, config, no_config)
     url = store or os.environ.get("LOOPWATCH_STORE") or None
     backend: Store
     if url:
@@ -435,6 +441,7 @@ def run_hook(
     preset: str | None = None,
     config: str | None = None,
     fail_closed: bool = False,
+    no_config: bool = False,
 ) -> int:
     """Read one hook input from ``stdin``, write the hook's output to ``stdout``; always 0 (Claude Code goes on)."""
     buffer = getattr(stdin, "buffer", None)
@@ -446,7 +453,7 @@ def run_hook(
     payload = decode_input(raw)
     if payload is None:
         return 0
-    response = answer(payload, lambda: _guard(store, preset, config, fail_closed), fail_closed=fail_closed)
+    response = answer(payload, lambda: _guard(store, preset, config, fail_closed, no_config), fail_closed=fail_closed)
     if response is not None:
         stdout.write(json.dumps(response, ensure_ascii=True) + "\n")
         stdout.flush()
@@ -480,7 +487,12 @@ def settings_path(scope: str = "project") -> Path:
 
 
 def hook_command(
-    *, store: str | None = None, preset: str | None = None, config: str | None = None, fail_closed: bool = False
+    *,
+    store: str | None = None,
+    preset: str | None = None,
+    config: str | None = None,
+    fail_closed: bool = False,
+    no_config: bool = False,
 ) -> str:
     """The shell command Claude Code runs: the ``loopwatch`` script next to this interpreter when there is one,
     else ``PYTHON -m loopwatch.adapters.claude_code``; with the options given."""
@@ -500,6 +512,8 @@ def hook_command(
         parts += ["--preset", preset]
     if config:
         parts += ["--config", os.path.abspath(config)]
+    if no_config:
+        parts.append("--no-config")
     if fail_closed:
         parts.append("--fail-closed")
     return " ".join(shlex.quote(part) for part in parts)
@@ -628,7 +642,7 @@ def _settings_command(args: argparse.Namespace, stdout: IO[str]) -> int:
                 from ..stores import store_from_url
 
                 store_from_url(args.store).close()  # a bad URL fails now, not on every hook run
-            _policy(args.preset, args.config)  # the same for a bad preset or configuration
+            _policy(args.preset, args.config, args.no_config)  # the same for a bad preset or configuration
             if args.http:
                 if not args.http.split("?", 1)[0].endswith(SERVICE_PATH):
                     raise SettingsError(f"the hook service's URL ends with {SERVICE_PATH}, not {args.http!r}")
@@ -636,7 +650,11 @@ def _settings_command(args: argparse.Namespace, stdout: IO[str]) -> int:
                 changed = install_hooks(settings, url=args.http)
             else:
                 command = hook_command(
-                    store=args.store, preset=args.preset, config=args.config, fail_closed=args.fail_closed
+                    store=args.store,
+                    preset=args.preset,
+                    config=args.config,
+                    fail_closed=args.fail_closed,
+                    no_config=args.no_config,
                 )
                 changed = install_hooks(settings, command)
             if changed == settings:
@@ -664,6 +682,8 @@ def _settings_command(args: argparse.Namespace, stdout: IO[str]) -> int:
 def _parser() -> argparse.ArgumentParser:
     import argparse
 
+    from ..cli_options import add_policy_options, add_store_option
+
     parser = argparse.ArgumentParser(
         prog="loopwatch hook",
         description="Claude Code hook: judge one hook event read on stdin, or install the hooks in settings.json.",
@@ -681,14 +701,13 @@ def _parser() -> argparse.ArgumentParser:
     scope.add_argument(
         "--local", dest="scope", action="store_const", const="local", help="./.claude/settings.local.json"
     )
-    parser.add_argument(
-        "--store", metavar="URL", help="session store (default: $LOOPWATCH_STORE, else a SQLite file in the cache)"
-    )
-    parser.add_argument("--preset", metavar="NAME", help="policy preset (default: default-lexical)")
-    parser.add_argument("--config", metavar="FILE", help="a loopwatch TOML file or a pyproject.toml")
+    add_store_option(parser, help="session store (default: $LOOPWATCH_STORE, else a SQLite file in the cache)")
+    add_policy_options(parser, default_preset=HOOK_PRESET)
     parser.add_argument("--fail-closed", action="store_true", help="deny tool calls when the guard cannot judge")
-    parser.add_argument("--host", default="127.0.0.1", help="--serve: the address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=7349, help="--serve: the port (default 7349)")
+    parser.add_argument(
+        "--host", default="127.0.0.1", metavar="HOST", help="--serve: the address to listen on (default 127.0.0.1)"
+    )
+    parser.add_argument("--port", type=int, default=7349, metavar="PORT", help="--serve: the port (default 7349)")
     parser.add_argument("--http", metavar="URL", help="--install: http handlers posting to a --serve service")
     return parser
 
@@ -697,7 +716,7 @@ def _serve(args: argparse.Namespace) -> int:
     from .claude_code_server import serve
 
     try:
-        guard = _guard(args.store, args.preset, args.config, args.fail_closed)
+        guard = _guard(args.store, args.preset, args.config, args.fail_closed, args.no_config)
     except Exception as exc:  # a bad store, preset or configuration: one clear line
         print(f"loopwatch: {exc}", file=sys.stderr)
         return 2
@@ -706,7 +725,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _hook_options(argv: list[str]) -> dict[str, Any] | None:
     """The options of a hook run (what Claude Code runs) without argparse's import; None for anything else."""
-    options: dict[str, Any] = {"store": None, "preset": None, "config": None, "fail_closed": False}
+    options: dict[str, Any] = {"store": None, "preset": None, "config": None, "fail_closed": False, "no_config": False}
     rest = argv[1:] if argv[:1] == ["claude-code"] else argv
     i = 0
     while i < len(rest):
@@ -714,6 +733,8 @@ def _hook_options(argv: list[str]) -> dict[str, Any] | None:
         name, eq, value = arg.partition("=")
         if arg == "--fail-closed":
             options["fail_closed"] = True
+        elif arg == "--no-config":
+            options["no_config"] = True
         elif name in _VALUED and eq:
             options[name[2:]] = value
         elif arg in _VALUED and i + 1 < len(rest):
@@ -743,7 +764,13 @@ def main(argv: list[str] | None = None, *, stdin: IO[str] | None = None, stdout:
             return _settings_command(args, out)
         if args.serve:
             return _serve(args)
-        options = {"store": args.store, "preset": args.preset, "config": args.config, "fail_closed": args.fail_closed}
+        options = {
+            "store": args.store,
+            "preset": args.preset,
+            "config": args.config,
+            "fail_closed": args.fail_closed,
+            "no_config": args.no_config,
+        }
     return run_hook(stdin if stdin is not None else sys.stdin, out, **options)
 
 

@@ -632,26 +632,28 @@ def run_proxy(
 def _parser() -> argparse.ArgumentParser:
     import argparse
 
+    from ..cli_options import add_audit_option, add_policy_options, add_store_option
+
     parser = argparse.ArgumentParser(
         prog="loopwatch mcp-proxy",
         description="Front an MCP server (stdio): refuse looping tool calls, add nudges to tool results.",
         usage="%(prog)s [--preset NAME] [--config FILE] [--store URL] [--session ID] [--audit FILE] "
         "-- SERVER COMMAND...",
     )
-    parser.add_argument("--preset", metavar="NAME", help="policy preset (default: default)")
-    parser.add_argument("--config", metavar="FILE", help="a loopwatch TOML file or a pyproject.toml")
-    parser.add_argument("--store", metavar="URL", help="session store (default: memory://, gone with the proxy)")
+    add_policy_options(parser)
+    add_store_option(parser, help="session store (default: memory://, gone with the proxy)")
     parser.add_argument("--session", metavar="ID", default=DEFAULT_SESSION, help="the guard's session id")
-    parser.add_argument("--audit", metavar="FILE", help="append the audit records to this JSONL file")
+    add_audit_option(parser)
     parser.add_argument("command", nargs="...", metavar="SERVER COMMAND", help="the MCP server to run")
     return parser
 
 
 def _build_guard(args: argparse.Namespace) -> Guard:
     from ..batch import PolicySpec
+    from ..cli_options import config_path
     from ..guard import Guard
 
-    policy = PolicySpec(args.preset, args.config).build()
+    policy = PolicySpec(args.preset, config_path(args.config, args.no_config)).build()
     sinks = []
     if args.audit:
         from ..sinks import JsonlAuditSink

@@ -1,4 +1,4 @@
-"""Readers of foreign trace formats: each maps a file to runs of events (FORMAT.md section 1).
+"""Readers of foreign trace formats: each maps a file to runs of events (docs/formats.md, section 1).
 
 A format module defines::
 
@@ -33,6 +33,10 @@ REGISTRY: dict[str, str] = {
     "openhands": "loopwatch.formats.openhands",
     "tau_bench": "loopwatch.formats.tau_bench",
     "otel": "loopwatch.formats.otel",
+    "who_and_when": "loopwatch.formats.who_and_when",
+    "autogen": "loopwatch.formats.autogen",
+    "langsmith": "loopwatch.formats.langsmith",
+    "langfuse": "loopwatch.formats.langfuse",
     "openai_responses": "loopwatch.formats.openai_responses",
     "anthropic": "loopwatch.formats.anthropic",
     "openai": "loopwatch.formats.openai",

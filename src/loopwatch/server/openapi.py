@@ -90,7 +90,7 @@ def document() -> dict[str, Any]:
         },
         "Event": {
             "type": "object",
-            "description": "An event in loopwatch's canonical form (FORMAT.md section 1)",
+            "description": "An event in loopwatch's canonical form (docs/formats.md, section 1)",
             "required": ["type"],
             "properties": {
                 "type": {

@@ -9,6 +9,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
+from ..cli_options import add_audit_option, add_policy_options, add_store_option, config_path
 from ..errors import ConfigError, LoopwatchError, MissingExtraError
 from .settings import DEFAULT_PORT, SETTINGS_ENV, ServiceSettings, Tokens, is_loopback
 
@@ -21,25 +22,35 @@ def parser() -> argparse.ArgumentParser:
         description="Run loopwatch as an HTTP service: a JSON API, a live dashboard, Prometheus metrics.",
     )
     p.add_argument(
-        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; another needs a token)"
+        "--host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address to listen on (default 127.0.0.1; another needs a token)",
     )
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free port)")
-    p.add_argument("--workers", type=int, default=1, help="worker processes (several need a sqlite/redis store)")
     p.add_argument(
-        "--store", default="memory://", metavar="URL", help="memory:// (default), sqlite:///x.db, redis://..."
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        metavar="PORT",
+        help=f"port (default {DEFAULT_PORT}; 0: any free port)",
     )
-    p.add_argument("--preset", default=None, help="the policy preset (default: default)")
-    p.add_argument("--config", default=None, help="a loopwatch TOML file or a pyproject.toml")
+    p.add_argument(
+        "--workers", type=int, default=1, metavar="N", help="worker processes (several need a sqlite/redis store)"
+    )
+    add_store_option(p, default="memory://", help="memory:// (default), sqlite:///x.db, redis://...")
+    add_policy_options(p)
     p.add_argument("--fail-closed", action="store_true", help="store down: refuse tool calls (default: allow)")
     p.add_argument("--token-file", default=None, metavar="FILE", help="bearer tokens, one 'name token' per line")
     p.add_argument("--max-body", type=int, default=1_048_576, metavar="BYTES", help="largest body (default 1 MiB)")
     p.add_argument("--max-batch", type=int, default=1_000, metavar="N", help="most events in one batch (default 1000)")
-    p.add_argument("--rate", type=float, default=0.0, help="requests/s per token and worker (0: no limit)")
-    p.add_argument("--burst", type=int, default=0, help="requests allowed at once above --rate (default: 1)")
+    p.add_argument("--rate", type=float, default=0.0, metavar="N", help="requests/s per token and worker (0: no limit)")
+    p.add_argument(
+        "--burst", type=int, default=0, metavar="N", help="requests allowed at once above --rate (default: 1)"
+    )
     p.add_argument("--cors", action="append", default=[], metavar="ORIGIN", help="an origin browsers may call from")
     p.add_argument("--no-dashboard", action="store_true", help="no dashboard (and no board kept in memory)")
-    p.add_argument("--audit", default=None, metavar="FILE", help="append audit records (JSON lines) to FILE")
-    p.add_argument("--log-level", default="warning", help="uvicorn's log level (default warning)")
+    add_audit_option(p)
+    p.add_argument("--log-level", default="warning", metavar="LEVEL", help="uvicorn's log level (default warning)")
     return p
 
 
@@ -50,7 +61,7 @@ def settings_from(args: argparse.Namespace) -> ServiceSettings:
         workers=args.workers,
         store=args.store,
         preset=args.preset,
-        config=args.config,
+        config=config_path(args.config, args.no_config),
         fail_closed=args.fail_closed,
         token_file=args.token_file,
         max_body=args.max_body,

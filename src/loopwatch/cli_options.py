@@ -1,0 +1,58 @@
+"""Options shared by every ``loopwatch`` command, so each is spelled, explained and shown the same way everywhere
+(``--preset NAME``, ``--config FILE``, ``--no-config``, ``--store URL``, ``--json``, ``--audit FILE``), and
+the configuration file found the same way: ``--config FILE``, else the nearest ``loopwatch.toml`` (or
+``pyproject.toml`` with a ``[tool.loopwatch]`` table) in the working directory or its parents, unless
+``--no-config``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Final
+
+from .presets import PRESETS
+
+PRESET_HELP: Final = f"policy preset: {', '.join(PRESETS)} (default: {{default}}, or the configuration's)"
+CONFIG_HELP: Final = (
+    "a loopwatch.toml, or a pyproject.toml with [tool.loopwatch] (default: the nearest one in the working "
+    "directory or its parents)"
+)
+
+
+def add_policy_options(parser: argparse.ArgumentParser, *, default_preset: str = "default") -> None:
+    """``--preset NAME``, ``--config FILE`` and ``--no-config``."""
+    parser.add_argument("--preset", metavar="NAME", default=None, help=PRESET_HELP.format(default=default_preset))
+    parser.add_argument("--config", metavar="FILE", default=None, help=CONFIG_HELP)
+    parser.add_argument(
+        "--no-config", action="store_true", help="use no configuration file (not even one found in the directory)"
+    )
+
+
+def add_store_option(
+    parser: argparse.ArgumentParser, *, help: str, default: str | None = None, required: bool = False
+) -> None:
+    """``--store URL``."""
+    parser.add_argument("--store", metavar="URL", default=default, required=required, help=help)
+
+
+def add_json_option(parser: argparse.ArgumentParser, what: str = "as JSON") -> None:
+    """``--json``."""
+    parser.add_argument("--json", action="store_true", help=what)
+
+
+def add_audit_option(parser: argparse.ArgumentParser) -> None:
+    """``--audit FILE``."""
+    parser.add_argument("--audit", metavar="FILE", default=None, help="append the audit records (JSON lines) to FILE")
+
+
+def config_path(config: str | None, no_config: bool = False, start: str = ".") -> str | None:
+    """The configuration file to use: ``config`` when given, else the nearest one found from ``start`` upwards
+    (``None`` with ``no_config``, or when there is none)."""
+    if config:
+        return config
+    if no_config:
+        return None
+    from .config import find_config
+
+    found = find_config(start)
+    return str(found) if found is not None else None

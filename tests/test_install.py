@@ -1,0 +1,130 @@
+"""Installing loopwatch outside its checkout: the wheel and the sdist are built (``make dist`` builds the same two
+with the standard build front end), the wheel is installed into a fresh virtualenv in a temporary folder, and the
+installed ``loopwatch`` scans the bundled examples there as the checkout does. The version is written once."""
+
+from __future__ import annotations
+
+import email
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import loopwatch
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    done = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return out
+
+
+def _one(folder: Path, pattern: str) -> Path:
+    (found,) = folder.glob(pattern)
+    return found
+
+
+def test_the_wheel_carries_the_one_version_and_the_licence(dist: Path) -> None:
+    wheel = _one(dist, "loopwatch-*.whl")
+    assert wheel.name.startswith(f"loopwatch-{loopwatch.__version__}-py3-none-any")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = email.message_from_bytes(archive.read(f"loopwatch-{loopwatch.__version__}.dist-info/METADATA"))
+    assert metadata["Version"] == loopwatch.__version__
+    assert "License-File" in metadata and any(n.endswith("licenses/LICENSE") for n in names)
+    assert "loopwatch/py.typed" in names and "loopwatch/server/static/index.html" in names
+    assert not any(n.startswith(("tests/", "examples/")) for n in names)
+
+
+def test_the_sdist_has_what_a_build_from_source_needs(dist: Path) -> None:
+    sdist = _one(dist, "loopwatch-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    for needed in ("pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "mkdocs.yml", "src/loopwatch/cli.py"):
+        assert needed in names, needed
+    assert any(n.startswith("docs/") for n in names) and any(n.startswith("examples/") for n in names)
+    assert not any("node_modules" in n for n in names)
+
+
+def test_the_wheel_installed_outside_the_checkout_scans_the_examples(dist: Path, tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
+    python = bin_dir / "python"
+    wheel = _one(dist, "loopwatch-*.whl")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "install", "--no-index", "--quiet", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
+    assert installed.returncode == 0, installed.stderr
+    work = tmp_path / "project"
+    shutil.copytree(REPO / "examples", work / "examples")
+    imported = subprocess.run(
+        [str(python), "-c", "import loopwatch; print(loopwatch.__version__); print(loopwatch.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=env,
+        check=True,
+    ).stdout.splitlines()
+    assert imported[0] == loopwatch.__version__
+    assert Path(imported[1]).is_relative_to(venv) and not Path(imported[1]).is_relative_to(REPO)
+    scanned = subprocess.run(
+        [str(bin_dir / "loopwatch"), "scan", "examples", "--json", "--no-config"],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=env,
+        check=False,
+    )
+    assert scanned.returncode == 0, scanned.stderr
+    here = subprocess.run(
+        [sys.executable, "-m", "loopwatch", "scan", "examples", "--json", "--no-config"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+    )
+    installed_runs = [json.loads(line) for line in scanned.stdout.splitlines()]
+    assert len(installed_runs) == 7 and any(run["detections"] for run in installed_runs)
+    assert scanned.stdout == here.stdout
+    summary = subprocess.run(
+        [str(bin_dir / "loopwatch"), "scan", "examples"], capture_output=True, text=True, cwd=work, env=env, check=False
+    )
+    assert summary.returncode == 0 and "runs with loops" in summary.stdout  # plain text: rich is an extra
+
+
+def test_the_version_is_written_once() -> None:
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'dynamic = ["version"]' in pyproject
+    assert not re.search(r"^version\s*=", pyproject, re.MULTILINE)
+    sources = [p for p in (REPO / "src").rglob("*.py") if re.search(r"__version__\s*=", p.read_text("utf-8"))]
+    assert sources == [REPO / "src" / "loopwatch" / "__init__.py"]
+
+
+def test_the_changelog_starts_with_this_version() -> None:
+    changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    first = re.search(r"^## \[?(\d+\.\d+\.\d+[^\]\s]*)", changelog, re.MULTILINE)
+    assert first is not None and first.group(1) == loopwatch.__version__
