@@ -34,6 +34,7 @@ class RerunDetector(Detector):
     name = "rerun"
     kinds = frozenset({"call", "result"})
     patterns = ("no_effect",)
+    reset_on_user = False  # a reply does not make the changes reach what runs: the same output is still the same
     optional_state = frozenset({"versions"})  # snapshots taken before versions of a call were counted
 
     def __init__(self, *, threshold: int = 3, calls: int = 4) -> None:
