@@ -19,7 +19,7 @@ from loopwatch.chanting import ChantTracker
 from loopwatch.events import MAX_MESSAGE_TEXT
 from loopwatch.fingerprint import _PATH, _normalize_text, normalize_args_seed004
 
-# seed 004's path normalisation as it was written first: quadratic on a long word without a slash
+# the behavioral preset's path normalisation as it was written first: quadratic on a long word without a slash
 _ORIGINAL_PATH = re.compile(r"(?:[\w.~-]*/)+([\w.-]+)")
 
 
@@ -38,7 +38,7 @@ def test_the_path_normalisation_keeps_its_documented_examples() -> None:
 
 
 def _eager(value: Any, depth: int = 0) -> Any:
-    """seed 004's normalisation as first written: every value normalised, then the JSON cut at 200."""
+    """the behavioral preset's normalisation as first written: every value normalised, then the JSON cut at 200."""
     if isinstance(value, str):
         return _normalize_text(fold_string(value, 4_096))
     if depth > 16:

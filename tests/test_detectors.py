@@ -51,7 +51,7 @@ def test_unknown_preset() -> None:
         preset("nope")
 
 
-# -- seed 000: Jaccard turns -----------------------------------------------------------------------------------
+# -- the jaccard-turns preset: Jaccard turns ---------------------------------------------------------------------------
 
 
 def test_seed000_three_similar_turns_warn_five_terminate() -> None:
@@ -77,7 +77,7 @@ def test_seed000_a_different_turn_resets_the_count() -> None:
     assert all(v.ok for v in verdicts)
 
 
-# -- seed 001: call cycles -------------------------------------------------------------------------------------
+# -- the call-cycles preset: call cycles -------------------------------------------------------------------------------
 
 
 def test_seed001_one_call_cycle_warn_warn_stop() -> None:
@@ -106,7 +106,7 @@ def test_detector_reprs_and_validation() -> None:
     assert repr(repeat()).startswith("RepeatDetector(")
 
 
-# -- seed 002: Ralph -------------------------------------------------------------------------------------------
+# -- the ralph preset: Ralph -------------------------------------------------------------------------------------------
 
 
 def test_seed002_ninety_percent_similar_output_exits() -> None:
@@ -132,7 +132,7 @@ def test_seed002_limits() -> None:
     )
 
 
-# -- seed 003: doom loop ---------------------------------------------------------------------------------------
+# -- the doom-loop preset: doom loop -----------------------------------------------------------------------------------
 
 
 def test_seed003_exact_fingerprint_ladder() -> None:
@@ -162,7 +162,7 @@ def test_seed003_complex_commands_are_not_normalised() -> None:
     assert all(v.ok for v in run(guard, [ToolCall("bash", {"command": c}) for c in commands]))
 
 
-# -- seed 004: behavioural window -------------------------------------------------------------------------------
+# -- the behavioral preset: behavioural window -------------------------------------------------------------------------
 
 
 def test_seed004_replan_explore_force_done() -> None:

@@ -164,7 +164,7 @@ def test_ralph_repr_names_all_four_limits() -> None:
 
 
 # =====================================================================================================
-# seed 000: Jaccard turn similarity (jaccard-turns)
+# the jaccard-turns preset: Jaccard turn similarity (jaccard-turns)
 # =====================================================================================================
 
 SEED000_A = "check price and decide trade"
@@ -350,7 +350,7 @@ def test_seed000_user_messages_are_not_turns() -> None:
 
 
 def _seed000_check_turn(texts: Sequence[str]) -> list[tuple[str, int]]:
-    """Seed 000's check_turn() as printed, with the broker's warn / terminate responses."""
+    """The jaccard-turns preset's check_turn() as printed, with the broker's warn / terminate responses."""
 
     def similarity(a: str, b: str) -> float:
         if not a or not b:
@@ -407,7 +407,7 @@ def test_seed000_matches_the_seed_algorithm(texts: list[str]) -> None:
 
 
 # =====================================================================================================
-# seed 001: call-signature cycles (call-cycles)
+# the call-cycles preset: call-signature cycles (call-cycles)
 # =====================================================================================================
 
 READ_AUTH = ToolCall("read_file", {"path": "src/auth.py"})
@@ -560,7 +560,7 @@ def test_seed001_results_in_between_do_not_hide_the_cycle() -> None:
 
 
 def _seed001_detected(signatures: Sequence[str]) -> list[bool]:
-    """Seed 001's three checks after each call."""
+    """The call-cycles preset's three checks after each call."""
     out: list[bool] = []
     for n in range(len(signatures)):
         s = signatures[: n + 1]
@@ -581,7 +581,7 @@ def test_seed001_detects_exactly_the_seed_cycles(letters: list[str]) -> None:
 
 
 # =====================================================================================================
-# seed 002: Ralph's fuzzy outputs and SafetyGuard limits (ralph)
+# the ralph preset: Ralph's fuzzy outputs and SafetyGuard limits (ralph)
 # =====================================================================================================
 
 
@@ -708,7 +708,7 @@ def test_seed002_runtime_limit_4_hours() -> None:
 def test_seed002_cost_limit_10_dollars_without_an_early_warning() -> None:
     guard = make("ralph")
     below = guard.observe("s", Usage(cost=9.5))
-    assert below.action == "ok", "seed 002 has no 80% warning"
+    assert below.action == "ok", "the ralph preset has no 80% warning"
     reached = guard.observe("s", Usage(cost=0.5))
     assert reached.action == "stop"
     assert reached.status == "MAX_COST"
@@ -739,7 +739,7 @@ def test_seed002_a_success_resets_the_failure_count() -> None:
 
 
 # =====================================================================================================
-# seed 003: doom-loop fingerprints (doom-loop)
+# the doom-loop preset: doom-loop fingerprints (doom-loop)
 # =====================================================================================================
 
 READ_A = ToolCall("read_file", {"path": "a.py"})
@@ -1116,7 +1116,7 @@ def test_seed003_reset_keeps_thresholds_and_restarts_detection() -> None:
 
 
 # =====================================================================================================
-# seed 004: behavioural 20-action window (behavioral)
+# the behavioral preset: behavioural 20-action window (behavioral)
 # =====================================================================================================
 
 SEED004_REPLAN = "You have repeated a similar action 3 times. Stop and produce a revised plan before continuing."
@@ -1316,7 +1316,7 @@ SEED004_QUERIES = ("a b c d e f g h", "a b c d e f g X", "a b c d e f Y X", "dep
 
 
 def _seed004_escalation(actions_in: Sequence[tuple[str, str]]) -> list[tuple[str, int]]:
-    """Seed 004's recordAction / checkSimilarity (plus the same-tool rule) / applyEscalation."""
+    """The behavioral preset's recordAction / checkSimilarity (plus the same-tool rule) / applyEscalation."""
 
     def jaccard(a: str, b: str) -> float:
         set_a, set_b = set(re.split(r"\s+", a)), set(re.split(r"\s+", b))

@@ -1,7 +1,7 @@
 """Detection quality on labelled runs: one preset, presets side by side, or one threshold swept.
 
 This drives the engine over recorded runs (as :mod:`loopwatch.scan` does) and hands the verdicts to
-:func:`loopwatch.metrics.evaluate` (FORMAT.md section 5). Runs without a label are read and skipped
+:func:`loopwatch.metrics.evaluate` (see the docs' labels page). Runs without a label are read and skipped
 without being scanned; labels without a run are counted by the report.
 """
 

@@ -253,7 +253,7 @@ class Guard:
                 self._stored.delete(session)
 
     def snapshot(self, session: str) -> dict[str, Any]:
-        """The session's state as JSON-able data (seed 003's toJSON)."""
+        """The session's state as JSON-able data (the doom-loop preset's toJSON)."""
         session = _name(session, "session")
         with self._lock(session):
             if self._stored is not None:
@@ -268,7 +268,7 @@ class Guard:
             }
 
     def restore(self, data: Mapping[str, Any], session: str | None = None) -> None:
-        """Load a snapshot (seed 003's restoreFrom); raises :class:`StateError` when it is not one."""
+        """Load a snapshot (the doom-loop preset's restoreFrom); raises :class:`StateError` when it is not one."""
         try:
             if not isinstance(data, Mapping) or "state" not in data:
                 raise StateError("a snapshot is an object with 'session' and 'state'")

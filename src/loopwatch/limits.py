@@ -1,4 +1,4 @@
-"""Limits: iterations, runtime, cost, tokens and consecutive failures (seed 002's SafetyGuard), composable.
+"""Limits: iterations, runtime, cost, tokens and consecutive failures (the ralph preset's SafetyGuard), composable.
 
 ``max_iterations(50) | max_cost(5.0)`` is a :class:`Limits` holding both. Limits are pure: runtime is
 measured from event timestamps (``ts``) or from the time the guard stamps on each event with its
@@ -229,17 +229,17 @@ _FACTORY_NAMES = {
 
 
 def max_iterations(n: int = 100) -> MaxIterations:
-    """Stop after ``n`` agent actions (default 100, seed 002)."""
+    """Stop after ``n`` agent actions (default 100, the ralph preset)."""
     return MaxIterations(n)
 
 
 def max_runtime(seconds: float = 4 * 3600) -> MaxRuntime:
-    """Stop after ``seconds`` of wall time (default 4 hours, seed 002)."""
+    """Stop after ``seconds`` of wall time (default 4 hours, the ralph preset)."""
     return MaxRuntime(seconds)
 
 
 def max_cost(amount: float = 10.0, *, warn_at: float | None = 0.8) -> MaxCost:
-    """Stop at ``amount`` spent (default $10, seed 002), warning at 80%."""
+    """Stop at ``amount`` spent (default $10, the ralph preset), warning at 80%."""
     return MaxCost(amount, warn_at=warn_at)
 
 
@@ -249,5 +249,5 @@ def max_tokens(n: int) -> MaxTokens:
 
 
 def max_consecutive_failures(n: int = 5) -> MaxConsecutiveFailures:
-    """Stop after ``n`` failed tool results in a row (default 5, seed 002)."""
+    """Stop after ``n`` failed tool results in a row (default 5, the ralph preset)."""
     return MaxConsecutiveFailures(n)

@@ -1,7 +1,8 @@
-"""Scoring loop detectors against labelled runs: the metrics of FORMAT.md section 5. Pure, no I/O.
+"""Scoring loop detectors against labelled runs: the metrics the docs' labels page defines. Pure, no I/O.
 
 Inputs are :class:`RunOutcome` objects (a run's id, source, length, task outcome and the detections a detector
-returned for it) and :class:`Label` objects parsed from the labels JSONL (FORMAT.md section 4, RUBRIC.md).
+returned for it) and :class:`Label` objects parsed from the labels JSONL (the format and loop rubric of the docs'
+labels page).
 :func:`evaluate` turns them into a :class:`Report`.
 
 Two views:
@@ -62,7 +63,7 @@ def _where(message: str, *, run_id: str | None, field: str | None, line: int | N
 
 
 class LabelError(LoopwatchError, ValueError):
-    """A label (FORMAT.md section 4) is malformed; ``run_id``, ``field`` and ``line`` locate the problem."""
+    """A label (the labels format) is malformed; ``run_id``, ``field`` and ``line`` locate the problem."""
 
     def __init__(
         self, message: str, *, run_id: str | None = None, field: str | None = None, line: int | None = None
@@ -74,7 +75,7 @@ class LabelError(LoopwatchError, ValueError):
 
 
 class OutcomeError(LoopwatchError, ValueError):
-    """A detection (scan output, FORMAT.md section 3), trajectory or run given to evaluation is malformed."""
+    """A detection (scan output), trajectory or run given to evaluation is malformed."""
 
     def __init__(self, message: str, *, run_id: str | None = None, field: str | None = None) -> None:
         self.run_id = run_id
@@ -146,7 +147,7 @@ def _choice(obj: Mapping[str, Any], key: str, choices: Sequence[str]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Detection:
-    """One verdict of ``nudge`` or stronger, as in a scan's ``detections`` list (FORMAT.md section 3)."""
+    """One verdict of ``nudge`` or stronger, as in a scan's ``detections`` list."""
 
     index: int
     action: str
@@ -177,7 +178,7 @@ class Detection:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The FORMAT.md section 3 form."""
+        """The form a scan writes in its ``detections`` list."""
         return {
             "index": self.index,
             "action": self.action,
@@ -236,7 +237,7 @@ def resolved_from_labels(labels: object) -> bool | None:
 
 
 def run_outcome_from_trajectory(obj: Mapping[str, Any], detections: Sequence[Detection]) -> RunOutcome:
-    """Build a :class:`RunOutcome` from a trajectory object (FORMAT.md section 2) and a detector's verdicts.
+    """Build a :class:`RunOutcome` from a trajectory object (the trajectory format) and a detector's verdicts.
 
     ``source`` is the id's prefix (the trajectories' own ``source`` field is a long description of where the
     data came from); for an id without ``/`` the trajectory's ``source`` string is used when present."""
@@ -286,7 +287,7 @@ class Episode:
 
 @dataclass(frozen=True, slots=True)
 class Label:
-    """An annotator's label for one run (FORMAT.md section 4)."""
+    """An annotator's label for one run."""
 
     id: str
     verdict: str
@@ -550,7 +551,7 @@ def _judge_run(run: RunOutcome, label: Label, live: bool) -> _RunResult:
 
 @dataclass(frozen=True, slots=True)
 class Metrics:
-    """FORMAT.md section 5 metrics over a group of labelled runs (all of them, or one source)."""
+    """The metrics over a group of labelled runs (all of them, or one source)."""
 
     runs: int
     steps: int

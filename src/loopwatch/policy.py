@@ -42,7 +42,7 @@ class Rung:
 
 @dataclass(frozen=True, slots=True)
 class Ladder:
-    """Rungs in increasing order of ``at``. ``metric="detections"`` counts findings instead (seed 001)."""
+    """Rungs in increasing order of ``at``. ``metric="detections"`` counts findings instead (the call-cycles preset)."""
 
     rungs: tuple[Rung, ...]
     renotify: bool = False

@@ -34,7 +34,7 @@ from .limits import Limits, max_consecutive_failures, max_cost, max_iterations, 
 from .messages import Messages
 from .policy import Ladder, Policy, Rung
 
-# -- seed 000: Jaccard turn similarity with warn / terminate -------------------------------------------
+# -- the jaccard-turns preset: Jaccard turn similarity with warn / terminate -------------------------------------------
 
 SEED000_WARN: Final = "Loop warning: {count} consecutive similar turns. VP will be notified."
 SEED000_TERMINATE: Final = (
@@ -43,7 +43,7 @@ SEED000_TERMINATE: Final = (
 
 
 def jaccard_turns() -> Policy:
-    """Seed 000: word-set Jaccard >= 0.85 against the last 5 turns; 3 consecutive warn, 5 terminate."""
+    """``jaccard-turns``: word-set Jaccard >= 0.85 against the last 5 turns; 3 consecutive warn, 5 terminate."""
     detector = similar_text(metric="jaccard", threshold=0.85, window=5, mode="consecutive", history=50)
     ladder = Ladder(
         (
@@ -55,7 +55,7 @@ def jaccard_turns() -> Policy:
     return Policy("jaccard-turns", (detector,), {"similar_text": ladder}, reset_on_user=False)
 
 
-# -- seed 001: call-signature cycles -------------------------------------------------------------------
+# -- the call-cycles preset: call-signature cycles -------------------------------------------------------------------
 
 SEED001_WARNING: Final = (
     "⚠️ Loop detected: You appear to be repeating the same sequence of tool calls\n"
@@ -81,7 +81,7 @@ SEED001_STOP: Final = "Loop detected: the pattern repeated {count} times after t
 
 
 def call_cycles() -> Policy:
-    """Seed 001: 1-, 2- and 3-call signature cycles; warn, warn harder, then stop with LOOP_DETECTED."""
+    """``call-cycles``: 1-, 2- and 3-call signature cycles; warn, warn harder, then stop with LOOP_DETECTED."""
     ladder = Ladder(
         (
             Rung(1, "nudge", message=SEED001_WARNING),
@@ -95,20 +95,20 @@ def call_cycles() -> Policy:
     return Policy("call-cycles", (detector,), {"cycle": ladder}, reset_on_user=False, nudge_role="user")
 
 
-# -- seed 002: Ralph's SafetyGuard ---------------------------------------------------------------------
+# -- the ralph preset: Ralph's SafetyGuard ---------------------------------------------------------------------
 
 SEED002_LOOP: Final = "Loop detected: {similarity:.1%} similarity to previous output"
 
 
 def ralph() -> Policy:
-    """Seed 002: fuzzy ratio >= 0.9 against any of the last 5 outputs exits; plus its four limits."""
+    """The ``ralph`` preset: fuzzy ratio >= 0.9 against any of the last 5 outputs exits; plus its four limits."""
     detector = similar_text(metric="fuzz", threshold=0.9, window=5, mode="any", history=5)
     ladder = Ladder((Rung(1, "stop", message=SEED002_LOOP, reason=SEED002_LOOP),), renotify=True)
     limits = max_iterations(100) | max_runtime(4 * 3600) | max_cost(10.0, warn_at=None) | max_consecutive_failures(5)
     return Policy("ralph", (detector,), {"similar_text": ladder}, limits=limits, reset_on_user=False)
 
 
-# -- seed 003: doom-loop fingerprints ------------------------------------------------------------------
+# -- the doom-loop preset: doom-loop fingerprints ------------------------------------------------------------------
 
 SEED003_INITIAL: Final = (
     "[System] You've called {tool} with the same arguments {count} times.\n"
@@ -157,7 +157,7 @@ SEED003_GLOBAL: Final = (
 
 
 def doom_loop_preset() -> Policy:
-    """Seed 003: exact 3 / fuzzy 4 in a 10-call window; nudges at 3, 4-5, 6+; then identical calls refused."""
+    """``doom-loop``: exact 3 / fuzzy 4 in a 10-call window; nudges at 3, 4-5, 6+; then identical calls refused."""
     ladders = {
         "repeat": Ladder(
             (
@@ -182,7 +182,7 @@ def doom_loop_preset() -> Policy:
     return Policy("doom-loop", detectors, ladders, reset_on_user=False)
 
 
-# -- seed 004: behavioural 20-action window ------------------------------------------------------------
+# -- the behavioral preset: behavioural 20-action window ------------------------------------------------------------
 
 SEED004_REPLAN: Final = "You have repeated a similar action 3 times. Stop and produce a revised plan before continuing."
 SEED004_EXPLORE: Final = (
@@ -196,7 +196,7 @@ SEED004_FORCE_DONE: Final = (
 
 
 def behavioral_preset() -> Policy:
-    """Seed 004: similar-action run length 3 replan, 5 explore, 8 force-done (a stop marked partial)."""
+    """``behavioral``: similar-action run length 3 replan, 5 explore, 8 force-done (a stop marked partial)."""
     ladder = Ladder(
         (
             Rung(3, "nudge", message=SEED004_REPLAN),

@@ -162,7 +162,7 @@ class Store(ABC):
 
     @abstractmethod
     def swarm_restore(self, swarm: str, counts: dict[str, tuple[int, list[str], str]]) -> None:
-        """Replace a swarm's counts (seed 003's restoreFrom)."""
+        """Replace a swarm's counts (the doom-loop preset's restoreFrom)."""
 
     @abstractmethod
     def swarm_clear(self, swarm: str) -> None:
