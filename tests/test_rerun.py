@@ -181,3 +181,37 @@ def test_the_nudge_names_the_likely_causes() -> None:
     message = next(v.message for v in (guard.observe("s", e) for e in _cycle([""] * 5)) if v.pattern == "no_effect")
     assert message is not None
     assert all(cause in message for cause in ("installed copy", "import path", "cache", "build"))
+
+
+_PARSERS = [
+    "import re\ndef parser(log):\n    return dict(re.findall(r'(\\w+) \\.\\.\\. (ok|FAILED)', log))",
+    "import xml.etree.ElementTree as ET\ndef parser(log):\n    root = ET.fromstring(log)\n    return {}",
+    "def parser(log):\n    out = {}\n    for line in log.splitlines():\n        out[line] = 'pass'\n    return out",
+    "import html, json\ndef parser(log):\n    return json.loads(html.unescape(log))",
+    "def parser(log: str) -> dict[str, str]:\n    return {name: 'fail' for name in log.split()}",
+]
+
+
+def _scripts(outputs: list[str]) -> list[Event]:
+    events: list[Event] = []
+    for n, (script, output) in enumerate(zip(_PARSERS, outputs, strict=True)):
+        events += [ToolCall("python", {"script": script}, id=f"p{n}"), ToolResult(output, id=f"p{n}")]
+    return events
+
+
+def test_rewritten_code_that_prints_the_very_same_thing_is_a_change_with_no_effect() -> None:
+    """Five different scripts, little of their words shared, all printing the same report: the rewrites do not
+    reach what decides the output. The default nudges once, from the fifth, and never blocks or stops."""
+    same = "Test results for the parser:\n{}\nOriginal parser found: 2763 test cases; this one: 0"
+    guard = Guard(clock=None)
+    verdicts = [guard.observe("s", e) for e in _scripts([same] * 5)]
+    flagged = [(v.index, v.action, v.pattern) for v in verdicts if v.action != "ok"]
+    assert flagged == [(9, "nudge", "no_effect")]
+
+
+def test_code_cells_that_print_nothing_or_print_something_new_are_work() -> None:
+    """A notebook's assignment cells print nothing whatever they do; scripts whose output changes made progress."""
+    moving = [f"Test results for the parser:\n{{'t{n}': 'pass'}}\nfound: {n}" for n in range(5)]
+    for outputs in ([""] * 5, moving):
+        guard = Guard(clock=None)
+        assert {guard.observe("s", e).action for e in _scripts(outputs)} == {"ok"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..fingerprint import preview
-from ..tools import batch_items, same_query, scope_overlaps, search_scopes
+from ..tools import batch_items, runs_code, same_query, scope_overlaps, search_scopes
 from .base import Detector, Finding, State, Step, argument_words, mutates, polls, push, searches
 
 
@@ -118,7 +118,10 @@ class RerunDetector(Detector):
         same = version is not None and version[0] == step.outcome_fp
         if same and version is not None and words != version[2]:
             other = version[2]
-            alike = same_query(words, other) and not batch_items(places, [], version[3], [])
+            # a rewritten piece of code that prints the very same thing again (not nothing: a cell that assigns
+            # prints nothing whatever it does) is another version of it, however many of its words changed
+            rewritten = runs_code(step.tool or "") and len((step.output or "").strip()) >= 16
+            alike = (rewritten or same_query(words, other)) and not batch_items(places, [], version[3], [])
             if alike:
                 version[1] += 1
                 push(version[5], step.call_index, 8)
