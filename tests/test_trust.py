@@ -177,6 +177,15 @@ def test_a_look_up_again_after_a_change_is_not_a_revisit() -> None:
     assert _actions(_run(events)) == {"ok"}
 
 
+def test_the_very_same_change_again_with_only_look_ups_between_is_a_circuit() -> None:
+    events: list[Event] = []
+    for n in range(3):
+        events += _call("bash", {"command": "sed -i 's/to_sttring/to_string/' src/builder.rs"}, "", 2 * n)
+        events += _call("bash", {"command": f"grep -n to_s{'t' * (n + 1)}ring src/builder.rs"}, f"{n}: ok", 2 * n + 1)
+    verdicts = _run(events)
+    assert [(v.index, v.pattern) for v in verdicts if v.action != "ok"] == [(9, "revisit")]
+
+
 def test_failures_that_share_a_build_tools_banner_but_not_their_error_lines_are_different_failures() -> None:
     banner = "[INFO] Scanning for projects...\n[INFO] Reactor Build Order:\n" + "[INFO] module-x\n" * 30
     errors = [

@@ -18,7 +18,8 @@ class RevisitDetector(Detector):
     search run, the same check repeated, with other look-ups in between (``cat a; ls; cat a; grep x; cat a``).
     Each call is remembered with its result; a call that may change something (an edit, a write, a command line
     that is not a look-up) forgets every other call, since what they answered may have changed (its own entry
-    stays: the same program run again with only look-ups in between is the same run). Waits and status checks
+    stays: the same program run, or the very same change applied, again with only look-ups in between and
+    answering the same, is the same run). Waits and status checks
     are left out. Reported as ``revisit`` when a call answers the same thing for the ``threshold``-th time.
     """
 
@@ -51,10 +52,7 @@ class RevisitDetector(Detector):
             if polls(step):
                 state["polls"] = [*state["polls"][-7:], step.index]
                 return None
-            if mutates(step):
-                seen.clear()
-                state["since"] = step.index
-            elif _runs_program(step) and not searches(step):
+            if mutates(step) or (_runs_program(step) and not searches(step)):
                 for key in [k for k in seen if k != step.call_fp]:
                     del seen[key]
                 state["since"] = step.index
