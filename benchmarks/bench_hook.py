@@ -20,11 +20,13 @@ an empty temporary directory (a project without a loopwatch configuration file).
 
 Reported: median, p95 and max wall milliseconds per hook run, and its CPU time (user + system, from the
 operating system's accounting of the finished process); the same for ``python -c pass`` (the interpreter's own
-start-up) and ``python -c "import loopwatch"`` (the package's imports), to show where the time goes, with each
-command's CPU time as a multiple of ``python -c pass``'s. CPU time is what a busy machine does not inflate (wall
-time includes waiting for a core). The commands take turns event by event, so a change in the machine's load
-affects them alike. Also: the in-process cost of one decision (building the guard on an open store and judging,
-the part this module controls beyond imports); and the heaviest imports under ``python -X importtime``.
+start-up), ``python -c "import typing, dataclasses, json, re, sqlite3, threading"`` (the standard library's modules
+a hook run loads, whatever loopwatch does with them) and ``python -c "import loopwatch"`` (the package's own
+import), to show where the time goes, with each command's CPU time as a multiple of ``python -c pass``'s. CPU time
+is what a busy machine does not inflate (wall time includes waiting for a core). The commands take turns event by
+event, so a change in the machine's load affects them alike. Also: the in-process cost of one decision (building
+the guard on an open store and judging, the part this module controls beyond imports); and the heaviest imports
+under ``python -X importtime``.
 
 ``--before DIR`` adds the same two commands run from another version's source tree (``DIR`` is its ``src``
 directory, put first on ``PYTHONPATH``), each hook with a copy of the same warm store, for before/after figures
@@ -61,6 +63,8 @@ TARGET_CPU_RATIO = 2.5
 HOOK = "python -m loopwatch.adapters.claude_code"
 BARE = "python -c pass"
 IMPORT = "python -c 'import loopwatch'"
+STDLIB_MODULES = "typing, dataclasses, json, re, sqlite3, threading"
+STDLIB = "python -c 'import <stdlib modules a hook needs>'"
 SESSION = "bench-9f1c2e7a"
 WORDS = [
     "alpha",
@@ -347,7 +351,11 @@ def main() -> int:
             hook("loopwatch hook claude-code", [script, "hook", "claude-code"], env)
         elif args.cli:
             print("(no `loopwatch hook` command in this install: the console script is not timed)", file=sys.stderr)
-        baselines = {BARE: ([python, "-c", "pass"], env), IMPORT: ([python, "-c", "import loopwatch"], env)}
+        baselines = {
+            BARE: ([python, "-c", "pass"], env),
+            STDLIB: ([python, "-c", f"import {STDLIB_MODULES}"], env),
+            IMPORT: ([python, "-c", "import loopwatch"], env),
+        }
         if args.before:
             before = str(Path(args.before).resolve())
             before_env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (before, env.get("PYTHONPATH")) if p)}
