@@ -358,6 +358,8 @@ def check(args: argparse.Namespace) -> int:
         differences = compare(golden["runs"], result.runs)
         problems = compare_errors(golden["input_errors"], result.errors)
         print(f"{name}: {len(differences):,} of {len(golden['runs']):,} runs differ from {path.name} ({took:.0f} s)")
+        if result.files != golden["files"]:
+            print(f"  files read: {', '.join(result.files) or 'none'}; the golden's: {', '.join(golden['files'])}")
         for line in problems:
             print(f"  {line}")
         for key, difference in differences[: args.show]:

@@ -101,6 +101,18 @@ def test_check_fails_when_a_run_disappears(
     assert "trace.jsonl/stuck: missing: the golden has this run" in capsys.readouterr().out
 
 
+def test_check_names_the_files_when_others_are_read(
+    golden: ModuleType, recorded: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace, results = recorded
+    other = trace.with_name("other.jsonl")
+    trace.rename(other)
+    assert _run(golden, "check", str(other), "--results", str(results)) == 1
+    out = capsys.readouterr().out
+    assert "files read: other.jsonl; the golden's: trace.jsonl" in out
+    assert "trace.jsonl/stuck: missing" in out and "other.jsonl/stuck: a run the golden does not have" in out
+
+
 def test_a_damaged_golden_is_not_compared(
     golden: ModuleType, recorded: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
