@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP_DEMO := $(VENV)/.installed-demo
 STAMP_TEST := $(VENV)/.installed-test
 
-.PHONY: demo test lint typecheck unit docs dist eval bench clean
+.PHONY: demo test lint typecheck unit docs dist eval bench golden clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,10 @@ eval: $(STAMP_DEMO)
 	$(BIN)/loopwatch eval $(CORPUS)/*.jsonl.gz corpus/*.jsonl.gz \
 		--labels $(CORPUS)/labels/dev.jsonl --labels corpus/labels/dev.jsonl \
 		--compare default-lexical jaccard-turns call-cycles ralph doom-loop behavioral
+
+# default-lexical's verdicts on the corpus and the benchmark traffic, against benchmarks/results/golden-*.json.gz
+golden: $(STAMP_DEMO)
+	$(BIN)/python benchmarks/golden.py check --preset default-lexical $(CORPUS)/*.jsonl.gz corpus/*.jsonl.gz
 
 bench: $(STAMP_TEST)
 	$(BIN)/python benchmarks/bench_guard.py

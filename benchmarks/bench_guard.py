@@ -15,8 +15,10 @@ heredoc that writes a file and runs the tests, an edit with old/new code blocks,
 of them with a one-sentence thought; tool results are ~4 KB of realistic output (file listings, pytest
 runs with a failure, tracebacks, grep hits, numbered source); messages are ~1 KB of prose. Content is
 drawn at random per session, so fingerprints differ between sessions and steps. Every 5th session gets
-stuck repeating one call (same arguments, same output) 6 times; every 10th retries a failing command
-whose traceback only differs in line numbers.
+stuck repeating one call (same arguments, same output) 6 times; every 10th (another one) gets stuck retrying a
+failing test command 6 times, tweaking its flags each time (other arguments, the same error): a retry loop, which
+the ``error_retry`` rule catches and the ``repeat`` rule does not. The report shows, per kind of session, in how
+many sessions each rule fired.
 
 Sessions run in waves (default 500 active sessions at a time); inside a wave their events are
 interleaved at random (each session's own order kept). A wave's events are all built before the wave
@@ -46,7 +48,7 @@ import time
 import tracemalloc
 from array import array
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from loopwatch.events import Event, Message, ToolCall, ToolResult
@@ -63,7 +65,14 @@ CALL_BYTES = 1024
 OUTPUT_BYTES = 4096
 MESSAGE_BYTES = 1024
 LOOP_PAIRS = 6
-RETRY_ARGS = {"command": "cd /repo && python -m pytest tests/test_config.py -x -q 2>&1 | tail -n 40"}
+RETRY_COMMAND = (
+    "cd /repo && PYTHONPATH=src TZ=UTC python -m pytest tests/test_config.py -x -q -p no:cacheprovider --tb=short "
+    "--maxfail=1 -o addopts= -W ignore::DeprecationWarning{flag} 2>&1 | tail -n 40"
+)
+RETRY_FLAGS = ("", " -k timeout", " --no-header", " -rA", " --lf", " -vv")
+"""A stuck agent's attempts at the same failing test run: one flag changed each time, the same error back."""
+RETRY_LINES = [17, 120, 311, 42, 9, 77]
+SESSION_KINDS = ("repeat", "retry", "working")
 
 # -- content -------------------------------------------------------------------------------------------
 
@@ -239,11 +248,28 @@ class Content:
 # -- sessions ------------------------------------------------------------------------------------------
 
 
+def session_kind(number: int) -> str:
+    """``repeat`` (every 5th session), ``retry`` (every 10th, another one) or ``working`` (no loop)."""
+    if number % 5 == 2:
+        return "repeat"
+    if number % 10 == 4:
+        return "retry"
+    return "working"
+
+
+def session_name(number: int) -> str:
+    return f"session-{number:06d}"
+
+
+def session_number(name: str) -> int:
+    return int(name.rsplit("-", 1)[1])
+
+
 def session_events(content: Content, number: int, events: int, seed: int) -> list[tuple[str, Event]]:
     """The events of session ``number`` in its own order, as (kind, event)."""
     rng = random.Random(seed * 1_000_003 + number)
-    name = f"session-{number:06d}"
-    stuck = "repeat" if number % 5 == 2 else ("retry" if number % 10 == 7 else None)
+    name = session_name(number)
+    stuck = session_kind(number)
     loop_at = rng.randint(1, 8)  # the (call, result) pair where the loop starts
     stuck_call = content.call(rng, name)
     stuck_output = content.output(rng)
@@ -253,16 +279,18 @@ def session_events(content: Content, number: int, events: int, seed: int) -> lis
         if len(out) % 7 == 0:  # call, result, call, result, call, result, message
             out.append(("message", Message("assistant", content.prose(rng))))
             continue
-        looping = stuck is not None and loop_at <= pair < loop_at + LOOP_PAIRS
+        looping = stuck != "working" and loop_at <= pair < loop_at + LOOP_PAIRS
         output: str
         is_error: bool | None
         if looping and stuck == "repeat":  # the same call, the same output
             call = ToolCall(stuck_call.tool, dict(stuck_call.args), id=f"{name}-{pair}", thought=stuck_call.thought)
             output, is_error = stuck_output
-        elif looping:  # the same failing command; only the traceback's line numbers move
-            call = ToolCall("bash", dict(RETRY_ARGS), id=f"{name}-{pair}", thought=stuck_call.thought)
-            lines = [17 + pair, 120 + 3 * pair, 311, 42 + pair, 9, 77]
-            output, is_error = content.traceback(random.Random(number), "KeyError: 'timeout'", lines), None
+        elif looping:  # the same failing test run, a flag changed each time, the same error back
+            flag = RETRY_FLAGS[(pair - loop_at) % len(RETRY_FLAGS)]
+            thought = content.sentences[rng.randrange(len(content.sentences))] if rng.random() < 0.5 else None
+            call = ToolCall("bash", {"command": RETRY_COMMAND.format(flag=flag)}, id=f"{name}-{pair}", thought=thought)
+            output = content.traceback(random.Random(number), "KeyError: 'timeout'", RETRY_LINES)
+            is_error = None
         else:
             call = content.call(rng, name)
             output, is_error = content.output(rng)
@@ -275,7 +303,7 @@ def session_events(content: Content, number: int, events: int, seed: int) -> lis
 def wave(content: Content, first: int, count: int, events: int, seed: int) -> list[tuple[str, str, Event]]:
     """Sessions ``first .. first+count-1`` interleaved at random: (session, kind, event) in arrival order."""
     rng = random.Random(seed + first)
-    pending = {f"session-{n:06d}": iter(session_events(content, n, events, seed)) for n in range(first, first + count)}
+    pending = {session_name(n): iter(session_events(content, n, events, seed)) for n in range(first, first + count)}
     slots = [name for name in pending for _ in range(events)]
     rng.shuffle(slots)
     order = []
@@ -288,6 +316,44 @@ def wave(content: Content, first: int, count: int, events: int, seed: int) -> li
 def waves(content: Content, sessions: int, events: int, size: int, seed: int) -> Iterator[list[tuple[str, str, Event]]]:
     for first in range(0, sessions, size):
         yield wave(content, first, min(size, sessions - first), events, seed)
+
+
+# -- which rules fire ----------------------------------------------------------------------------------
+
+
+def rule_names(policy: Policy) -> dict[str, str]:
+    """A verdict's ``detector`` (the rule's repr) -> the rule's name, for the rules of ``policy``."""
+    return {repr(rule): rule.name for rule in policy.detectors}
+
+
+def rules_by_kind(fired: Iterable[tuple[str, str]], sessions: int) -> dict[str, dict[str, Any]]:
+    """Per kind of session: how many sessions there were, and in how many each rule fired (a non-ok verdict).
+
+    ``fired``: (session name, rule name) pairs, one per session and rule (a set)."""
+    out: dict[str, dict[str, Any]] = {}
+    for number in range(sessions):
+        kind = session_kind(number)
+        out.setdefault(kind, {"sessions": 0, "rules": Counter()})["sessions"] += 1
+    for name, rule in fired:
+        out[session_kind(session_number(name))]["rules"][rule] += 1
+    return {
+        kind: {"sessions": out[kind]["sessions"], "rules": dict(out[kind]["rules"].most_common())}
+        for kind in SESSION_KINDS
+        if kind in out
+    }
+
+
+def loops_caught(by_kind: dict[str, dict[str, Any]]) -> dict[str, bool]:
+    """Does each rule fire where its loop is, and only there? Every repeat session is caught by the repeat rule;
+    every retry session by error_retry, and never by repeat (its calls differ)."""
+    repeat, retry = by_kind.get("repeat"), by_kind.get("retry")
+    checks = {}
+    if repeat:
+        checks["repeat rule in every repeat session"] = repeat["rules"].get("repeat", 0) == repeat["sessions"]
+    if retry:
+        checks["error_retry in every retry session"] = retry["rules"].get("error_retry", 0) == retry["sessions"]
+        checks["repeat rule in no retry session"] = retry["rules"].get("repeat", 0) == 0
+    return checks
 
 
 # -- measuring -----------------------------------------------------------------------------------------
@@ -307,7 +373,10 @@ def timed_run(args: argparse.Namespace, content: Content, *, rules: bool = True)
         warm.observe(name, event)
     del warm
 
-    guard = Guard(_policy(args, rules), clock=None)
+    policy = _policy(args, rules)
+    guard = Guard(policy, clock=None)
+    names = rule_names(policy)
+    fired: set[tuple[str, str]] = set()
     latencies = {kind: array("q") for kind in KINDS}
     sizes: dict[str, list[int]] = {kind: [] for kind in KINDS}
     actions: Counter[str] = Counter()
@@ -330,6 +399,7 @@ def timed_run(args: argparse.Namespace, content: Content, *, rules: bool = True)
                 latencies[kind].append(t1 - t0)
                 if verdict.action != "ok":
                     actions[verdict.action] += 1
+                    fired.add((name, names.get(verdict.detector or "", verdict.detector or "-")))
         finally:
             gc.enable()
         loop_wall += time.perf_counter() - wall0
@@ -363,6 +433,7 @@ def timed_run(args: argparse.Namespace, content: Content, *, rules: bool = True)
         "max": max(snapshot_sizes),
     }
     result["guard_stats"] = dict(guard.stats)
+    result["rules_by_session_kind"] = rules_by_kind(fired, args.sessions)
     return result
 
 
@@ -500,6 +571,15 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> tuple[str, bool]
         f"snapshot JSON per session ({snap['sessions']:,} sessions): mean {snap['mean']:,} B, max {snap['max']:,} B"
         f"   target (mean) <= {TARGET_STATE_BYTES:,} B   {_verdict(ok)}"
     )
+    lines.append("")
+    lines.append("rules that fired, per kind of session (in how many of its sessions):")
+    by_kind = result["rules_by_session_kind"]
+    for kind, row in by_kind.items():
+        rules = ", ".join(f"{rule} {n:,}" for rule, n in row["rules"].items()) or "none"
+        lines.append(f"    {kind:<8} {row['sessions']:>7,} sessions: {rules}")
+    for check, ok in loops_caught(by_kind).items():
+        all_ok = all_ok and ok
+        lines.append(f"    {check}: {_verdict(ok)}")
     acts = result["actions"]
     lines.append(
         "non-ok verdicts: "

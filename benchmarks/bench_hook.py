@@ -1,28 +1,44 @@
-"""The Claude Code hook: wall time of one hook run (a new Python process per event), and its decision alone.
+"""The Claude Code hook: wall time and CPU time of one hook run (a new Python process per event), against a bare
+``python -c pass`` in the same run, and its decision alone.
 
     python benchmarks/bench_hook.py                    # 60 runs of python -m loopwatch.adapters.claude_code
     python benchmarks/bench_hook.py --runs 200 --json
     python benchmarks/bench_hook.py --cli              # also `loopwatch hook claude-code` (the console script)
+    python benchmarks/bench_hook.py --before DIR       # also another version's source tree (its src/), side by side
     python benchmarks/bench_hook.py --no-bytecode-cache   # as the environment says (e.g. PYTHONDONTWRITEBYTECODE)
-    python benchmarks/bench_hook.py --check            # exit 1 when the median misses the target
+    python benchmarks/bench_hook.py --check            # exit 1 when a target is missed
 
-Claude Code starts the hook once per event and waits for it, so what counts is the wall time from spawning
-the process to its exit: interpreter start-up, imports, opening the SQLite store, judging, writing the answer.
+Claude Code starts the hook once per event, in the project's directory, and waits for it, so what counts is the
+wall time from spawning the process to its exit: interpreter start-up, imports, opening the SQLite store, judging,
+writing the answer.
 The script builds a warm store first (a temporary SQLite file holding 200 sessions), then replays a realistic
 session through the hook, one process per event, cycling through the events Claude Code sends: a Bash call
 (~200 characters) and its result (~4 KB of stdout), a Read and its result (~8 KB of file), a failing command
 (``PostToolUseFailure`` with ``Exit code 1``), a prompt, a Stop with the final message. Each run's stdin is the
-exact JSON Claude Code sends; the processes run one after the other, as Claude Code runs them for one session.
+exact JSON Claude Code sends; the processes run one after the other, as Claude Code runs them for one session, in
+an empty temporary directory (a project without a loopwatch configuration file).
 
-Reported: median, p95 and max wall milliseconds per hook run; the same for ``python -c pass`` (the
-interpreter's own start-up) and ``python -c "import loopwatch"`` (the package's imports), to show where the
-time goes; the in-process cost of one decision (building the guard on an open store and judging, the part
-this module controls beyond imports); and the heaviest imports under ``python -X importtime``.
+Reported: median, p95 and max wall milliseconds per hook run, and its CPU time (user + system, from the
+operating system's accounting of the finished process); the same for ``python -c pass`` (the interpreter's own
+start-up), ``python -c "import typing, dataclasses, json, re, sqlite3, threading"`` (the standard library's modules
+a hook run loads, whatever loopwatch does with them) and ``python -c "import loopwatch"`` (the package's own
+import), to show where the time goes, with each command's CPU time as a multiple of ``python -c pass``'s. CPU time
+is what a busy machine does not inflate (wall time includes waiting for a core). The commands take turns event by
+event, so a change in the machine's load affects them alike. Also: the in-process cost of one decision (building
+the guard on an open store and judging, the part this module controls beyond imports); and the heaviest imports
+under ``python -X importtime``.
+
+``--before DIR`` adds the same two commands run from another version's source tree (``DIR`` is its ``src``
+directory, put first on ``PYTHONPATH``), each hook with a copy of the same warm store, for before/after figures
+from one run::
+
+    git archive 7567d9b src | tar -x -C /tmp/before && python benchmarks/bench_hook.py --before /tmp/before/src
 
 Bytecode: an installed wheel has its ``.pyc`` files compiled; a source checkout run with
 ``PYTHONDONTWRITEBYTECODE=1`` compiles every module on every start. By default the runs use a bytecode cache in
 a temporary directory (``PYTHONPYCACHEPREFIX``) so they measure the installed case; ``--no-bytecode-cache``
-measures the environment as it is. Target (issue 5): median under 100 ms per hook run.
+measures the environment as it is. Targets: median under 100 ms per hook run, and CPU per hook run at most
+2.5x a bare ``python -c pass``'s.
 """
 
 from __future__ import annotations
@@ -32,6 +48,7 @@ import io
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -42,6 +59,12 @@ from pathlib import Path
 from typing import Any
 
 TARGET_MS = 100.0
+TARGET_CPU_RATIO = 2.5
+HOOK = "python -m loopwatch.adapters.claude_code"
+BARE = "python -c pass"
+IMPORT = "python -c 'import loopwatch'"
+STDLIB_MODULES = "typing, dataclasses, json, re, sqlite3, threading"
+STDLIB = "python -c 'import <stdlib modules a hook needs>'"
 SESSION = "bench-9f1c2e7a"
 WORDS = [
     "alpha",
@@ -172,13 +195,22 @@ def _env(bytecode_cache: str | None) -> dict[str, str]:
     return env
 
 
-def _time(cmd: list[str], payload: bytes, env: dict[str, str]) -> tuple[float, bytes]:
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _time(cmd: list[str], payload: bytes, env: dict[str, str], cwd: Path) -> tuple[float, float, bytes]:
+    """Wall and CPU milliseconds of one process running ``cmd`` with ``payload`` on stdin, and its stdout."""
+    cpu = _children_cpu()
     started = time.perf_counter()
-    done = subprocess.run(cmd, input=payload, capture_output=True, env=env, check=False)
+    done = subprocess.run(cmd, input=payload, capture_output=True, env=env, cwd=cwd, check=False)
     elapsed = (time.perf_counter() - started) * 1000
+    used = (_children_cpu() - cpu) * 1000
     if done.returncode != 0:
         raise SystemExit(f"{cmd} exited {done.returncode}: {done.stderr.decode(errors='replace')}")
-    return elapsed, done.stdout
+    return elapsed, used, done.stdout
 
 
 def _has_hook_command(script: str, env: dict[str, str]) -> bool:
@@ -226,11 +258,13 @@ def decision_times(url: str, events: list[dict[str, Any]]) -> dict[str, dict[str
     return {"fresh_guard_and_decision": _stats(fresh), "decision_only": _stats(warm)}
 
 
-def import_profile(cmd: list[str], payload: bytes, env: dict[str, str], floor_ms: float = 4.0) -> list[dict[str, Any]]:
+def import_profile(
+    cmd: list[str], payload: bytes, env: dict[str, str], cwd: Path, floor_ms: float = 4.0
+) -> list[dict[str, Any]]:
     """The import tree of one hook run under ``-X importtime``: modules taking ``floor_ms`` or more (cumulative),
     parents before their children, five levels deep at most."""
     done = subprocess.run(
-        [cmd[0], "-X", "importtime", *cmd[1:]], input=payload, capture_output=True, env=env, check=False
+        [cmd[0], "-X", "importtime", *cmd[1:]], input=payload, capture_output=True, env=env, cwd=cwd, check=False
     )
     rows: list[dict[str, Any]] = []
     for line in done.stderr.decode(errors="replace").splitlines():
@@ -281,8 +315,16 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=5, help="untimed runs first (default: 5)")
     parser.add_argument("--cli", action="store_true", help="also time the console script `loopwatch hook claude-code`")
     parser.add_argument("--no-bytecode-cache", action="store_true", help="do not use a temporary bytecode cache")
+    parser.add_argument(
+        "--before", metavar="DIR", help="also time another version's source tree (its src/ directory), side by side"
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    parser.add_argument("--check", action="store_true", help=f"exit 1 when the median hook run is over {TARGET_MS} ms")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help=f"exit 1 when the median hook run is over {TARGET_MS:.0f} ms or its CPU over {TARGET_CPU_RATIO}x a bare "
+        "python's",
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="lw-bench-hook-"))
@@ -292,64 +334,98 @@ def main() -> int:
         url = f"sqlite:///{work / 'hook.db'}?ttl=604800"
         warm_store(url)
         events = traffic(args.runs + args.warmup)
+        project = work / "project"  # the hooks' working directory: a project without a loopwatch configuration
+        project.mkdir()
         python = sys.executable
-        commands = {
-            "python -m loopwatch.adapters.claude_code": [python, "-m", "loopwatch.adapters.claude_code", "--store", url]
-        }
+        # name -> (command, environment); every hook gets its own copy of the warm store
+        commands: dict[str, tuple[list[str], dict[str, str]]] = {}
+
+        def hook(name: str, cmd: list[str], hook_env: dict[str, str]) -> None:
+            copy = work / f"hook-{len(commands)}.db"
+            shutil.copyfile(work / "hook.db", copy)
+            commands[name] = ([*cmd, "--store", f"sqlite:///{copy}?ttl=604800"], hook_env)
+
+        hook(HOOK, [python, "-m", "loopwatch.adapters.claude_code"], env)
         script = shutil.which("loopwatch", path=os.path.dirname(python))
         if args.cli and script and _has_hook_command(script, env):
-            commands["loopwatch hook claude-code"] = [script, "hook", "claude-code", "--store", url]
+            hook("loopwatch hook claude-code", [script, "hook", "claude-code"], env)
         elif args.cli:
             print("(no `loopwatch hook` command in this install: the console script is not timed)", file=sys.stderr)
         baselines = {
-            "python -c pass": [python, "-c", "pass"],
-            "python -c 'import loopwatch'": [python, "-c", "import loopwatch"],
+            BARE: ([python, "-c", "pass"], env),
+            STDLIB: ([python, "-c", f"import {STDLIB_MODULES}"], env),
+            IMPORT: ([python, "-c", "import loopwatch"], env),
         }
+        if args.before:
+            before = str(Path(args.before).resolve())
+            before_env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (before, env.get("PYTHONPATH")) if p)}
+            hook(f"{HOOK} (before)", [python, "-m", "loopwatch.adapters.claude_code"], before_env)
+            baselines[f"{IMPORT} (before)"] = ([python, "-c", "import loopwatch"], before_env)
+        everything = {**commands, **baselines}
 
-        results: dict[str, Any] = {"target_ms": TARGET_MS, "bytecode_cache": cache is not None, "runs": args.runs}
-        wall: dict[str, dict[str, float]] = {}
+        results: dict[str, Any] = {
+            "target_ms": TARGET_MS,
+            "target_cpu_ratio": TARGET_CPU_RATIO,
+            "bytecode_cache": cache is not None,
+            "runs": args.runs,
+            "before": args.before,
+        }
+        wall: dict[str, list[float]] = {name: [] for name in everything}
+        cpu: dict[str, list[float]] = {name: [] for name in everything}
         answered = 0
-        for name, cmd in {**commands, **baselines}.items():
-            times = []
-            for n, payload in enumerate(events):
-                data = json.dumps(payload).encode()
-                elapsed, out = _time(cmd, data, env)
+        for n, payload in enumerate(events):  # the commands take turns: the machine's load affects them alike
+            data = json.dumps(payload).encode()
+            for name, (cmd, cmd_env) in everything.items():
+                elapsed, used, out = _time(cmd, data, cmd_env, project)
                 if n >= args.warmup:
-                    times.append(elapsed)
-                    answered += bool(out.strip()) and name in commands
-            wall[name] = _stats(times)
-        results["wall_ms"] = wall
+                    wall[name].append(elapsed)
+                    cpu[name].append(used)
+                    answered += bool(out.strip()) and name == HOOK
+        results["wall_ms"] = {name: _stats(times) for name, times in wall.items()}
+        results["cpu_ms"] = {name: _stats(times) for name, times in cpu.items()}
+        bare = results["cpu_ms"][BARE]["median"]
+        results["cpu_ratio"] = {name: row["median"] / bare for name, row in results["cpu_ms"].items()}
         results["hook_outputs"] = answered
         results["in_process_ms"] = decision_times(url, events[: args.runs])
         results["service_ms"] = service_times(url, events, env, args.warmup)
         first = json.dumps(events[1]).encode()
-        results["imports"] = import_profile(commands["python -m loopwatch.adapters.claude_code"], first, env)
+        results["imports"] = import_profile(commands[HOOK][0], first, env, project)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    hook = results["wall_ms"]["python -m loopwatch.adapters.claude_code"]
-    ok = hook["median"] <= TARGET_MS
+    wall_ok = results["wall_ms"][HOOK]["median"] <= TARGET_MS
+    cpu_ok = results["cpu_ratio"][HOOK] <= TARGET_CPU_RATIO
     if args.json:
         print(json.dumps(results, indent=1))
     else:
         _table(results)
-        print(f"\ntarget: median <= {TARGET_MS:.0f} ms per hook run: {'met' if ok else 'MISSED'}")
-    return 1 if args.check and not ok else 0
+        print(f"\ntarget: median <= {TARGET_MS:.0f} ms per hook run: {'met' if wall_ok else 'MISSED'}")
+        print(
+            f"target: CPU per hook run <= {TARGET_CPU_RATIO}x a bare python's: "
+            f"{results['cpu_ratio'][HOOK]:.2f}x, {'met' if cpu_ok else 'MISSED'}"
+        )
+    return 1 if args.check and not (wall_ok and cpu_ok) else 0
 
 
 def _table(results: dict[str, Any]) -> None:
     out = io.StringIO()
     cache = "with a bytecode cache" if results["bytecode_cache"] else "bytecode as the environment says"
     print(f"hook runs: {results['runs']} per command, one process each, {cache}", file=out)
-    print(f"\n{'wall time per process (ms)':<44} {'median':>8} {'p95':>8} {'max':>8}", file=out)
+    header = f"{'per process (ms)':<54} {'wall':>7} {'p95':>7} {'max':>7}  {'CPU':>6} {'p95':>6}  {'CPU/bare':>8}"
+    print(f"\n{header}", file=out)
     for name, row in results["wall_ms"].items():
-        print(f"{name:<44} {row['median']:>8.1f} {row['p95']:>8.1f} {row['max']:>8.1f}", file=out)
+        used = results["cpu_ms"][name]
+        print(
+            f"{name:<54} {row['median']:>7.1f} {row['p95']:>7.1f} {row['max']:>7.1f}  {used['median']:>6.1f} "
+            f"{used['p95']:>6.1f}  {results['cpu_ratio'][name]:>7.2f}x",
+            file=out,
+        )
     wall = results["wall_ms"]
-    own = wall["python -m loopwatch.adapters.claude_code"]["median"] - wall["python -c 'import loopwatch'"]["median"]
-    print(f"{'the hook beyond importing loopwatch':<44} {own:>8.1f}", file=out)
+    own = wall[HOOK]["median"] - wall[IMPORT]["median"]
+    print(f"{'the hook beyond importing loopwatch (wall)':<54} {own:>7.1f}", file=out)
     row = results["service_ms"]
     name = "http hook: one POST to --serve"
-    print(f"{name:<44} {row['median']:>8.1f} {row['p95']:>8.1f} {row['max']:>8.1f}", file=out)
+    print(f"{name:<54} {row['median']:>7.1f} {row['p95']:>7.1f} {row['max']:>7.1f}", file=out)
     print(f"\n{'in the process (ms)':<44} {'median':>8} {'p95':>8} {'max':>8}", file=out)
     for name, row in results["in_process_ms"].items():
         print(f"{name.replace('_', ' '):<44} {row['median']:>8.2f} {row['p95']:>8.2f} {row['max']:>8.2f}", file=out)

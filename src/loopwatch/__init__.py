@@ -6,28 +6,28 @@ stores and sinks. The detection core (:mod:`loopwatch.engine` and below) is pure
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the names below, as mypy and editors see them; at run time each is imported on first use
+    from typing import Any
 
-from .engine import Engine
-from .errors import (
-    ConfigError,
-    EventError,
-    InputError,
-    LoopwatchError,
-    MissingExtraError,
-    StateError,
-    UnknownPresetError,
-)
-from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, event_to_json, parse_event
-from .guard import AsyncGuard, Guard
-from .limits import Limits, max_consecutive_failures, max_cost, max_iterations, max_runtime, max_tokens
-from .messages import Messages
-from .policy import Ladder, Policy, Rung, ToolSettings
-from .presets import PRESETS, preset
-from .verdict import LOOP_DETECTED, Verdict
-
-if TYPE_CHECKING:
+    from .engine import Engine
+    from .errors import (
+        ConfigError,
+        EventError,
+        InputError,
+        LoopwatchError,
+        MissingExtraError,
+        StateError,
+        UnknownPresetError,
+    )
+    from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, event_to_json, parse_event
+    from .guard import AsyncGuard, Guard
     from .judge import JudgeAnswer, JudgeRequest, LoopJudge
+    from .limits import Limits, max_consecutive_failures, max_cost, max_iterations, max_runtime, max_tokens
+    from .messages import Messages
+    from .policy import Ladder, Policy, Rung, ToolSettings
+    from .presets import PRESETS, preset
+    from .verdict import LOOP_DETECTED, Verdict
 
 __version__ = "0.1.0"
 
@@ -72,14 +72,52 @@ __all__ = [
     "preset",
 ]
 
-
-_LAZY = frozenset({"JudgeAnswer", "JudgeRequest", "LoopJudge"})
+_MODULES: dict[str, tuple[str, ...]] = {
+    "engine": ("Engine",),
+    "errors": (
+        "ConfigError",
+        "EventError",
+        "InputError",
+        "LoopwatchError",
+        "MissingExtraError",
+        "StateError",
+        "UnknownPresetError",
+    ),
+    "events": (
+        "Event",
+        "Message",
+        "Reset",
+        "TextDelta",
+        "ToolCall",
+        "ToolResult",
+        "Usage",
+        "event_to_json",
+        "parse_event",
+    ),
+    "guard": ("AsyncGuard", "Guard"),
+    "judge": ("JudgeAnswer", "JudgeRequest", "LoopJudge"),
+    "limits": ("Limits", "max_consecutive_failures", "max_cost", "max_iterations", "max_runtime", "max_tokens"),
+    "messages": ("Messages",),
+    "policy": ("Ladder", "Policy", "Rung", "ToolSettings"),
+    "presets": ("PRESETS", "preset"),
+    "verdict": ("LOOP_DETECTED", "Verdict"),
+}
+_HOME: dict[str, str] = {name: module for module, names in _MODULES.items() for name in names}
+"""Where each public name lives. ``import loopwatch`` loads none of these modules: a name's module is imported on
+first use (``loopwatch.Guard``, ``from loopwatch import Guard``), so a program that needs only the events, or a
+hook process that needs only its own path, does not pay for the rest."""
 
 
 def __getattr__(name: str) -> Any:
-    """The LLM judge's names, imported on first use (a hook process never needs them)."""
-    if name in _LAZY:
-        from . import judge
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'loopwatch' has no attribute {name!r}")
+    from importlib import import_module
 
-        return getattr(judge, name)
-    raise AttributeError(f"module 'loopwatch' has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # the next access is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -7,10 +7,12 @@ the configuration file found the same way: ``--config FILE``, else the nearest `
 
 from __future__ import annotations
 
-import argparse
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from .presets import PRESETS
+
+if TYPE_CHECKING:  # a hook process finds its configuration here without loading argparse
+    import argparse
 
 PRESET_HELP: Final = f"policy preset: {', '.join(PRESETS)} (default: {{default}}, or the configuration's)"
 CONFIG_HELP: Final = (
@@ -52,7 +54,6 @@ def config_path(config: str | None, no_config: bool = False, start: str = ".") -
         return config
     if no_config:
         return None
-    from .config import find_config
+    from ._config_file import find_config_file
 
-    found = find_config(start)
-    return str(found) if found is not None else None
+    return find_config_file(start)

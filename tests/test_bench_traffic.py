@@ -1,0 +1,94 @@
+"""The benchmark's traffic holds the loops it says it holds, and each is caught by the rule meant for it.
+
+``benchmarks/bench_guard.py`` times the guard on sessions of three kinds: working (no loop), stuck repeating
+one call, and stuck retrying a failing command with other flags each time. If a kind stopped holding its loop
+(a retry session that is really a repeat), the benchmark would time other work than it says; these tests run
+its sessions through the real guard and check which rules fire."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from loopwatch.events import ToolCall, ToolResult
+from loopwatch.guard import Guard
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look modules up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    return _load("bench_guard")
+
+
+SESSIONS = 30
+
+
+@pytest.fixture(scope="module")
+def fired(bench: ModuleType) -> set[tuple[str, str]]:
+    """(session, rule name) for every rule that gave a non-ok verdict, over the first sessions of the benchmark."""
+    content = bench.Content(1)
+    guard = Guard(preset="default-lexical", clock=None)
+    names = bench.rule_names(guard.policy)
+    out: set[tuple[str, str]] = set()
+    for name, _kind, event in bench.wave(content, 0, SESSIONS, 50, 1):
+        verdict = guard.observe(name, event)
+        if not verdict.ok:
+            out.add((name, names[verdict.detector]))
+    return out
+
+
+def test_the_three_kinds_of_session_are_distinct(bench: ModuleType) -> None:
+    kinds = [bench.session_kind(n) for n in range(SESSIONS)]
+    assert kinds.count("repeat") == SESSIONS // 5
+    assert kinds.count("retry") == SESSIONS // 10
+    assert kinds.count("working") == SESSIONS - SESSIONS // 5 - SESSIONS // 10
+
+
+def test_a_retry_session_retries_one_failing_command_with_other_arguments(bench: ModuleType) -> None:
+    number = next(n for n in range(SESSIONS) if bench.session_kind(n) == "retry")
+    events = [event for _kind, event in bench.session_events(bench.Content(1), number, 50, 1)]
+    retried = bench.RETRY_COMMAND.split("{", 1)[0]
+    retries = [
+        (call, result)
+        for call, result in itertools.pairwise(events)
+        if isinstance(call, ToolCall) and str(call.args.get("command")).startswith(retried)
+        if isinstance(result, ToolResult)
+    ]
+    assert len(retries) == bench.LOOP_PAIRS
+    commands = [call.args["command"] for call, _ in retries]
+    assert len(set(commands)) == len(commands)  # never the same call twice: not a repeat
+    outputs = {result.output for _, result in retries}
+    assert len(outputs) == 1  # the same error each time
+    assert "KeyError: 'timeout'" in outputs.pop()
+
+
+def test_each_loop_is_caught_by_its_rule(bench: ModuleType, fired: set[tuple[str, str]]) -> None:
+    by_kind = bench.rules_by_kind(fired, SESSIONS)
+    assert by_kind["retry"]["rules"].get("error_retry") == by_kind["retry"]["sessions"] == SESSIONS // 10
+    assert "repeat" not in by_kind["retry"]["rules"]
+    assert by_kind["repeat"]["rules"].get("repeat") == by_kind["repeat"]["sessions"]
+    assert by_kind["working"]["rules"] == {}
+    assert all(bench.loops_caught(by_kind).values())
+
+
+def test_the_report_flags_a_retry_session_caught_by_the_repeat_rule(bench: ModuleType) -> None:
+    retry = bench.session_name(next(n for n in range(SESSIONS) if bench.session_kind(n) == "retry"))
+    by_kind = bench.rules_by_kind({(retry, "repeat")}, SESSIONS)
+    checks = bench.loops_caught(by_kind)
+    assert checks["repeat rule in no retry session"] is False
+    assert checks["error_retry in every retry session"] is False
