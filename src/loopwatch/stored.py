@@ -19,7 +19,7 @@ from typing import Any, Final, NamedTuple
 from .detectors.base import State
 from .detectors.swarm import SwarmTally
 from .engine import Engine
-from .errors import StateError
+from .errors import LoopwatchError, StateError
 from .events import Event, ToolCall
 from .stores import NO_STATE, Store, StoreError, Versioned, new_token
 from .verdict import Verdict
@@ -74,7 +74,7 @@ def decode_state(text: str) -> Any:
     return json.loads(text)
 
 
-class JudgingError(Exception):
+class JudgingError(LoopwatchError):
     """The engine raised while judging an event on a session's state (``error``: what it raised), as opposed
     to a store or another part failing: the guard then tries the event on a fresh state."""
 

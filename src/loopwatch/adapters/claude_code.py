@@ -79,6 +79,7 @@ from collections.abc import Callable, Mapping
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from .._lazy_re import lazy_compile
+from ..errors import LoopwatchError
 from ..events import Event, Message, ToolCall, ToolResult
 from ..verdict import Verdict
 
@@ -153,11 +154,11 @@ HOOK_PRESET: Final = "default-lexical"
 """The hook's preset unless ``--preset`` says otherwise: ``default`` without the embedding model."""
 
 
-class HookInputError(ValueError):
+class HookInputError(LoopwatchError, ValueError):
     """The hook's stdin is not a Claude Code hook event loopwatch can judge."""
 
 
-class SettingsError(Exception):
+class SettingsError(LoopwatchError):
     """A ``settings.json`` that cannot be read or changed safely (it is left untouched)."""
 
 
