@@ -7,13 +7,20 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 import loopwatch
 from loopwatch import errors
+from loopwatch.chanting import ChantTracker
 from loopwatch.errors import LoopwatchError, MissingExtraError
+from loopwatch.limits import max_cost, max_iterations, max_runtime
+from loopwatch.policy import Ladder, Rung
+from loopwatch.report import HtmlReport
+from loopwatch.semantic.tokenizer import WordPieceTokenizer
 from loopwatch.verdict import Verdict
 
 ADAPTERS_WITH_A_STOP = ("langchain", "litellm", "autogen", "pydantic_ai", "crewai", "smolagents", "openai_agents")
@@ -85,8 +92,8 @@ def test_errors_that_were_value_errors_still_are() -> None:
     assert issubclass(HookInputError, ValueError) and issubclass(HookInputError, LoopwatchError)
     for cls in (SettingsError, ApiError, JudgingError):
         assert issubclass(cls, LoopwatchError)
-    for cls in (errors.ConfigError, errors.EventError, errors.StateError, errors.UnknownPresetError):
-        assert issubclass(cls, ValueError)
+    for value_error in (errors.ConfigError, errors.EventError, errors.StateError, errors.UnknownPresetError):
+        assert issubclass(value_error, ValueError)
 
 
 STOP = Verdict(action="stop", index=7, pattern="repeat", count=5, status="LOOP_DETECTED", reason="search x5")
@@ -118,3 +125,61 @@ def test_a_limit_s_stop_carries_the_limit_s_status() -> None:
     assert str(stop) == "loopwatch: MAX_ITERATIONS: 40 iterations reached the limit of 40"
     bare = errors.LoopStopped(Verdict(action="stop"))
     assert bare.status == "LOOP_DETECTED" and bare.session is None and str(bare) == "loopwatch: LOOP_DETECTED: stopped"
+
+
+BAD_CONSTRUCTORS: list[tuple[str, Callable[[], object], str]] = [
+    ("Rung at", lambda: Rung(0, "nudge"), "at"),
+    ("Rung action", lambda: Rung(1, "explode"), "action"),  # type: ignore[arg-type]
+    ("Ladder thresholds", lambda: Ladder.of(nudge=5, block=3), "rungs"),
+    ("Ladder de-escalating", lambda: Ladder((Rung(1, "stop"), Rung(2, "nudge"))), "rungs"),
+    ("Ladder restrike", lambda: Ladder.of(nudge=2, restrike=0), "restrike"),
+    ("max_iterations", lambda: max_iterations(0), "max_iterations"),
+    ("max_runtime", lambda: max_runtime(float("inf")), "max_runtime"),
+    ("max_cost warn_at", lambda: max_cost(5, warn_at=1.5), "warn_at"),
+    ("HtmlReport top", lambda: HtmlReport(top=0), "top"),
+    ("ChantTracker threshold", lambda: ChantTracker(threshold=1), "threshold"),
+    ("ChantTracker max_period", lambda: ChantTracker(chunk_size=50, max_period=10), "max_period"),
+    ("WordPieceTokenizer max_length", lambda: WordPieceTokenizer({"[UNK]": 0}, max_length=1), "max_length"),
+    ("WordPieceTokenizer vocab", lambda: WordPieceTokenizer({"a": 1}), "vocab"),
+]
+
+
+@pytest.mark.parametrize(
+    ("make", "field"), [case[1:] for case in BAD_CONSTRUCTORS], ids=[c[0] for c in BAD_CONSTRUCTORS]
+)
+def test_a_bad_constructor_argument_is_a_config_error_naming_it(make: Callable[[], object], field: str) -> None:
+    with pytest.raises(errors.ConfigError) as caught:
+        make()
+    assert caught.value.field == field
+    assert str(caught.value).startswith(f"{field}: ")
+    assert isinstance(caught.value, ValueError)  # code catching ValueError keeps working
+
+
+def test_a_ladder_s_error_read_from_a_file_names_the_ladder_once(tmp_path: Path) -> None:
+    from loopwatch.config import load_config
+
+    config = tmp_path / "loopwatch.toml"
+    config.write_text("[ladders.repeat]\nnudge = 5\nblock = 3\n", encoding="utf-8")
+    with pytest.raises(errors.ConfigError) as caught:
+        load_config(config)
+    text = str(caught.value)
+    assert "ladders.repeat: ladder thresholds must strictly increase, got [5, 3]" in text
+    assert "rungs" not in text
+
+
+def test_unreadable_judge_answers_and_chant_states_are_typed_errors() -> None:
+    from loopwatch.judge import JudgeAnswer, JudgeAnswerError
+
+    with pytest.raises(JudgeAnswerError) as answer:
+        JudgeAnswer.of({"loop": "yes"})
+    assert answer.value.field == "loop" and isinstance(answer.value, ValueError)
+    with pytest.raises(JudgeAnswerError, match="confidence: must be a number from 0 to 1"):
+        JudgeAnswer.of((True, 2))
+    with pytest.raises(JudgeAnswerError, match="cannot read"):
+        JudgeAnswer.of("perhaps")
+    state = ChantTracker().to_json()
+    with pytest.raises(errors.StateError, match="invalid ChantTracker state"):
+        ChantTracker.from_json({**state, "v": 999})
+    with pytest.raises(errors.StateError, match="invalid ChantTracker state"):
+        ChantTracker.from_json({**state, "offset": "seven"})
+    assert ChantTracker.from_json(state).to_json() == state

@@ -5,11 +5,14 @@ and the errors that are also a ``ValueError``, ``TypeError`` or ``ImportError`` 
 catches those::
 
     LoopwatchError
-    ├── ConfigError (ValueError)           a bad setting: Guard, Policy, Ladder, Rung, limits, stores, sinks,
-    │   │                                  judge, adapters' constructors, loopwatch.toml (field, path, line)
+    ├── ConfigError (ValueError)           a bad setting or constructor argument (field; path and line when read
+    │   │                                  from loopwatch.toml): Guard, Ladder, Rung, limits, stores, sinks,
+    │   │                                  LoopJudge, adapters, reports, ChantTracker, WordPieceTokenizer
     │   └── UnknownPresetError             preset("...") with a name that is not a preset
-    ├── EventError (ValueError)            a malformed event: parse_event, Guard.observe, trace readers
-    ├── StateError (ValueError)            Guard.restore / Engine.load given something that is not a snapshot
+    ├── EventError (ValueError)            a malformed event: parse_event, trace readers, Guard.observe with
+    │                                      on_error="raise" (else a logged, counted skip)
+    ├── StateError (ValueError)            Guard.restore, Engine.load, ChantTracker.from_json given something that
+    │                                      is not a snapshot
     ├── InputError                         a trace file that cannot be read (path, line): loopwatch scan, eval
     ├── MissingExtraError (ImportError)    an optional extra is not installed (the message names it)
     ├── LoopStopped                        the guard said stop and an adapter ended the run (verdict, session);
@@ -28,6 +31,7 @@ catches those::
     ├── OutcomeError (ValueError)          a malformed detection or run given to evaluation (metrics)
     ├── EmbeddingError (ValueError)        an embedder gave something that is not one vector per text (semantic)
     ├── EmbeddingInputError (TypeError)    texts given to an embedder are not a list of str (semantic)
+    ├── JudgeAnswerError (ValueError)      a judge's answer that is not loop / not loop (judge.JudgeAnswer.of)
     ├── HookInputError (ValueError)        a Claude Code hook's stdin it cannot judge (adapters.claude_code)
     ├── SettingsError                      a Claude Code settings.json that cannot be changed safely
     └── ApiError                           the service's answer to a bad request (server.errors: code, status)
@@ -56,12 +60,14 @@ class EventError(LoopwatchError, ValueError):
 
 
 class ConfigError(LoopwatchError, ValueError):
-    """A configuration value is invalid; ``field`` names the offending setting, ``path`` and ``line`` the file
-    and line it was read from (when it came from a file): ``loopwatch.toml:4: ladders.repeat.nudge: ...``."""
+    """A configuration value is invalid; ``field`` names the offending setting (or constructor parameter),
+    ``path`` and ``line`` the file and line it was read from (when it came from a file), ``reason`` what is wrong:
+    ``loopwatch.toml:4: ladders.repeat.nudge: ...``."""
 
     def __init__(
         self, message: str, *, field: str | None = None, path: str | None = None, line: int | None = None
     ) -> None:
+        self.reason = message
         self.field = field
         self.path = path
         self.line = line
