@@ -183,3 +183,10 @@ def test_unreadable_judge_answers_and_chant_states_are_typed_errors() -> None:
     with pytest.raises(errors.StateError, match="invalid ChantTracker state"):
         ChantTracker.from_json({**state, "offset": "seven"})
     assert ChantTracker.from_json(state).to_json() == state
+
+
+def test_the_errors_page_draws_the_same_tree() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "errors.md").read_text(encoding="utf-8")
+    drawn = set(page.replace("(", " ").split())
+    assert {cls.__name__ for cls in _public_exceptions().values()} <= drawn
+    assert "except loopwatch.LoopStopped as stop:" in page
