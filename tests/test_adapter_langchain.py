@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import loopwatch
 from adapter_support import RecordingGuard
 from loopwatch import Guard, Message, ToolCall, ToolResult
 
@@ -167,10 +168,13 @@ def test_same_call_forever_is_nudged_blocked_and_stopped() -> None:
 @needs_langchain
 def test_stop_can_raise_loop_stopped() -> None:
     agent, _model, guard, ran = _run_same_call_forever({"on_stop": "raise"})
-    with pytest.raises(LoopStopped) as info:
+    with pytest.raises(loopwatch.LoopStopped) as info:  # the stop of every framework adapter
         agent.invoke(USER, {"recursion_limit": 100})
+    assert type(info.value) is LoopStopped
     assert info.value.verdict.action == "stop"
-    assert info.value.verdict.status == "LOOP_DETECTED"
+    assert info.value.verdict.status == "LOOP_DETECTED" == info.value.status
+    assert info.value.session is not None and info.value.session.startswith("langchain")
+    assert str(info.value).startswith("loopwatch: LOOP_DETECTED (repeat): ")
     assert len(ran) == len(guard.calls()) - len(guard.verdicts("block")) - 1
 
 

@@ -31,6 +31,7 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
+import loopwatch
 from adapter_support import BUILD_STAGES, RecordingGuard, check_missing_framework
 from loopwatch import ConfigError, LoopwatchError, Message, ToolCall, ToolResult
 from loopwatch.adapters.openai_agents import DEFAULT_SESSION, LoopStopped, LoopwatchGuard, LoopwatchHooks
@@ -126,6 +127,7 @@ def test_repeat_nudges_then_blocks_then_stops() -> None:
 
     stop = caught.value
     assert isinstance(stop, LoopwatchError) and isinstance(stop, agents.AgentsException)
+    assert isinstance(stop, loopwatch.LoopStopped)  # one except catches the stop of any framework
     assert stop.verdict.action == "stop" and stop.verdict.pattern == "repeat"
     assert stop.status == LOOP_DETECTED and stop.session == "repeat-1"
     assert "LOOP_DETECTED" in str(stop)

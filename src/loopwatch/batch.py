@@ -2,16 +2,15 @@
 
 Work is cut into tasks of one file each; a big JSONL trajectory file (one run per line) is cut into ``N``
 interleaved shares, each parsed by one worker only. Workers rebuild the policy from its
-:class:`PolicySpec` (a preset name and a config file), scan, and send back small results: each run's
-:class:`~loopwatch.summary.RunDigest`, and the run itself only when the caller wants it (for example the
-runs with loops, for the HTML report). Results come back in input order, file by file, so memory stays
+:class:`~loopwatch.policy_spec.PolicySpec` (a preset name and a config file), scan, and send back small
+results: each run's :class:`~loopwatch.summary.RunDigest`, and the run itself only when the caller wants it
+(for example the runs with loops, for the HTML report). Results come back in input order, file by file, so memory stays
 flat however many files there are.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import multiprocessing
 import os
 import threading
@@ -22,31 +21,13 @@ from typing import Any, Final, Protocol
 
 from .errors import InputError
 from .policy import Policy
-from .presets import preset
+from .policy_spec import PolicySpec
 from .readers import ErrorHandler, Format, Run, expand_paths, read_file, read_meter
 from .scan import RunReport, scan_runs
 from .summary import RunDigest, digest_run
 
 _SPLIT_BYTES: Final = 2_000_000
 """Files at least this big are shared between workers (when their format allows)."""
-
-
-@dataclass(frozen=True)
-class PolicySpec:
-    """How to build the policy in any process: a preset name and/or a config file."""
-
-    preset: str | None = None
-    config: str | None = None
-
-    def build(self) -> Policy:
-        if self.config:
-            from .config import load_config
-
-            config = load_config(self.config)
-            if self.preset:
-                config = dataclasses.replace(config, preset=self.preset)
-            return config.policy()
-        return preset(self.preset or "default")
 
 
 class ScanProgress(Protocol):

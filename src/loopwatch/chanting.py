@@ -60,6 +60,7 @@ from operator import add, sub
 from typing import Any, Literal
 
 from ._lazy_re import lazy_compile
+from .errors import ConfigError, StateError
 
 __all__ = ["ChantHit", "ChantTracker"]
 
@@ -363,11 +364,12 @@ class ChantTracker:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ChantTracker:
-        """Rebuild a tracker from :meth:`to_json` output (raises ValueError on a malformed document)."""
+        """Rebuild a tracker from :meth:`to_json` output (raises :class:`~loopwatch.errors.StateError`, a
+        ``ValueError``, on a malformed document)."""
         try:
             return _restore(cls, data)
-        except (AttributeError, KeyError, TypeError, IndexError) as exc:
-            raise ValueError(f"invalid ChantTracker state: {exc!r}") from exc
+        except (AttributeError, KeyError, TypeError, IndexError, ValueError) as exc:
+            raise StateError(f"invalid ChantTracker state: {exc!r}") from exc
 
     # ------------------------------------------------------------------ state
 
@@ -855,12 +857,20 @@ def _outside(points: list[int], zones: list[tuple[int, int]]) -> list[int]:
 
 
 def _check_params(chunk: int, threshold: int, mean: int, min_period: int, period: int, history: int) -> None:
-    if chunk < 1 or threshold < 2 or mean < 1 or min_period < 1:
-        raise ValueError("chunk_size, max_mean_distance, min_distinct_period must be >= 1; threshold >= 2")
+    for name, value, low in (
+        ("chunk_size", chunk, 1),
+        ("threshold", threshold, 2),
+        ("max_mean_distance", mean, 1),
+        ("min_distinct_period", min_period, 1),
+    ):
+        if value < low:
+            raise ConfigError(f"must be >= {low}, got {value!r}", field=name)
     if period < chunk:
-        raise ValueError("max_period must be >= chunk_size")
+        raise ConfigError(f"must be >= chunk_size ({chunk}), got {period!r}", field="max_period")
     if history < 2 * period + chunk:
-        raise ValueError("history must be >= 2 * max_period + chunk_size")
+        raise ConfigError(
+            f"must be >= 2 * max_period + chunk_size ({2 * period + chunk}), got {history!r}", field="history"
+        )
 
 
 _HIT_INTS = ("count", "first_offset", "period")

@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
 from . import __version__
-from .batch import PolicySpec, Scanned, keep_all, scan_files
-from .cli_options import add_json_option, add_policy_options, add_store_option, config_path
+from .batch import Scanned, keep_all, scan_files
+from .cli_options import add_json_option, add_policy_options, add_store_option
 from .errors import ConfigError, InputError, LoopwatchError
 from .evaluation import (
     Evaluation,
@@ -52,6 +52,7 @@ from .explain import explain_run, explanation_json
 from .labelfile import read_labels
 from .metrics import Label, LabelError
 from .policy import Policy
+from .policy_spec import PolicySpec
 from .progress import Progress, progress_bar
 from .readers import FORMATS, Run, expand_paths, read_file, read_meter
 from .summary import RunDigest, ScanTotals, episodes
@@ -198,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        spec = PolicySpec(args.preset, config_path(args.config, args.no_config))
+        spec = PolicySpec.found(args.preset, args.config, args.no_config)
         policy = spec.build()
     except (LoopwatchError, OSError) as exc:
         print(f"loopwatch: {exc}", file=sys.stderr)

@@ -1,8 +1,6 @@
 """Options shared by every ``loopwatch`` command, so each is spelled, explained and shown the same way everywhere
-(``--preset NAME``, ``--config FILE``, ``--no-config``, ``--store URL``, ``--json``, ``--audit FILE``), and
-the configuration file found the same way: ``--config FILE``, else the nearest ``loopwatch.toml`` (or
-``pyproject.toml`` with a ``[tool.loopwatch]`` table) in the working directory or its parents, unless
-``--no-config``.
+(``--preset NAME``, ``--config FILE``, ``--no-config``, ``--store URL``, ``--json``, ``--audit FILE``). The
+configuration file they name is found by :mod:`loopwatch.policy_spec`, the same way everywhere.
 """
 
 from __future__ import annotations
@@ -45,15 +43,3 @@ def add_json_option(parser: argparse.ArgumentParser, what: str = "as JSON") -> N
 def add_audit_option(parser: argparse.ArgumentParser) -> None:
     """``--audit FILE``."""
     parser.add_argument("--audit", metavar="FILE", default=None, help="append the audit records (JSON lines) to FILE")
-
-
-def config_path(config: str | None, no_config: bool = False, start: str = ".") -> str | None:
-    """The configuration file to use: ``config`` when given, else the nearest one found from ``start`` upwards
-    (``None`` with ``no_config``, or when there is none)."""
-    if config:
-        return config
-    if no_config:
-        return None
-    from ._config_file import find_config_file
-
-    return find_config_file(start)

@@ -371,7 +371,8 @@ def _ladder(value: Any, path: str) -> Ladder:
     try:
         return Ladder.of(nudge=nudge, block=block, stop=stop, renotify=renotify, metric=metric)
     except ValueError as exc:
-        raise ConfigError(f"{exc} (nudge={nudge}, block={block}, stop={stop})", field=path) from exc
+        reason = exc.reason if isinstance(exc, ConfigError) else exc
+        raise ConfigError(f"{reason} (nudge={nudge}, block={block}, stop={stop})", field=path) from exc
 
 
 def _nudges(value: Any, path: str) -> int | list[int]:

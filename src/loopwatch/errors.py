@@ -1,6 +1,50 @@
-"""Typed errors. Every error loopwatch raises is a :class:`LoopwatchError`."""
+"""Typed errors. Every error loopwatch raises is a :class:`LoopwatchError`.
+
+The tree (each class with its other bases, and where it is raised); ``except LoopwatchError`` catches them all,
+and the errors that are also a ``ValueError``, ``TypeError`` or ``ImportError`` keep working with code that
+catches those::
+
+    LoopwatchError
+    ├── ConfigError (ValueError)           a bad setting or constructor argument (field; path and line when read
+    │   │                                  from loopwatch.toml): Guard, Ladder, Rung, limits, stores, sinks,
+    │   │                                  LoopJudge, adapters, reports, ChantTracker, WordPieceTokenizer
+    │   └── UnknownPresetError             preset("...") with a name that is not a preset
+    ├── EventError (ValueError)            a malformed event: parse_event, trace readers, Guard.observe with
+    │                                      on_error="raise" (else a logged, counted skip)
+    ├── StateError (ValueError)            Guard.restore, Engine.load, ChantTracker.from_json given something that
+    │                                      is not a snapshot
+    ├── InputError                         a trace file that cannot be read (path, line): loopwatch scan, eval
+    ├── MissingExtraError (ImportError)    an optional extra is not installed (the message names it)
+    ├── LoopStopped                        the guard said stop and an adapter ended the run (verdict, session);
+    │                                      every framework adapter raises its own subclass:
+    │                                      adapters.langchain.LoopStopped, adapters.openai_agents.LoopStopped
+    │                                      (AgentsException), adapters.pydantic_ai.LoopStopped (RunCancelled),
+    │                                      adapters.smolagents.LoopStopped (AgentError), adapters.crewai.LoopStopped
+    │                                      (HookAborted where CrewAI has it), adapters.autogen.LoopStopped,
+    │                                      adapters.litellm.LoopStopped
+    ├── StoreError                         a store cannot be reached or refused an operation (stores.*)
+    │   ├── DamagedStateError              a session's stored state this loopwatch cannot read (stored)
+    │   └── ServiceError                   the loopwatch service cannot be reached or refused (remote)
+    ├── JudgingError                       the rules raised on a session's state (stored; the guard handles it)
+    ├── AuditWriteError                    an audit record could not be written (sinks, memory)
+    ├── LabelError (ValueError)            a malformed label: metrics, labelfile (loopwatch eval)
+    ├── OutcomeError (ValueError)          a malformed detection or run given to evaluation (metrics)
+    ├── EmbeddingError (ValueError)        an embedder gave something that is not one vector per text (semantic)
+    ├── EmbeddingInputError (TypeError)    texts given to an embedder are not a list of str (semantic)
+    ├── JudgeAnswerError (ValueError)      a judge's answer that is not loop / not loop (judge.JudgeAnswer.of)
+    ├── HookInputError (ValueError)        a Claude Code hook's stdin it cannot judge (adapters.claude_code)
+    ├── SettingsError                      a Claude Code settings.json that cannot be changed safely
+    └── ApiError                           the service's answer to a bad request (server.errors: code, status)
+
+Because every adapter's ``LoopStopped`` is a :class:`LoopStopped`, ``except loopwatch.LoopStopped`` catches a
+stop from any framework.
+"""
 
 from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # importing this module loads nothing else: a hook process imports it on every run
+    from .verdict import Verdict
 
 
 class LoopwatchError(Exception):
@@ -16,12 +60,14 @@ class EventError(LoopwatchError, ValueError):
 
 
 class ConfigError(LoopwatchError, ValueError):
-    """A configuration value is invalid; ``field`` names the offending setting, ``path`` and ``line`` the file
-    and line it was read from (when it came from a file): ``loopwatch.toml:4: ladders.repeat.nudge: ...``."""
+    """A configuration value is invalid; ``field`` names the offending setting (or constructor parameter),
+    ``path`` and ``line`` the file and line it was read from (when it came from a file), ``reason`` what is wrong:
+    ``loopwatch.toml:4: ladders.repeat.nudge: ...``."""
 
     def __init__(
         self, message: str, *, field: str | None = None, path: str | None = None, line: int | None = None
     ) -> None:
+        self.reason = message
         self.field = field
         self.path = path
         self.line = line
@@ -57,3 +103,31 @@ class MissingExtraError(LoopwatchError, ImportError):
         self.module = module
         self.extra = extra
         super().__init__(f"{module} is not installed: pip install 'loopwatch[{extra}]'")
+
+
+class LoopStopped(LoopwatchError):
+    """The guard said ``stop`` and an adapter ended the run by raising this; each framework adapter raises its
+    own subclass (which is also its framework's exception where the framework has one for ending a run).
+
+    ``verdict`` is the stop verdict, ``status`` its status (``LOOP_DETECTED`` or a limit's own status, such as
+    ``MAX_ITERATIONS``), ``session`` the loopwatch session (``None`` when the adapter has none). The message
+    reads ``loopwatch: LOOP_DETECTED (repeat): <the verdict's reason>``.
+    """
+
+    verdict: Verdict
+    status: str
+    session: str | None
+
+    def __init__(self, verdict: Verdict, session: str | None = None) -> None:
+        super().__init__(self._stopped(verdict, session))
+
+    def _stopped(self, verdict: Verdict, session: str | None) -> str:
+        """Sets ``verdict``, ``status`` and ``session``; returns the message (for subclasses whose framework
+        exception needs its own ``__init__`` call)."""
+        from .verdict import LOOP_DETECTED
+
+        self.verdict = verdict
+        self.session = session
+        self.status = verdict.status or LOOP_DETECTED
+        pattern = f" ({verdict.pattern})" if verdict.pattern else ""
+        return f"loopwatch: {self.status}{pattern}: {verdict.reason or verdict.message or 'stopped'}"

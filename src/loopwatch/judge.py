@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .errors import ConfigError
+from .errors import ConfigError, LoopwatchError
 from .events import Event, Message, TextDelta, ToolCall, ToolResult, Usage
 
 _LINE_CHARS: Final = 300
@@ -41,6 +41,16 @@ PROMPT: Final = (
     "{suspicion}.\nIs the agent stuck in a loop? Answer with JSON only: "
     '{{"loop": true or false, "confidence": 0.0 to 1.0, "reason": "one sentence"}}'
 )
+
+
+class JudgeAnswerError(LoopwatchError, ValueError):
+    """A judge's answer that cannot be read as loop / not loop; ``field`` names the wrong part (``loop``,
+    ``confidence``) when there is one. Inside a guard it is logged and counted (``judge_errors``), and the rules'
+    verdict stands."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message if field is None else f"{field}: {message}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +65,7 @@ class JudgeAnswer:
     def of(cls, value: Any) -> JudgeAnswer:
         """An answer from what a judge returned: a :class:`JudgeAnswer`, a mapping with ``loop`` (and
         ``confidence``, ``reason``), a ``(loop, confidence[, reason])`` tuple, a bool, or model text
-        (:meth:`parse`). Raises :class:`ValueError` for anything else."""
+        (:meth:`parse`). Raises :class:`JudgeAnswerError` (a ``ValueError``) for anything else."""
         if isinstance(value, JudgeAnswer):
             return value
         if isinstance(value, bool):
@@ -66,7 +76,9 @@ class JudgeAnswer:
             return cls._checked(value.get("loop"), value.get("confidence", 1.0), value.get("reason", ""))
         if isinstance(value, tuple) and 2 <= len(value) <= 3:
             return cls._checked(value[0], value[1], value[2] if len(value) == 3 else "")
-        raise ValueError(f"a judge must answer a JudgeAnswer, a mapping, a tuple or text, not {type(value).__name__}")
+        raise JudgeAnswerError(
+            f"a judge must answer a JudgeAnswer, a mapping, a tuple or text, not {type(value).__name__}"
+        )
 
     @classmethod
     def parse(cls, text: str) -> JudgeAnswer:
@@ -84,14 +96,14 @@ class JudgeAnswer:
             found = _CONFIDENCE.search(text)
             confidence = float(found.group(1)) if found else 0.5
             return cls._checked(head.startswith(("yes", "loop", "true")), confidence, text.strip()[:200])
-        raise ValueError(f"cannot read a loop / not loop answer from {text[:80]!r}")
+        raise JudgeAnswerError(f"cannot read a loop / not loop answer from {text[:80]!r}")
 
     @classmethod
     def _checked(cls, loop: Any, confidence: Any, reason: Any) -> JudgeAnswer:
         if not isinstance(loop, bool):
-            raise ValueError(f"'loop' must be true or false, not {loop!r}")
+            raise JudgeAnswerError(f"must be true or false, not {loop!r}", field="loop")
         if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 <= confidence <= 1:
-            raise ValueError(f"'confidence' must be a number from 0 to 1, not {confidence!r}")
+            raise JudgeAnswerError(f"must be a number from 0 to 1, not {confidence!r}", field="confidence")
         return cls(loop, float(confidence), str(reason)[:500])
 
 
@@ -199,7 +211,7 @@ class LoopJudge:
 
     def ask(self, memory: JudgeMemory, session: str, index: int, suspicion: str) -> JudgeAnswer:
         """Ask the judge (counted against the budget even when it fails); raises what the judge raised, or
-        :class:`ValueError` for an unreadable answer."""
+        :class:`JudgeAnswerError` for an unreadable answer."""
         memory.asked += 1
         memory.last = index
         request = JudgeRequest(session, index, tuple(memory.lines), suspicion)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from .configured import Configured
 from .detectors.base import State, Step
+from .errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,7 @@ class Limit(Configured):
 
 def _positive(value: float, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+        raise ConfigError(f"must be a positive finite number, got {value!r}", field=name)
     return value
 
 
@@ -69,7 +70,7 @@ def _positive_int(value: int, name: str) -> int:
         or not 0 < value < math.inf
         or value != int(value)
     ):
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        raise ConfigError(f"must be a positive integer, got {value!r}", field=name)
     return int(value)
 
 
@@ -116,7 +117,7 @@ class MaxCost(Limit):
         if warn_at is not None and (
             isinstance(warn_at, bool) or not isinstance(warn_at, (int, float)) or not 0 < warn_at < 1
         ):
-            raise ValueError(f"warn_at must be between 0 and 1, got {warn_at!r}")
+            raise ConfigError(f"must be between 0 and 1, got {warn_at!r}", field="warn_at")
         self.warn_at = warn_at
 
     def check(self, usage: State) -> LimitHit | None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .detectors.base import Detector, Finding, State
+from .errors import ConfigError
 from .limits import Limits
 from .messages import Messages
 from .verdict import SEVERITY, Action
@@ -35,9 +36,9 @@ class Rung:
 
     def __post_init__(self) -> None:
         if self.action not in ("nudge", "block", "stop"):
-            raise ValueError(f"a rung's action is nudge, block or stop, got {self.action!r}")
+            raise ConfigError(f"a rung's action is nudge, block or stop, got {self.action!r}", field="action")
         if self.at < 1:
-            raise ValueError(f"a rung's threshold must be >= 1, got {self.at!r}")
+            raise ConfigError(f"a rung's threshold must be >= 1, got {self.at!r}", field="at")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +55,12 @@ class Ladder:
     def __post_init__(self) -> None:
         ats = [r.at for r in self.rungs]
         if ats != sorted(ats) or len(set(ats)) != len(ats):
-            raise ValueError(f"ladder thresholds must strictly increase, got {ats}")
+            raise ConfigError(f"ladder thresholds must strictly increase, got {ats}", field="rungs")
         severities = [SEVERITY[r.action] for r in self.rungs]
         if severities != sorted(severities):
-            raise ValueError("ladder actions must not de-escalate (nudge <= block <= stop)")
+            raise ConfigError("ladder actions must not de-escalate (nudge <= block <= stop)", field="rungs")
         if self.restrike is not None and self.restrike < 1:
-            raise ValueError(f"restrike must be >= 1 event, got {self.restrike!r}")
+            raise ConfigError(f"must be >= 1 event, got {self.restrike!r}", field="restrike")
 
     @classmethod
     def of(

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
+from .errors import ConfigError
 from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
 from .policy import Policy
 from .readers import Run
@@ -214,8 +215,15 @@ class HtmlReport:
         max_clean: int = 200,
         currency: str = "USD",
     ) -> None:
-        if max_runs < 1 or context < 0 or max_steps < 1 or top < 1 or max_clean < 0:
-            raise ValueError("max_runs, max_steps and top must be positive, context and max_clean not negative")
+        for name, value, low in (
+            ("max_runs", max_runs, 1),
+            ("context", context, 0),
+            ("max_steps", max_steps, 1),
+            ("top", top, 1),
+            ("max_clean", max_clean, 0),
+        ):
+            if value < low:
+                raise ConfigError(f"must be at least {low}, got {value!r}", field=name)
         self.max_runs = max_runs
         self.max_clean = max_clean
         self.context = context

@@ -16,13 +16,15 @@ import time
 from collections import OrderedDict
 from typing import Any, Final, NamedTuple
 
-from .detectors.base import State
-from .detectors.swarm import SwarmTally
 from .engine import Engine
-from .errors import StateError
+from .errors import LoopwatchError, StateError
 from .events import Event, ToolCall
 from .stores import NO_STATE, Store, StoreError, Versioned, new_token
+from .swarm_tally import SwarmTally
 from .verdict import Verdict
+
+State = dict[str, Any]
+"""A session's state as the engine keeps it (JSON-able); the store keeps it without reading the rules' parts."""
 
 _UNLOADED: Any = object()
 _orjson: Any = _UNLOADED
@@ -74,7 +76,7 @@ def decode_state(text: str) -> Any:
     return json.loads(text)
 
 
-class JudgingError(Exception):
+class JudgingError(LoopwatchError):
     """The engine raised while judging an event on a session's state (``error``: what it raised), as opposed
     to a store or another part failing: the guard then tries the event on a fresh state."""
 

@@ -62,7 +62,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ..errors import LoopwatchError, MissingExtraError
+from .. import errors
+from ..errors import MissingExtraError
 from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ..guard import Guard
 from ..policy import Policy
@@ -96,19 +97,18 @@ _REFUSED: Final = "Refused by loopwatch: this call repeats a loop."
 _RUN_SESSION: contextvars.ContextVar[str | None] = contextvars.ContextVar("loopwatch_autogen", default=None)
 
 
-class LoopStopped(LoopwatchError):
+class LoopStopped(errors.LoopStopped):
     """The guard said ``stop`` and the termination condition ended the run.
 
     ``verdict`` is the stop verdict, ``status`` its status (``LOOP_DETECTED`` or a limit's own status),
     ``session`` the loopwatch session, ``result`` the team's ``TaskResult`` (when known).
     """
 
+    session: str
+
     def __init__(self, verdict: Verdict, session: str, result: TaskResult | None = None) -> None:
-        self.verdict = verdict
-        self.session = session
+        super().__init__(verdict, session)
         self.result = result
-        self.status: str = verdict.status or LOOP_DETECTED
-        super().__init__(_stop_reason(verdict))
 
 
 def _stop_reason(verdict: Verdict) -> str:

@@ -79,6 +79,7 @@ from collections.abc import Callable, Mapping
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from .._lazy_re import lazy_compile
+from ..errors import LoopwatchError
 from ..events import Event, Message, ToolCall, ToolResult
 from ..verdict import Verdict
 
@@ -153,11 +154,11 @@ HOOK_PRESET: Final = "default-lexical"
 """The hook's preset unless ``--preset`` says otherwise: ``default`` without the embedding model."""
 
 
-class HookInputError(ValueError):
+class HookInputError(LoopwatchError, ValueError):
     """The hook's stdin is not a Claude Code hook event loopwatch can judge."""
 
 
-class SettingsError(Exception):
+class SettingsError(LoopwatchError):
     """A ``settings.json`` that cannot be read or changed safely (it is left untouched)."""
 
 
@@ -342,24 +343,12 @@ def default_store_path() -> str:
 
 
 def _policy(preset: str | None, config: str | None, no_config: bool = False) -> Policy:
-    if config is None and not no_config:  # the project's own loopwatch.toml / [tool.loopwatch], if any
-        from ..cli_options import config_path
+    from ..policy_spec import PolicySpec
 
-        config = config_path(None)
-    if config:
-        import dataclasses
-
-        from ..config import load_config
-
-        loaded = load_config(config)
-        if preset:
-            loaded = dataclasses.replace(loaded, preset=preset)
-        return loaded.policy()
-    from ..presets import preset as named
-
-    # a hook is a new process per event: loading an embedding model in each would cost a second, so the
-    # default here compares rephrased intents by their words (--preset default to use the model anyway)
-    return named(preset or HOOK_PRESET)
+    # the project's own loopwatch.toml / [tool.loopwatch], if any; without one, the preset: a hook is a new
+    # process per event, and loading an embedding model in each would cost a second, so the default here
+    # compares rephrased intents by their words (--preset default to use the model anyway)
+    return PolicySpec.found(preset, config, no_config, default=HOOK_PRESET).build()
 
 
 def _guard(

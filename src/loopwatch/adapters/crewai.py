@@ -73,9 +73,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..errors import ConfigError, LoopwatchError, MissingExtraError
+from .. import errors
+from ..errors import ConfigError, MissingExtraError
 from ..events import Event, Message, ToolCall, ToolResult, Usage
-from ..verdict import LOOP_DETECTED, Verdict
+from ..verdict import Verdict
 from ._shared import GuardedAdapter, as_text
 
 try:
@@ -104,21 +105,19 @@ _ABORTED: Final[type[Exception]] = getattr(_DISPATCH, "HookAborted", Exception)
 _RAISES: Final = _ABORTED is not Exception  # a hook may raise HookAborted to end the run
 
 
-class LoopStopped(LoopwatchError, _ABORTED):  # type: ignore[misc,valid-type]
+class LoopStopped(errors.LoopStopped, _ABORTED):  # type: ignore[misc,valid-type]
     """The guard said ``stop``: raised out of :meth:`LoopwatchCrewAI.kickoff` (a ``HookAborted`` where CrewAI has it).
 
     ``verdict`` is the stop verdict, ``status`` its status (``LOOP_DETECTED`` or a limit's own status),
     ``session`` the loopwatch session, ``output`` the crew's output when the run had already finished.
     """
 
+    session: str
+
     def __init__(self, verdict: Verdict, session: str, output: Any = None) -> None:
-        self.verdict = verdict
-        self.session = session
-        self.output = output
-        self.status: str = verdict.status or LOOP_DETECTED
-        pattern = f" ({verdict.pattern})" if verdict.pattern else ""
-        message = f"loopwatch: {self.status}{pattern}: {verdict.reason or verdict.message or 'stopped'}"
+        message = self._stopped(verdict, session)
         Exception.__init__(self, message)
+        self.output = output
         self.reason = message  # HookAborted's fields
         self.source: Any = "loopwatch"
 

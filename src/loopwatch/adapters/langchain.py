@@ -58,7 +58,8 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-from ..errors import ConfigError, LoopwatchError, MissingExtraError
+from .. import errors
+from ..errors import ConfigError, MissingExtraError
 from ..events import Event, Message, ToolCall, ToolResult
 from ..guard import Guard
 from ..policy import Policy
@@ -91,12 +92,15 @@ _MAX_REMEMBERED = 10_000
 _REFUSED = "Refused by loopwatch: this call repeats a loop."
 
 
-class LoopStopped(LoopwatchError):
-    """The guard stopped the run (``on_stop="raise"``); ``verdict`` is the stop verdict."""
+class LoopStopped(errors.LoopStopped):
+    """The guard stopped the run (``on_stop="raise"``): raised out of ``invoke``.
 
-    def __init__(self, verdict: Verdict) -> None:
-        self.verdict = verdict
-        super().__init__(f"loopwatch stopped the run: {verdict.status} ({verdict.pattern}): {verdict.reason}")
+    ``verdict`` is the stop verdict, ``status`` its status (``LOOP_DETECTED`` or a limit's own status),
+    ``session`` the loopwatch session. A :class:`loopwatch.LoopStopped`, as every adapter's stop is.
+    """
+
+    def __init__(self, verdict: Verdict, session: str | None = None) -> None:
+        super().__init__(verdict, session)
 
 
 def _pending(left: list[dict[str, Any]] | None, right: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
@@ -245,9 +249,9 @@ class LoopwatchMiddleware(AgentMiddleware[LoopwatchState, Any]):
     def _nudge(session: str, verdict: Verdict) -> dict[str, Any]:
         return {"id": f"{session}:{verdict.index}", "text": verdict.message or verdict.reason or ""}
 
-    def _stopped_update(self, verdict: Verdict) -> dict[str, Any]:
+    def _stopped_update(self, verdict: Verdict, session: str) -> dict[str, Any]:
         if self.on_stop == "raise":
-            raise LoopStopped(verdict)
+            raise LoopStopped(verdict, session)
         return {STOP_KEY: verdict.to_json()}
 
     # -- before_agent / after_agent: the session, the user's message ------------------------------------------
@@ -327,7 +331,11 @@ class LoopwatchMiddleware(AgentMiddleware[LoopwatchState, Any]):
         session = self._session(state)
         verdict = self._observe(session, f"reply:{reply.id}" if reply.id else None, Message("assistant", text))
         if verdict.action == "stop":
-            return {**self._stopped_update(verdict), "jump_to": "end", "messages": [_stop_message(verdict, session)]}
+            return {
+                **self._stopped_update(verdict, session),
+                "jump_to": "end",
+                "messages": [_stop_message(verdict, session)],
+            }
         if verdict.action in ("nudge", "block"):
             return {"loopwatch_nudges": [self._nudge(session, verdict)]}
         return None
@@ -371,7 +379,7 @@ class LoopwatchMiddleware(AgentMiddleware[LoopwatchState, Any]):
         )
         if verdict.action == "block":
             return session, verdict, refusal
-        return session, verdict, Command(update={"messages": [refusal], **self._stopped_update(verdict)})
+        return session, verdict, Command(update={"messages": [refusal], **self._stopped_update(verdict, session)})
 
     def _after_call(
         self, request: ToolCallRequest, session: str, verdict: Verdict, result: ToolMessage | Command[Any]
@@ -397,7 +405,7 @@ class LoopwatchMiddleware(AgentMiddleware[LoopwatchState, Any]):
         if nudges:
             update["loopwatch_nudges"] = nudges
         if verdicts[-1].action == "stop":
-            update.update(self._stopped_update(verdicts[-1]))
+            update.update(self._stopped_update(verdicts[-1], session))
         if not update:
             return result
         if isinstance(result, ToolMessage):

@@ -81,12 +81,13 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from ..errors import ConfigError, EventError, LoopwatchError, MissingExtraError
+from .. import errors
+from ..errors import ConfigError, EventError, MissingExtraError
 from ..events import Event, Message, ToolCall
 from ..formats import _chat
 from ..guard import Guard
 from ..policy import Policy
-from ..verdict import LOOP_DETECTED, Verdict
+from ..verdict import Verdict
 from ._shared import guard_of
 
 try:
@@ -113,7 +114,7 @@ _ARGS_SHOWN: Final = 200
 _IN_WRAPPER: contextvars.ContextVar[bool] = contextvars.ContextVar("loopwatch_litellm_wrapper", default=False)
 
 
-class LoopStopped(LoopwatchError):
+class LoopStopped(errors.LoopStopped):
     """The guard said ``stop``: the request was rejected (raised from ``acompletion`` / ``completion``).
 
     ``verdict`` is the stop verdict, ``status`` its status (``LOOP_DETECTED`` or a limit's own status),
@@ -125,13 +126,11 @@ class LoopStopped(LoopwatchError):
     type: str = "loop_detected"
     param: str | None = None
 
+    session: str
+
     def __init__(self, verdict: Verdict, session: str) -> None:
-        self.verdict = verdict
-        self.session = session
-        self.status: str = verdict.status or LOOP_DETECTED
-        pattern = f" ({verdict.pattern})" if verdict.pattern else ""
-        self.message = f"loopwatch: {self.status}{pattern}: {verdict.reason or verdict.message or 'stopped'}"
-        super().__init__(self.message)
+        super().__init__(verdict, session)
+        self.message = str(self)
 
 
 @dataclass

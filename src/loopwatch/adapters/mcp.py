@@ -649,11 +649,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _build_guard(args: argparse.Namespace) -> Guard:
-    from ..batch import PolicySpec
-    from ..cli_options import config_path
     from ..guard import Guard
+    from ..policy_spec import PolicySpec
 
-    policy = PolicySpec(args.preset, config_path(args.config, args.no_config)).build()
+    policy = PolicySpec.found(args.preset, args.config, args.no_config).build()
     sinks = []
     if args.audit:
         from ..sinks import JsonlAuditSink

@@ -73,11 +73,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal, TypeVar, cast
 
-from ..errors import ConfigError, LoopwatchError, MissingExtraError
+from .. import errors
+from ..errors import ConfigError, MissingExtraError
 from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ..guard import Guard
 from ..policy import Policy
-from ..verdict import LOOP_DETECTED, Verdict
+from ..verdict import Verdict
 from ._shared import as_text, default_guard, session_scope
 
 try:
@@ -112,7 +113,7 @@ SessionOf = Callable[[Any], str]
 _T = TypeVar("_T")
 
 
-class LoopStopped(LoopwatchError, AgentsException):
+class LoopStopped(errors.LoopStopped, AgentsException):
     """The guard said ``stop``: raised out of ``Runner.run`` (and ``lw.run``), ending the run.
 
     ``verdict`` is the stop verdict, ``status`` its status (``LOOP_DETECTED`` or a limit's own status, such as
@@ -120,12 +121,10 @@ class LoopStopped(LoopwatchError, AgentsException):
     SDK's details of the run when the SDK attached them.
     """
 
+    session: str
+
     def __init__(self, verdict: Verdict, session: str) -> None:
-        self.verdict = verdict
-        self.session = session
-        self.status: str = verdict.status or LOOP_DETECTED
-        pattern = f" ({verdict.pattern})" if verdict.pattern else ""
-        super().__init__(f"loopwatch: {self.status}{pattern}: {verdict.reason or verdict.message or 'stopped'}")
+        super().__init__(verdict, session)
 
 
 def _arguments(raw: str | None) -> dict[str, Any]:

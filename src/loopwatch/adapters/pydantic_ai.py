@@ -63,11 +63,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from ..errors import ConfigError, LoopwatchError, MissingExtraError
+from .. import errors
+from ..errors import ConfigError, MissingExtraError
 from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ..guard import Guard
 from ..policy import Policy
-from ..verdict import LOOP_DETECTED, Verdict
+from ..verdict import Verdict
 from ._shared import as_text, guard_of, session_scope
 
 try:
@@ -91,7 +92,7 @@ _RUN_SESSION: contextvars.ContextVar[str | None] = contextvars.ContextVar("loopw
 SessionOf = Callable[[RunContext[Any]], str]
 
 
-class LoopStopped(LoopwatchError, RunCancelled):
+class LoopStopped(errors.LoopStopped, RunCancelled):
     """The guard said ``stop``: the run was cancelled (``ctx.cancel()``) and ``lw.run`` raises this.
 
     ``verdict`` is the stop verdict, ``status`` its status (``LOOP_DETECTED`` or a limit's own status),
@@ -99,12 +100,10 @@ class LoopStopped(LoopwatchError, RunCancelled):
     ``new_messages()``), ``usage`` and ``run_id`` when made from PydanticAI's ``RunCancelled``.
     """
 
+    session: str
+
     def __init__(self, verdict: Verdict, session: str, cancelled: RunCancelled | None = None) -> None:
-        self.verdict = verdict
-        self.session = session
-        self.status: str = verdict.status or LOOP_DETECTED
-        pattern = f" ({verdict.pattern})" if verdict.pattern else ""
-        message = f"loopwatch: {self.status}{pattern}: {verdict.reason or verdict.message or 'stopped'}"
+        message = self._stopped(verdict, session)
         if cancelled is None:
             RunCancelled.__init__(self, message)
             return

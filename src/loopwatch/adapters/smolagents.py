@@ -54,11 +54,12 @@ from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..errors import ConfigError, LoopwatchError, MissingExtraError
+from .. import errors
+from ..errors import ConfigError, MissingExtraError
 from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ..guard import Guard
 from ..policy import Policy
-from ..verdict import LOOP_DETECTED, Verdict
+from ..verdict import Verdict
 from ._shared import GuardedAdapter, as_text
 
 try:
@@ -75,19 +76,17 @@ _FINAL_ANSWER: Final = "final_answer"
 _STATE: Final = "_loopwatch_run"
 
 
-class LoopStopped(LoopwatchError, AgentError):  # type: ignore[misc]
+class LoopStopped(errors.LoopStopped, AgentError):  # type: ignore[misc]
     """The guard said ``stop``: raised out of ``agent.run`` instead of smolagents' ``"Agent interrupted."``.
 
     ``verdict`` is the stop verdict, ``status`` its status (``LOOP_DETECTED`` or a limit's own status),
     ``session`` the loopwatch session.
     """
 
+    session: str
+
     def __init__(self, verdict: Verdict, session: str) -> None:
-        self.verdict = verdict
-        self.session = session
-        self.status: str = verdict.status or LOOP_DETECTED
-        pattern = f" ({verdict.pattern})" if verdict.pattern else ""
-        message = f"loopwatch: {self.status}{pattern}: {verdict.reason or verdict.message or 'stopped'}"
+        message = self._stopped(verdict, session)
         Exception.__init__(self, message)  # AgentError.__init__ would log it through an AgentLogger
         self.message = message
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from ..swarm_tally import SwarmTally as SwarmTally
 from .base import Detector, Finding, State, Step, call_label
 
 SwarmState = dict[str, Any]
@@ -15,15 +15,6 @@ _MAX_WORKERS = 64
 def new_swarm_state() -> SwarmState:
     """Shared counts of one swarm: ``{"counts": {fingerprint: [calls, [workers...], tool]}}``."""
     return {"counts": {}}
-
-
-@dataclass(frozen=True)
-class SwarmTally:
-    """A fingerprint's swarm-wide count after one more call, counted outside the engine (by a store):
-    the calls so far and the distinct workers that made them."""
-
-    calls: int
-    workers: int
 
 
 def record_swarm_call(swarm: SwarmState, fingerprint: str, worker: str, tool: str) -> tuple[int, int]:

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping
 from importlib import resources
 from typing import Final
 
+from ..errors import ConfigError
+
 __all__ = ["WordPieceTokenizer", "bert_vocabulary"]
 
 UNK: Final = "[UNK]"
@@ -137,11 +139,11 @@ class WordPieceTokenizer:
 
     def __init__(self, vocab: Mapping[str, int] | None = None, *, max_length: int = 256) -> None:
         if max_length < 2:
-            raise ValueError(f"max_length must be at least 2, not {max_length}")
+            raise ConfigError(f"must be at least 2, not {max_length}", field="max_length")
         self.vocab: dict[str, int] = dict(bert_vocabulary() if vocab is None else vocab)
         for special in (UNK, CLS, SEP, PAD):
             if special not in self.vocab:
-                raise ValueError(f"the vocabulary has no {special} token")
+                raise ConfigError(f"the vocabulary has no {special} token", field="vocab")
         self.max_length = max_length
         self.unk_id = self.vocab[UNK]
         self.cls_id = self.vocab[CLS]

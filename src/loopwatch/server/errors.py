@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ..errors import LoopwatchError
+
 __all__ = ["CODES", "ApiError"]
 
 CODES: Final[dict[str, int]] = {
@@ -24,7 +26,7 @@ CODES: Final[dict[str, int]] = {
 """Each error code and its HTTP status."""
 
 
-class ApiError(Exception):
+class ApiError(LoopwatchError):
     """An error answered to the client: ``code`` (one of :data:`CODES`) decides the status."""
 
     def __init__(self, code: str, message: str, *, headers: dict[str, str] | None = None, **details: Any) -> None:

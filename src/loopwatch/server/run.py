@@ -9,8 +9,9 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
-from ..cli_options import add_audit_option, add_policy_options, add_store_option, config_path
+from ..cli_options import add_audit_option, add_policy_options, add_store_option
 from ..errors import ConfigError, LoopwatchError, MissingExtraError
+from ..policy_spec import PolicySpec, config_path
 from .settings import DEFAULT_PORT, SETTINGS_ENV, ServiceSettings, Tokens, is_loopback
 
 __all__ = ["main", "parser", "serve"]
@@ -98,7 +99,6 @@ def serve(settings: ServiceSettings, *, log_level: str = "warning") -> int:
     try:
         import uvicorn
 
-        from ..batch import PolicySpec
         from . import app  # noqa: F401 (the server extra is installed)
     except ImportError as exc:
         raise MissingExtraError(exc.name or "starlette", "server") from exc

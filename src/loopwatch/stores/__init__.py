@@ -33,8 +33,8 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from ..detectors.swarm import SwarmTally
 from ..errors import ConfigError, LoopwatchError
+from ..swarm_tally import SwarmTally
 
 __all__ = [
     "NO_STATE",

@@ -1,0 +1,192 @@
+"""One error tree: every public exception class loopwatch defines is a ``LoopwatchError``, drawn in ``errors.py``'s
+docstring, and every framework adapter's ``LoopStopped`` is a ``loopwatch.LoopStopped``, so one ``except`` catches a
+stop from any framework."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import loopwatch
+from loopwatch import errors
+from loopwatch.chanting import ChantTracker
+from loopwatch.errors import LoopwatchError, MissingExtraError
+from loopwatch.limits import max_cost, max_iterations, max_runtime
+from loopwatch.policy import Ladder, Rung
+from loopwatch.report import HtmlReport
+from loopwatch.semantic.tokenizer import WordPieceTokenizer
+from loopwatch.verdict import Verdict
+
+ADAPTERS_WITH_A_STOP = ("langchain", "litellm", "autogen", "pydantic_ai", "crewai", "smolagents", "openai_agents")
+FRAMEWORK_STOP = {  # the framework's own exception each adapter's stop also is (module, class)
+    "openai_agents": ("agents.exceptions", "AgentsException"),
+    "pydantic_ai": ("pydantic_ai.exceptions", "RunCancelled"),
+    "smolagents": ("smolagents.utils", "AgentError"),
+}
+
+
+def _modules() -> tuple[list[ModuleType], list[str]]:
+    """Every module of the package, imported; and those skipped because an optional extra is missing."""
+    imported, skipped = [loopwatch], []
+    for info in pkgutil.walk_packages(loopwatch.__path__, "loopwatch."):
+        if info.name.endswith(".__main__"):  # runs the command line
+            continue
+        try:
+            imported.append(importlib.import_module(info.name))
+        except MissingExtraError:
+            skipped.append(info.name)
+        except ImportError as exc:  # a third-party module of an extra, not one of loopwatch's own
+            if exc.name is None or exc.name.startswith("loopwatch"):
+                raise
+            skipped.append(info.name)
+    return imported, skipped
+
+
+def _public_exceptions() -> dict[str, type[BaseException]]:
+    found: dict[str, type[BaseException]] = {}
+    for module in _modules()[0]:
+        for name, value in vars(module).items():
+            if (
+                inspect.isclass(value)
+                and issubclass(value, BaseException)
+                and value.__module__ == module.__name__
+                and not name.startswith("_")
+            ):
+                found[f"{module.__name__}.{name}"] = value
+    return found
+
+
+def test_the_walk_finds_the_package_s_errors() -> None:
+    imported, skipped = _modules()
+    names = {module.__name__ for module in imported}
+    assert {"loopwatch.errors", "loopwatch.stored", "loopwatch.adapters.claude_code", "loopwatch.metrics"} <= names
+    assert len(imported) > 80 and skipped == []  # the test environment has every extra
+    found = _public_exceptions()
+    assert {"loopwatch.errors.ConfigError", "loopwatch.stores.StoreError", "loopwatch.stored.JudgingError"} <= set(
+        found
+    )
+
+
+def test_every_public_exception_class_is_a_loopwatch_error() -> None:
+    outside = sorted(name for name, cls in _public_exceptions().items() if not issubclass(cls, LoopwatchError))
+    assert outside == []
+
+
+def test_the_tree_in_errors_docstring_names_every_public_error() -> None:
+    doc = errors.__doc__ or ""
+    missing = sorted({cls.__name__ for cls in _public_exceptions().values()} - set(doc.replace(".", " ").split()))
+    assert missing == []
+
+
+def test_errors_that_were_value_errors_still_are() -> None:
+    from loopwatch.adapters.claude_code import HookInputError, SettingsError
+    from loopwatch.server.errors import ApiError
+    from loopwatch.stored import JudgingError
+
+    assert issubclass(HookInputError, ValueError) and issubclass(HookInputError, LoopwatchError)
+    for cls in (SettingsError, ApiError, JudgingError):
+        assert issubclass(cls, LoopwatchError)
+    for value_error in (errors.ConfigError, errors.EventError, errors.StateError, errors.UnknownPresetError):
+        assert issubclass(value_error, ValueError)
+
+
+STOP = Verdict(action="stop", index=7, pattern="repeat", count=5, status="LOOP_DETECTED", reason="search x5")
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS_WITH_A_STOP)
+def test_each_adapter_s_stop_is_a_loopwatch_loop_stopped(adapter: str) -> None:
+    module = importlib.import_module(f"loopwatch.adapters.{adapter}")
+    stopped = module.LoopStopped
+    assert stopped is not errors.LoopStopped and issubclass(stopped, errors.LoopStopped)
+    assert loopwatch.LoopStopped is errors.LoopStopped
+    with pytest.raises(loopwatch.LoopStopped) as caught:
+        raise stopped(STOP, "s-1")
+    stop = caught.value
+    assert type(stop) is stopped
+    assert stop.verdict is STOP and stop.session == "s-1" and stop.status == "LOOP_DETECTED"
+    assert str(stop) == "loopwatch: LOOP_DETECTED (repeat): search x5"
+    if adapter in FRAMEWORK_STOP:  # and it is still its framework's exception
+        where, name = FRAMEWORK_STOP[adapter]
+        assert isinstance(stop, getattr(importlib.import_module(where), name))
+
+
+def test_a_limit_s_stop_carries_the_limit_s_status() -> None:
+    from loopwatch.adapters.openai_agents import LoopStopped
+
+    verdict = Verdict(action="stop", status="MAX_ITERATIONS", reason="40 iterations reached the limit of 40")
+    stop = LoopStopped(verdict, "s-2")
+    assert stop.status == "MAX_ITERATIONS"
+    assert str(stop) == "loopwatch: MAX_ITERATIONS: 40 iterations reached the limit of 40"
+    bare = errors.LoopStopped(Verdict(action="stop"))
+    assert bare.status == "LOOP_DETECTED" and bare.session is None and str(bare) == "loopwatch: LOOP_DETECTED: stopped"
+
+
+BAD_CONSTRUCTORS: list[tuple[str, Callable[[], object], str]] = [
+    ("Rung at", lambda: Rung(0, "nudge"), "at"),
+    ("Rung action", lambda: Rung(1, "explode"), "action"),  # type: ignore[arg-type]
+    ("Ladder thresholds", lambda: Ladder.of(nudge=5, block=3), "rungs"),
+    ("Ladder de-escalating", lambda: Ladder((Rung(1, "stop"), Rung(2, "nudge"))), "rungs"),
+    ("Ladder restrike", lambda: Ladder.of(nudge=2, restrike=0), "restrike"),
+    ("max_iterations", lambda: max_iterations(0), "max_iterations"),
+    ("max_runtime", lambda: max_runtime(float("inf")), "max_runtime"),
+    ("max_cost warn_at", lambda: max_cost(5, warn_at=1.5), "warn_at"),
+    ("HtmlReport top", lambda: HtmlReport(top=0), "top"),
+    ("ChantTracker threshold", lambda: ChantTracker(threshold=1), "threshold"),
+    ("ChantTracker max_period", lambda: ChantTracker(chunk_size=50, max_period=10), "max_period"),
+    ("WordPieceTokenizer max_length", lambda: WordPieceTokenizer({"[UNK]": 0}, max_length=1), "max_length"),
+    ("WordPieceTokenizer vocab", lambda: WordPieceTokenizer({"a": 1}), "vocab"),
+]
+
+
+@pytest.mark.parametrize(
+    ("make", "field"), [case[1:] for case in BAD_CONSTRUCTORS], ids=[c[0] for c in BAD_CONSTRUCTORS]
+)
+def test_a_bad_constructor_argument_is_a_config_error_naming_it(make: Callable[[], object], field: str) -> None:
+    with pytest.raises(errors.ConfigError) as caught:
+        make()
+    assert caught.value.field == field
+    assert str(caught.value).startswith(f"{field}: ")
+    assert isinstance(caught.value, ValueError)  # code catching ValueError keeps working
+
+
+def test_a_ladder_s_error_read_from_a_file_names_the_ladder_once(tmp_path: Path) -> None:
+    from loopwatch.config import load_config
+
+    config = tmp_path / "loopwatch.toml"
+    config.write_text("[ladders.repeat]\nnudge = 5\nblock = 3\n", encoding="utf-8")
+    with pytest.raises(errors.ConfigError) as caught:
+        load_config(config)
+    text = str(caught.value)
+    assert "ladders.repeat: ladder thresholds must strictly increase, got [5, 3]" in text
+    assert "rungs" not in text
+
+
+def test_unreadable_judge_answers_and_chant_states_are_typed_errors() -> None:
+    from loopwatch.judge import JudgeAnswer, JudgeAnswerError
+
+    with pytest.raises(JudgeAnswerError) as answer:
+        JudgeAnswer.of({"loop": "yes"})
+    assert answer.value.field == "loop" and isinstance(answer.value, ValueError)
+    with pytest.raises(JudgeAnswerError, match="confidence: must be a number from 0 to 1"):
+        JudgeAnswer.of((True, 2))
+    with pytest.raises(JudgeAnswerError, match="cannot read"):
+        JudgeAnswer.of("perhaps")
+    state = ChantTracker().to_json()
+    with pytest.raises(errors.StateError, match="invalid ChantTracker state"):
+        ChantTracker.from_json({**state, "v": 999})
+    with pytest.raises(errors.StateError, match="invalid ChantTracker state"):
+        ChantTracker.from_json({**state, "offset": "seven"})
+    assert ChantTracker.from_json(state).to_json() == state
+
+
+def test_the_errors_page_draws_the_same_tree() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "errors.md").read_text(encoding="utf-8")
+    drawn = set(page.replace("(", " ").split())
+    assert {cls.__name__ for cls in _public_exceptions().values()} <= drawn
+    assert "except loopwatch.LoopStopped as stop:" in page
