@@ -13,7 +13,7 @@ from typing import Any
 
 from ..fingerprint import preview
 from ..tools import batch_items, same_query, scope_overlaps, search_scopes
-from .base import Detector, Finding, State, Step, argument_words, mutates, polls, push, searches
+from .base import Detector, Finding, State, Step, mutates, polls, push, searches, sorted_argument_words
 
 
 class RerunDetector(Detector):
@@ -81,7 +81,7 @@ class RerunDetector(Detector):
             counted = changes or not (searches(step) or polls(step))
             if counted and not changes:
                 places = [p for p in search_scopes(step.tool or "", step.args or {}, step.command) if p not in ".."]
-                state["pending"] = [step.index, False, sorted(argument_words(step)), places]
+                state["pending"] = [step.index, False, sorted_argument_words(step), places]
             else:
                 state["pending"] = [step.index, changes] if counted else None
             return None
