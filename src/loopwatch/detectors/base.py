@@ -21,6 +21,7 @@ from ..configured import Configured
 from ..events import Event
 from ..fingerprint import error_signature, is_mutation, is_poll, is_search, preview
 from ..masking import masked
+from ..tools import query_hashes, search_query, search_scopes
 
 StepKind = Literal["call", "result", "message", "delta", "usage", "reset"]
 State = dict[str, Any]
@@ -276,6 +277,23 @@ def searches(step: Step) -> bool:
             tool, step.tool_key, args, command=step.command, changes=lambda: mutates(step)
         )
     return bool(cached)
+
+
+def scopes_of(step: Step) -> list[str]:
+    """Where the step's call looks (:func:`loopwatch.tools.search_scopes`), computed once per step."""
+    cached = step.extra.get("scopes")
+    if cached is None:
+        cached = step.extra["scopes"] = search_scopes(step.tool or "", step.args or {}, step.command)
+    return list(cached)
+
+
+def query_of(step: Step) -> list[int]:
+    """What the step's call looks for, as :func:`loopwatch.tools.query_hashes` of its
+    :func:`loopwatch.tools.search_query`, computed once per step."""
+    cached = step.extra.get("query")
+    if cached is None:
+        cached = step.extra["query"] = query_hashes(search_query(step.tool or "", step.args or {}, step.command))
+    return list(cached)
 
 
 SKETCH_BITS: Final = 1024

@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from .._lazy_re import lazy_compile
 from ..fingerprint import preview, word_hashes
-from ..tools import batch_items, query_hashes, runs_code, search_query, search_scopes
+from ..tools import batch_items, runs_code
 from .base import (
     Detector,
     Finding,
@@ -19,6 +19,8 @@ from .base import (
     mutates,
     polls,
     push,
+    query_of,
+    scopes_of,
     searches,
     signature_of,
     sketch_of,
@@ -418,9 +420,7 @@ class FailureStreakDetector(Detector):
         if step.kind == "call":
             if self.empty and not (mutates(step) or polls(step) or _ECHOES.match(step.command or "")):
                 push(quiet, step.index, 8)  # calls may run in parallel: their results come back in any order
-                tool, args = step.tool or "", step.args or {}
-                places = list(search_scopes(tool, args, step.command))
-                items[str(step.index)] = [places, query_hashes(search_query(tool, args, step.command))]
+                items[str(step.index)] = [scopes_of(step), query_of(step)]
                 for stale in [key for key in items if int(key) not in quiet]:
                     del items[stale]
             return None
