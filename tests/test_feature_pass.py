@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import re
 import zlib
+from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from loopwatch import Message, ToolCall, ToolResult, preset
+from loopwatch.detectors import base, failures
 from loopwatch.detectors.base import first_word_hashes
 from loopwatch.detectors.failures import _ERROR_LINE, error_lines
+from loopwatch.engine import Engine
 
 SETTINGS = settings(max_examples=400, deadline=None)
 
@@ -55,3 +60,48 @@ def test_error_lines_are_the_regex_lines(text: bytes) -> None:
 def test_error_lines_of_a_build_log() -> None:
     log = b"Building...\n0 errors, no failures\nsrc/a.c:3: error: x undefined\n\nFAILED: 1 test\ndone"
     assert error_lines(log) == [b"src/a.c:3: error: x undefined", b"FAILED: 1 test"]
+
+
+# -- each feature computed once per event, whichever rules read it ------------------------------------------
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list[int]:
+    """Count the calls of ``module.name`` (the function the per-step features call)."""
+    calls: list[int] = []
+    original = getattr(module, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def test_a_call_is_read_once_for_its_words_scopes_and_query(monkeypatch: pytest.MonkeyPatch) -> None:
+    words = _counting(monkeypatch, base, "first_word_hashes")
+    scopes = _counting(monkeypatch, base, "search_scopes")
+    query = _counting(monkeypatch, base, "search_query")
+    engine = Engine(preset("default-lexical"))
+    session = engine.new_session()
+    engine.observe(session, ToolCall("bash", {"command": "grep -rn 'def load' src/"}, thought="Look for the loader."))
+    # error_retry, feedback_repeat, rerun and similar_text keep the words; no_progress and failure_streak the search
+    assert (len(words), len(scopes), len(query)) == (1, 1, 1)
+    states = dict(zip((d.name for d in engine.policy.detectors), session["detectors"], strict=True))
+    places, query_words, _ = states["no_progress"]["current"]
+    assert "src" in places
+    assert states["failure_streak"]["items"]["0"] == [places, query_words]
+    assert states["error_retry"]["actions"]["bash:grep"] == states["feedback_repeat"]["attempt"]
+
+
+def test_a_failure_and_a_reply_are_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    sketches = _counting(monkeypatch, failures, "error_words")
+    signatures = _counting(monkeypatch, base, "error_signature")
+    engine = Engine(preset("default-lexical"))
+    session = engine.new_session()
+    engine.observe(session, ToolCall("bash", {"command": "python run.py"}, id="1"))
+    engine.observe(session, ToolResult("Traceback (most recent call last):\nKeyError: 'x'", id="1", is_error=True))
+    assert len(sketches) == 1  # error_retry and failure_streak compare the same error words
+    engine.observe(session, Message("user", "Please always provide EXACTLY ONE action."))
+    assert len(signatures) == 1  # the engine (is the reply new?) and feedback_repeat (the same complaint?)
+    assert len(sketches) == 2
