@@ -13,14 +13,13 @@ from dataclasses import replace
 from typing import Any, Final
 
 from ._lazy_re import lazy_compile
-from .detectors.base import Detector, Finding, State, Step, masked_of
+from .detectors.base import Detector, Finding, State, Step, masked_of, signature_of
 from .detectors.swarm import SwarmDetector, SwarmTally
 from .errors import StateError
 from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
 from .fingerprint import (
     call_payload,
     command_of,
-    error_signature,
     outcome_fingerprints,
     payload_fingerprint,
     project,
@@ -182,7 +181,7 @@ class Engine:
         if step.kind == "message" and step.role == "user" and self.policy.reset_on_user and _human(event.worker):
             # a person's new prompt starts afresh; a reply seen lately (a harness's canned complaint, the fixed
             # prompts of its rounds, "continue" again) is not new information
-            signature = error_signature(step.text or "", masked_of(step))
+            signature = signature_of(step)
             recent = session["last_user"]
             if not isinstance(recent, list):  # a session saved when one reply was kept
                 recent = [] if recent is None else [recent]

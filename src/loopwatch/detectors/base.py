@@ -13,13 +13,15 @@ import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import islice, repeat
 from typing import Any, ClassVar, Final, Literal
 
 from ..canonical import canonical_json
 from ..configured import Configured
 from ..events import Event
-from ..fingerprint import is_mutation, is_poll, is_search, preview
+from ..fingerprint import error_signature, is_mutation, is_poll, is_search, preview
 from ..masking import masked
+from ..tools import query_hashes, search_query, search_scopes
 
 StepKind = Literal["call", "result", "message", "delta", "usage", "reset"]
 State = dict[str, Any]
@@ -140,6 +142,15 @@ def masked_of(step: Step) -> bytes:
     return step.masked
 
 
+def signature_of(step: Step) -> str:
+    """The error signature (:func:`loopwatch.fingerprint.error_signature`) of a message's text, computed once per
+    step: the engine asks whether a user's reply is new, and a rule whether it is the same complaint again."""
+    cached = step.extra.get("signature")
+    if cached is None:
+        cached = step.extra["signature"] = error_signature(step.text or "", masked_of(step))
+    return str(cached)
+
+
 _LINE_BYTES: Final = 2_000
 """Bytes of a (masked) output whose lines are hashed: where a result says what it says."""
 _LOWER_NO_BLANKS: Final = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
@@ -162,6 +173,29 @@ def line_hashes(step: Step) -> frozenset[int]:
 
 
 _WORD: Final = re.compile(r"[^\W_]+")
+_ASCII_WORDS: Final = bytes(
+    (c | 32 if 65 <= c <= 90 else c) if 48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 else 32 for c in range(256)
+)
+"""ASCII letters lowercased and digits kept, everything else a space: what ``[^\\W_]+`` finds in ASCII text."""
+
+
+def first_word_hashes(text: str, limit: int) -> list[int]:
+    """CRC-32s of the first ``limit`` distinct lowercased words (``[^\\W_]+``) of ``text``, in first-seen order.
+
+    ASCII text is split at C speed (a translation table instead of the regular expression: the same words); words
+    are deduplicated before they are hashed, and only as many are hashed as the limit needs.
+    """
+    words: dict[bytes, None]
+    if text.isascii():
+        words = dict.fromkeys(text.encode("ascii").translate(_ASCII_WORDS).split())
+    else:  # distinct words have distinct encodings
+        found = dict.fromkeys(_WORD.findall(text.lower()))
+        words = dict.fromkeys(map(str.encode, found, repeat("utf-8"), repeat("surrogatepass")))
+    distinct = len(words)
+    hashes = dict.fromkeys(map(zlib.crc32, islice(words, limit)))
+    if len(hashes) < limit < distinct:  # two words with one hash: read on
+        hashes = dict.fromkeys(map(zlib.crc32, words))
+    return list(hashes)[:limit]
 
 
 def argument_words(step: Step, limit: int = 64) -> frozenset[int]:
@@ -177,10 +211,16 @@ def argument_words(step: Step, limit: int = 64) -> frozenset[int]:
                 texts.append(str(value))
             elif value is not None:
                 texts.append(canonical_json(value)[:600])
-        words = _WORD.findall(" ".join(texts).lower())
-        hashes = dict.fromkeys(zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in words)
-        cached = step.extra["argument_words"] = frozenset(list(hashes)[:limit])
+        cached = step.extra["argument_words"] = frozenset(first_word_hashes(" ".join(texts), limit))
     return cached
+
+
+def sorted_argument_words(step: Step) -> list[int]:
+    """:func:`argument_words` sorted (how rules keep them in their state), computed once per step."""
+    cached = step.extra.get("sorted_argument_words")
+    if cached is None:
+        cached = step.extra["sorted_argument_words"] = sorted(argument_words(step))
+    return list(cached)
 
 
 _ECHO_BYTES: Final = 2_000
@@ -237,6 +277,23 @@ def searches(step: Step) -> bool:
             tool, step.tool_key, args, command=step.command, changes=lambda: mutates(step)
         )
     return bool(cached)
+
+
+def scopes_of(step: Step) -> list[str]:
+    """Where the step's call looks (:func:`loopwatch.tools.search_scopes`), computed once per step."""
+    cached = step.extra.get("scopes")
+    if cached is None:
+        cached = step.extra["scopes"] = search_scopes(step.tool or "", step.args or {}, step.command)
+    return list(cached)
+
+
+def query_of(step: Step) -> list[int]:
+    """What the step's call looks for, as :func:`loopwatch.tools.query_hashes` of its
+    :func:`loopwatch.tools.search_query`, computed once per step."""
+    cached = step.extra.get("query")
+    if cached is None:
+        cached = step.extra["query"] = query_hashes(search_query(step.tool or "", step.args or {}, step.command))
+    return list(cached)
 
 
 SKETCH_BITS: Final = 1024

@@ -7,22 +7,25 @@ import zlib
 from typing import Any, Final
 
 from .._lazy_re import lazy_compile
-from ..fingerprint import error_signature, preview, word_hashes
-from ..tools import batch_items, query_hashes, runs_code, search_query, search_scopes
+from ..fingerprint import preview, word_hashes
+from ..tools import batch_items, runs_code
 from .base import (
     Detector,
     Finding,
     State,
     Step,
-    argument_words,
     call_label,
     masked_of,
     mutates,
     polls,
     push,
+    query_of,
+    scopes_of,
     searches,
+    signature_of,
     sketch_of,
     sketch_similarity,
+    sorted_argument_words,
 )
 from .progress import fruitless
 
@@ -75,6 +78,50 @@ _TRUNCATED: Final = re.compile(
 )
 _ERROR_LINES: Final = 12
 """Error lines a sketch is made of (the last ones: where a run says what finally went wrong)."""
+_ERROR_KEYS: Final = (
+    b"exception", b"traceback", b"fatal", b"denied", b"not found", b"no such", b"cannot", b"can't", b"unable",
+    b"invalid", b"refused", b"timed out", b"timeout", b"abort", b"panic", b"missing", b"unknown", b"undefined",
+    b"unsupported", b"not allowed",
+)  # fmt: skip
+"""What marks an error line (:data:`_ERROR_LINE`'s words), lowercased; ``error`` and ``fail`` are read apart."""
+_WORD_BYTES: Final = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _negated(low: bytes, at: int) -> bool:
+    """Is the ``error`` or ``fail`` at ``at`` of a lowercased text a ``0 error``/``no failures`` (a word ``0`` or
+    ``no`` and one space before it)?"""
+    if at >= 2 and low[at - 2 : at] == b"0 ":
+        return at == 2 or low[at - 3] not in _WORD_BYTES
+    if at >= 3 and low[at - 3 : at] == b"no ":
+        return at == 3 or low[at - 4] not in _WORD_BYTES
+    return False
+
+
+def error_lines(text: bytes) -> list[bytes]:
+    """The lines of ``text`` that say something went wrong: ``_ERROR_LINE.findall(text)``, found with a few
+    substring searches of the lowercased text instead of a regular expression tried at every character."""
+    low = text.lower()
+    starts: set[int] = set()
+    for key in _ERROR_KEYS:
+        at = low.find(key)
+        while at >= 0:
+            starts.add(low.rfind(b"\n", 0, at) + 1)
+            end = low.find(b"\n", at)
+            at = -1 if end < 0 else low.find(key, end)
+    for key in (b"error", b"fail"):
+        at = low.find(key)
+        while at >= 0:
+            if _negated(low, at):
+                at = low.find(key, at + 1)
+                continue
+            starts.add(low.rfind(b"\n", 0, at) + 1)
+            end = low.find(b"\n", at)
+            at = -1 if end < 0 else low.find(key, end)
+    lines = []
+    for start in sorted(starts):
+        end = text.find(b"\n", start)
+        lines.append(text[start:] if end < 0 else text[start:end])
+    return lines
 
 
 def error_words(masked_output: bytes, limit: int = 32) -> str:
@@ -86,7 +133,7 @@ def error_words(masked_output: bytes, limit: int = 32) -> str:
     first and last 800 bytes). The words are split and deduplicated at C speed.
     """
     text = masked_output if len(masked_output) <= 8_192 else masked_output[:4_096] + b"\n" + masked_output[-4_096:]
-    lines = _ERROR_LINE.findall(text)
+    lines = error_lines(text)
     if lines:
         return sketch_of(word_hashes("", b"\n".join(lines[-_ERROR_LINES:])[:1_600]), limit)
     if _TRUNCATED.search(text[-400:]) or _TRUNCATED.search(text[:400]):
@@ -94,6 +141,14 @@ def error_words(masked_output: bytes, limit: int = 32) -> str:
         return sketch_of([zlib.crc32(masked_output)], limit)
     text = text if len(text) <= 1_600 else text[:800] + b"\n" + text[-800:]
     return sketch_of(word_hashes("", text), limit)
+
+
+def error_words_of(step: Step) -> str:
+    """:func:`error_words` of a step's masked output (a message's text), computed once per step."""
+    cached = step.extra.get("error_words")
+    if cached is None:
+        cached = step.extra["error_words"] = error_words(masked_of(step))
+    return str(cached)
 
 
 def _numberless(masked_output: bytes) -> int:
@@ -197,7 +252,7 @@ class ErrorRetryDetector(Detector):
             shapes[key] = shape
             actions: dict[str, list[int]] = state["actions"]
             actions.pop(key, None)
-            actions[key] = sorted(argument_words(step))
+            actions[key] = sorted_argument_words(step)
             for table in (shapes, actions):
                 while len(table) > self.tools:
                     del table[next(iter(table))]
@@ -227,7 +282,7 @@ class ErrorRetryDetector(Detector):
         return self._finding(key, streak, step, blockable=False)
 
     def _join(self, streaks: dict[str, State], key: str, step: Step, action: list[int] | None) -> State:
-        words = error_words(masked_of(step))
+        words = error_words_of(step)
         where = step.call_index if step.call_index is not None else step.index
         streak = streaks.pop(key, None)
         if streak is not None and step.index - streak["last"] > self.gap:
@@ -365,9 +420,7 @@ class FailureStreakDetector(Detector):
         if step.kind == "call":
             if self.empty and not (mutates(step) or polls(step) or _ECHOES.match(step.command or "")):
                 push(quiet, step.index, 8)  # calls may run in parallel: their results come back in any order
-                tool, args = step.tool or "", step.args or {}
-                places = list(search_scopes(tool, args, step.command))
-                items[str(step.index)] = [places, query_hashes(search_query(tool, args, step.command))]
+                items[str(step.index)] = [scopes_of(step), query_of(step)]
                 for stale in [key for key in items if int(key) not in quiet]:
                     del items[stale]
             return None
@@ -388,7 +441,7 @@ class FailureStreakDetector(Detector):
             if previous is not None and item is not None and batch_items(*item, *previous):
                 return None  # the same thing looked for in one place after another: a batch, not a dead end
         elif self.news:
-            words = error_words(masked_of(step))
+            words = error_words_of(step)
             errors: list[str] = state["errors"]
             known = any(_jaccard(words, other) >= self.similarity for other in errors)
             if not known:
@@ -595,8 +648,8 @@ class FeedbackRepeatDetector(Detector):
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind == "message" and step.role == "user":
             # the same complaint, or an equivalent one ("found 3 actions", then "found 2 actions")
-            signature = error_signature(step.text or "", masked_of(step))
-            words = error_words(masked_of(step))
+            signature = signature_of(step)
+            words = error_words_of(step)
             if signature != state["sig"] and not (
                 state["words"] and _jaccard(words, state["words"]) >= self.similarity
             ):
@@ -671,7 +724,7 @@ def _attempt_words(step: Step, limit: int = 128) -> list[int] | None:
     """What an attempt does, as sorted word hashes: a call's argument values, or the code a reply writes out (its
     fenced blocks); ``None`` for a reply without code (talk, not an action to compare)."""
     if step.kind == "call":
-        return sorted(argument_words(step))
+        return sorted_argument_words(step)
     text = step.text or ""
     if "```" not in text:
         return None

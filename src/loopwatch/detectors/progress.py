@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from .._lazy_re import lazy_compile
 from ..fingerprint import preview
-from ..tools import query_hashes, same_query, same_search, search_query, search_scopes
+from ..tools import same_query, same_search
 from .base import (
     Detector,
     Finding,
@@ -25,6 +25,8 @@ from .base import (
     mutates,
     polls,
     push,
+    query_of,
+    scopes_of,
     searches,
     sketch_of,
     text_bits,
@@ -156,9 +158,7 @@ class NoProgressDetector(Detector):
         key = "search" if search else step.tool_key
         if key != state["key"]:
             state.update(key=key, n=0, start=None, idx=[], seen=[], repeated=False, sketches=[], searched=[], vain=[])
-        tool, args = step.tool or "", step.args or {}
-        places = list(search_scopes(tool, args, step.command))
-        query = query_hashes(search_query(tool, args, step.command))
+        places, query = scopes_of(step), query_of(step)
         repeats = self._repeats(places, query, state["searched"])
         state.update(pending=step.index, search=search, current=[places, query, repeats])
         if repeats and self._report(state, state["n"]):

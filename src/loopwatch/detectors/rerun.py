@@ -13,7 +13,7 @@ from typing import Any
 
 from ..fingerprint import preview
 from ..tools import batch_items, runs_code, same_query, scope_overlaps, search_scopes
-from .base import Detector, Finding, State, Step, argument_words, mutates, polls, push, searches
+from .base import Detector, Finding, State, Step, mutates, polls, push, scopes_of, searches, sorted_argument_words
 
 
 class RerunDetector(Detector):
@@ -80,8 +80,8 @@ class RerunDetector(Detector):
                 self._investigated(state, step)
             counted = changes or not (searches(step) or polls(step))
             if counted and not changes:
-                places = [p for p in search_scopes(step.tool or "", step.args or {}, step.command) if p not in ".."]
-                state["pending"] = [step.index, False, sorted(argument_words(step)), places]
+                places = [p for p in scopes_of(step) if p not in ".."]
+                state["pending"] = [step.index, False, sorted_argument_words(step), places]
             else:
                 state["pending"] = [step.index, changes] if counted else None
             return None
@@ -100,7 +100,7 @@ class RerunDetector(Detector):
     def _investigated(self, state: State, step: Step) -> None:
         """A look at what a run runs (the script or test it names) is the investigation its sameness called for:
         that run's count starts over."""
-        places = search_scopes(step.tool or "", step.args or {}, step.command)
+        places = scopes_of(step)
         if not places:
             return
         for key, run in list(state["runs"].items()):

@@ -15,13 +15,13 @@ from .base import (
     Finding,
     State,
     Step,
-    argument_words,
     beyond_echo,
     bits_similarity,
     bits_text,
     bottom_k,
     mutates,
     push,
+    sorted_argument_words,
     text_bits,
 )
 
@@ -142,7 +142,7 @@ class SimilarTextDetector(Detector):
                     push(state["seen"], said, _SEEN)
             return None
         if self.novelty and step.kind == "call":
-            state["asked"] = None if mutates(step) else sorted(argument_words(step))
+            state["asked"] = None if mutates(step) else sorted_argument_words(step)
         text = turn_text(step, self.include_thoughts)
         if text is None or (self.min_chars and len(text.strip()) < self.min_chars):
             return None

@@ -1,0 +1,107 @@
+"""The shortcuts of the per-event feature pass give what the plain definitions give (hypothesis)."""
+
+from __future__ import annotations
+
+import re
+import zlib
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loopwatch import Message, ToolCall, ToolResult, preset
+from loopwatch.detectors import base, failures
+from loopwatch.detectors.base import first_word_hashes
+from loopwatch.detectors.failures import _ERROR_LINE, error_lines
+from loopwatch.engine import Engine
+
+SETTINGS = settings(max_examples=400, deadline=None)
+
+_WORD = re.compile(r"[^\W_]+")
+
+
+def _word_hashes_by_regex(text: str, limit: int) -> list[int]:
+    """The definition: every word found by the regular expression, hashed, first ``limit`` distinct hashes."""
+    hashes = dict.fromkeys(zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in _WORD.findall(text.lower()))
+    return list(hashes)[:limit]
+
+
+_WORDY = st.text(st.sampled_from([*"abXY09_ -.\n\tÉßİı½²٣ǅ", "\ud800"]), max_size=80)
+
+
+@SETTINGS
+@given(_WORDY, st.sampled_from([1, 2, 3, 64]))
+def test_first_word_hashes_are_the_regex_words(text: str, limit: int) -> None:
+    assert first_word_hashes(text, limit) == _word_hashes_by_regex(text, limit)
+
+
+def test_first_word_hashes_read_on_past_a_collision() -> None:
+    # "plumless" and "buckeroo" have the same CRC-32: the limit counts distinct hashes, not distinct words
+    assert zlib.crc32(b"plumless") == zlib.crc32(b"buckeroo")
+    text = "plumless buckeroo third"
+    assert (
+        first_word_hashes(text, 2) == _word_hashes_by_regex(text, 2) == [zlib.crc32(b"plumless"), zlib.crc32(b"third")]
+    )
+
+
+_LINE_PARTS = st.sampled_from(
+    [b"error", b"Error", b"FAIL", b"fail", b"0 ", b"no ", b"No ", b"10 ", b"x", b"_", b"1", b" ", b"\n", b"\r",
+     b"not found", b"Exception", b"cannot", b"can't", b"TimeOut", b"timed out", b"not allowed", b"\xc3\xa9", b"no"]
+)  # fmt: skip
+
+
+@SETTINGS
+@given(st.lists(_LINE_PARTS, max_size=30).map(b"".join))
+def test_error_lines_are_the_regex_lines(text: bytes) -> None:
+    assert error_lines(text) == _ERROR_LINE.findall(text)
+
+
+def test_error_lines_of_a_build_log() -> None:
+    log = b"Building...\n0 errors, no failures\nsrc/a.c:3: error: x undefined\n\nFAILED: 1 test\ndone"
+    assert error_lines(log) == [b"src/a.c:3: error: x undefined", b"FAILED: 1 test"]
+
+
+# -- each feature computed once per event, whichever rules read it ------------------------------------------
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list[int]:
+    """Count the calls of ``module.name`` (the function the per-step features call)."""
+    calls: list[int] = []
+    original = getattr(module, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def test_a_call_is_read_once_for_its_words_scopes_and_query(monkeypatch: pytest.MonkeyPatch) -> None:
+    words = _counting(monkeypatch, base, "first_word_hashes")
+    scopes = _counting(monkeypatch, base, "search_scopes")
+    query = _counting(monkeypatch, base, "search_query")
+    engine = Engine(preset("default-lexical"))
+    session = engine.new_session()
+    engine.observe(session, ToolCall("bash", {"command": "grep -rn 'def load' src/"}, thought="Look for the loader."))
+    # error_retry, feedback_repeat, rerun and similar_text keep the words; no_progress and failure_streak the search
+    assert (len(words), len(scopes), len(query)) == (1, 1, 1)
+    states = dict(zip((d.name for d in engine.policy.detectors), session["detectors"], strict=True))
+    places, query_words, _ = states["no_progress"]["current"]
+    assert "src" in places
+    assert states["failure_streak"]["items"]["0"] == [places, query_words]
+    assert states["error_retry"]["actions"]["bash:grep"] == states["feedback_repeat"]["attempt"]
+
+
+def test_a_failure_and_a_reply_are_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    sketches = _counting(monkeypatch, failures, "error_words")
+    signatures = _counting(monkeypatch, base, "error_signature")
+    engine = Engine(preset("default-lexical"))
+    session = engine.new_session()
+    engine.observe(session, ToolCall("bash", {"command": "python run.py"}, id="1"))
+    engine.observe(session, ToolResult("Traceback (most recent call last):\nKeyError: 'x'", id="1", is_error=True))
+    assert len(sketches) == 1  # error_retry and failure_streak compare the same error words
+    engine.observe(session, Message("user", "Please always provide EXACTLY ONE action."))
+    assert len(signatures) == 1  # the engine (is the reply new?) and feedback_repeat (the same complaint?)
+    assert len(sketches) == 2
