@@ -6,6 +6,7 @@ import re
 import zlib
 from typing import Any, Final
 
+from .._kernels import error_lines
 from .._lazy_re import lazy_compile
 from ..fingerprint import error_signature, preview, word_hashes
 from ..tools import batch_items, query_hashes, runs_code, search_query, search_scopes
@@ -65,11 +66,6 @@ def excerpt_of(step: Step) -> str:
     return str(cached)
 
 
-_ERROR_LINE: Final = re.compile(
-    rb"^.*(?:(?<!\b0 )(?<!\bno )(?:error|fail)|exception|traceback|fatal|denied|not found|no such|cannot|can't|"
-    rb"unable|invalid|refused|timed out|timeout|abort|panic|missing|unknown|undefined|unsupported|not allowed).*$",
-    re.I | re.M,
-)
 _TRUNCATED: Final = re.compile(
     rb"\[truncated|<response clipped>|output truncated|\.\.\. ?\(truncated|\[output clipped", re.I
 )
@@ -86,7 +82,7 @@ def error_words(masked_output: bytes, limit: int = 32) -> str:
     first and last 800 bytes). The words are split and deduplicated at C speed.
     """
     text = masked_output if len(masked_output) <= 8_192 else masked_output[:4_096] + b"\n" + masked_output[-4_096:]
-    lines = _ERROR_LINE.findall(text)
+    lines = error_lines(text)
     if lines:
         return sketch_of(word_hashes("", b"\n".join(lines[-_ERROR_LINES:])[:1_600]), limit)
     if _TRUNCATED.search(text[-400:]) or _TRUNCATED.search(text[:400]):
