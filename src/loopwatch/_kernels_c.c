@@ -84,8 +84,7 @@ static const keyword keywords[] = {
     KW("unsupported", 0), KW("not allowed", 0),
 };
 #define N_KEYWORDS ((int)(sizeof(keywords) / sizeof(keywords[0])))
-static unsigned char keyword_start[256]; /* lowercase first letters of the keywords */
-
+static unsigned char keyword_pair[256][256]; /* their lowercase first two bytes: where a keyword may start */
 /* Is "error"/"fail" at p excluded by the look-behinds (?<!\b0 ) and (?<!\bno ) (ASCII case-insensitive)? */
 static int guarded_out(const unsigned char *s, Py_ssize_t p) {
     if (p >= 2 && s[p - 1] == ' ' && s[p - 2] == '0' && (p == 2 || !byte_word[s[p - 3]])) return 1;
@@ -95,15 +94,17 @@ static int guarded_out(const unsigned char *s, Py_ssize_t p) {
     return 0;
 }
 
-/* Does the line s[start:end] hold a keyword (the regular expression's alternation matching somewhere in it)? */
+/* Does the line s[start:end] hold a keyword (the regular expression's alternation matching somewhere in it)?
+   Each position costs one look-up of its two bytes; only where a keyword may start are the keywords compared. */
 static int line_has_error(const unsigned char *s, Py_ssize_t start, Py_ssize_t end) {
-    for (Py_ssize_t p = start; p < end; p++) {
-        unsigned char first = ascii_lower[s[p]];
-        if (!keyword_start[first]) continue;
+    for (Py_ssize_t p = start; p + 1 < end; p++) {
+        unsigned char first = ascii_lower[s[p]], second = ascii_lower[s[p + 1]];
+        if (!keyword_pair[first][second]) continue;
         for (int k = 0; k < N_KEYWORDS; k++) {
             const keyword *kw = &keywords[k];
-            if ((unsigned char)kw->word[0] != first || kw->len > end - p) continue;
-            Py_ssize_t i = 1;
+            if ((unsigned char)kw->word[0] != first || (unsigned char)kw->word[1] != second || kw->len > end - p)
+                continue;
+            Py_ssize_t i = 2;
             while (i < kw->len && ascii_lower[s[p + i]] == (unsigned char)kw->word[i]) i++;
             if (i == kw->len && !(kw->guarded && guarded_out(s, p))) return 1;
         }
@@ -525,6 +526,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__kernels_c(void) {
     crc_init();
     tables_init();
-    for (int k = 0; k < N_KEYWORDS; k++) keyword_start[(unsigned char)keywords[k].word[0]] = 1;
+    for (int k = 0; k < N_KEYWORDS; k++)
+        keyword_pair[(unsigned char)keywords[k].word[0]][(unsigned char)keywords[k].word[1]] = 1;
     return PyModule_Create(&module);
 }
