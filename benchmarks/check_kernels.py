@@ -1,14 +1,14 @@
-"""The compiled text kernels against their pure-Python twins on real traces: every text of every step (messages,
-tool outputs, argument strings) of every run goes through each kernel both ways, and any difference is printed.
+"""The compiled text kernels against their pure-Python twins on real traces: every text of every step (messages, tool
+outputs, argument strings) of every run goes through each kernel both ways, and any difference is printed.
 
     python benchmarks/check_kernels.py ../shared/corpus/*.jsonl.gz corpus/*.jsonl.gz
     python benchmarks/check_kernels.py --runs 20 corpus/*.jsonl.gz       # the first 20 runs of each file
     python benchmarks/check_kernels.py --regex corpus/*.jsonl.gz         # also the error lines' regular expression
 
-Each text is fed as the rules feed it: masked (:func:`loopwatch.masking.masked`) for the byte kernels, whole for
-the argument words, and the word and line hashes through the sketches (several ``k`` and sizes). ``--regex`` also
-checks the pure error lines against the regular expression that defines them (slow: ~1 ms per KB). Exit status 1
-on any difference; the compiled kernels must be built (``python hatch_build.py``).
+Each text is masked both ways (its volatile parts removed), then fed as the rules feed it: masked for the byte
+kernels, whole for the argument words, and the word and line hashes through the sketches (several ``k`` and sizes).
+``--regex`` also checks the pure error lines against the regular expression that defines them (slow: ~1 ms per KB).
+Exit status 1 on any difference; the compiled kernels must be built (``python hatch_build.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwatch import _kernels_py as pure
-from loopwatch.masking import masked
+from loopwatch.masking import _masked_bytes_py, masked
 
 try:
     from loopwatch import _kernels_c as compiled
@@ -56,8 +56,11 @@ def runs(path: Path, limit: int | None) -> Iterator[dict[str, Any]]:
 
 def check(text: str, differences: Counter[str], regex: bool) -> int:
     """Compares every kernel on one text; returns the number of kernel calls made."""
+    raw = text.encode("utf-8", "surrogatepass")
+    calls = 1
+    if compiled.masked_bytes(raw) != _masked_bytes_py(raw):
+        differences["masked_bytes"] += 1
     data = masked(text)
-    calls = 0
     for name in ("error_lines", "word_hashes", "line_hashes"):
         calls += 1
         if getattr(compiled, name)(data) != getattr(pure, name)(data):

@@ -1,16 +1,17 @@
-"""Fuzzes the compiled text kernels under AddressSanitizer and UBSan: they read untrusted text (tool outputs,
-model replies, arguments), so an out-of-bounds read, an overflow or undefined behaviour must not hide in them.
+"""Fuzzes the compiled text kernels under AddressSanitizer and UBSan: they read untrusted text (tool outputs, model
+replies, arguments), so an out-of-bounds read, an overflow or undefined behaviour must not hide in them.
 
     python benchmarks/fuzz_kernels.py                          # 60 s, the repository's corpus as seeds
     python benchmarks/fuzz_kernels.py --seconds 600 ../shared/corpus/*.jsonl.gz corpus/*.jsonl.gz
 
 The kernels are compiled with ``-fsanitize=address,undefined`` (``hatch_build.py --sanitize``) into a temporary
-folder and loaded into a Python that runs with the ASan runtime preloaded and ``PYTHONMALLOC=malloc`` (every
-Python object, each input's buffer included, gets ASan's guard zones). Inputs: random bytes and text, texts from
-the corpus mutated (bytes flipped, cut at any point (inside a UTF-8 sequence too), spliced, NULs, error words, lone
-surrogates and multi-byte characters inserted), and a few huge ones. Each input goes through every kernel, and
-each result is compared with the pure-Python twin's (a difference is a failure too). A sanitizer report aborts
-the run (exit status not 0) with the report on stderr; otherwise the counts are printed.
+folder and loaded into a Python that runs with the ASan runtime preloaded and ``PYTHONMALLOC=malloc`` (every Python
+object, each input's buffer included, gets ASan's guard zones). Inputs: random bytes and text, texts from the corpus
+mutated (bytes flipped, cut at any point (inside a UTF-8 sequence too), spliced, NULs, error words, times,
+durations, ids, temporary paths, lone surrogates and multi-byte characters inserted), and a few huge ones. Each
+input goes through every kernel, and each result is compared with the pure-Python twin's (a difference is a failure
+too). A sanitizer report aborts the run (exit status not 0) with the report on stderr; otherwise the counts are
+printed.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 _INSERTS = [
     b"\x00", b"\n", b"error", b"ERROR", b"0 ", b"no ", b"fail", b"can't", b"not allowed", b"\xc3", b"\xe2\x82",
     b"\xf0\x9f\x98\x80", b"\xed\xa0\x80", b"\xff", b" ", b"\t", b"\r", b"_", b"\xc4\xb0", b"\xce\xa3",
+    b"10:20:30", b"2024-01-02T", b".5", b"+02:00", b"Z", b"3s", b"7 ms", b"\xc2\xb5s", b"deadbeef0", b"0x", b"-",
+    b"123e4567-e89b-12d3-a456-426614174000", b"pid=", b"Process ", b"bash: line 3:", b"sh: 4:", b"/tmp/",
+    b"/var/folders/", b"/private/var/", b"tmpab12cd34", b"tmp.", b"1700000000123", b"9",
 ]  # fmt: skip
 
 
@@ -99,6 +103,7 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
     compiled: ModuleType = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(compiled)
     from loopwatch import _kernels_py as pure
+    from loopwatch.masking import _masked_bytes_py
 
     rng = random.Random(seed)
     corpus = seeds(files, 3_000)
@@ -118,6 +123,10 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
                 data = mutate(rng, rng.choice(corpus), corpus)
         inputs += 1
         text = as_text(data)
+        calls += 1
+        if compiled.masked_bytes(data) != _masked_bytes_py(data):
+            differences += 1
+            print(f"DIFFERENCE in masked_bytes: {data[:200]!r}", file=sys.stderr)
         for name in ("error_lines", "word_hashes", "line_hashes"):
             calls += 1
             if getattr(compiled, name)(data) != getattr(pure, name)(data):

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopwatch import _kernels, _kernels_py
+from loopwatch import _kernels, _kernels_py, masking
 from loopwatch.detectors import base
 from loopwatch.masking import masked
 
@@ -155,6 +155,37 @@ def test_compiled_kernels_match_the_pure_ones_on_huge_inputs() -> None:
         assert c.alnum_word_hashes(text, limit) == _kernels_py.alnum_word_hashes(text, limit)
     hashes = _kernels_py.word_hashes(data)
     assert c.sketch_of(hashes, 10**6, 4096) == _kernels_py.sketch_of(hashes, 10**6, 4096)
+
+
+_VOLATILE = [
+    "0", "1", "7", "12", "2024-01-02", "T", " ", ":", "-", ".", ",", "Z", "+", "s", "ms", "sec", "seconds", "min",
+    "mins", "µs", "us", "ns", "se", "mi", "new", "src", "a", "f", "e", "x", "X", "0x", "deadbeef", "8f2a91", "pid",
+    "PID", "Pid", "process ", "Process ", "=", "#", "bash:", "sh:", "zsh:", "dash:", " line ", "/tmp/", "/var/",
+    "/var/folders/", "/private/var/", "/var/tmp/", "tmp", "TMP", "tmp.", "_", "\n", "'", ")", "]", "\t", "\x00",
+    "é", "\xc2", "Q", "x" * 700, "9" * 11,
+]  # fmt: skip
+_volatile_bytes = st.one_of(
+    st.binary(),
+    st.lists(st.sampled_from(_VOLATILE), max_size=60).map(lambda parts: "".join(parts).encode("utf-8")),
+    st.lists(st.sampled_from(_VOLATILE), min_size=100, max_size=400).map(lambda parts: "".join(parts).encode()),
+)
+
+
+@needs_compiled
+@settings(max_examples=1500, deadline=None)
+@given(_volatile_bytes)
+def test_compiled_masking_matches_the_pure_one(data: bytes) -> None:
+    assert compiled().masked_bytes(data) == masking._masked_bytes_py(data)
+
+
+@needs_compiled
+def test_compiled_masking_removes_every_kind_of_volatile_part() -> None:
+    data = (
+        b"at 2024-01-02T10:20:30.123+02:00 took 0.13s (300 ms), id 123e4567-e89b-12d3-a456-426614174000 at "
+        b"0x7ffee3b1, 8f2a91c0 1700000000123, pid=4242, bash: line 13008: x, /tmp/tmpab12cd34/out.txt: 12 steps"
+    )
+    expected = b"at  took  (), id  at ,  , , bash: x, : 12 steps"
+    assert compiled().masked_bytes(data) == masking._masked_bytes_py(data) == expected
 
 
 # -- the rules' helpers, with either implementation -------------------------------------------------------------

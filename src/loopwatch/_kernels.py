@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import _kernels_py
@@ -19,6 +20,7 @@ __all__ = [
     "error_lines",
     "fold",
     "line_hashes",
+    "masked_bytes",
     "sketch_of",
     "word_hashes",
 ]
@@ -47,3 +49,8 @@ alnum_word_hashes = _impl.alnum_word_hashes
 fold = _impl.fold
 bottom_k = _impl.bottom_k
 sketch_of = _impl.sketch_of
+
+masked_bytes: Callable[[bytes], bytes] | None = getattr(_impl, "masked_bytes", None)
+"""The compiled twin of :func:`loopwatch.masking._masked_bytes_py` (the volatile parts of a text removed), or
+``None`` with the pure-Python kernels (:mod:`loopwatch.masking` then uses its own; it imports this module, so the
+pure twin cannot live in :mod:`loopwatch._kernels_py`)."""

@@ -504,6 +504,370 @@ static PyObject *sketch_of(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return sketch_kernel(args, nargs, 1, AS_TEXT, "sketch_of");
 }
 
+/* -- masked_bytes: loopwatch.masking's volatile parts removed -------------------------------------------------
+
+   The same scan as masking.volatile_spans (see its docstrings for what each kind is), written out: each regular
+   expression it tries at an anchor is a loop here, with the regular expression's backtracking worked out by hand
+   (the comments give the expression). Only the union of the spans matters for the masked text, so spans are
+   collected, sorted and cut out; their kinds are not kept. */
+
+#define IS_DIGIT(c) ((c) >= '0' && (c) <= '9')
+#define IS_LETTER(c) (((c) >= 'a' && (c) <= 'z') || ((c) >= 'A' && (c) <= 'Z'))
+#define IS_ALNUM(c) (IS_DIGIT(c) || IS_LETTER(c))
+#define IS_HEX(c) (IS_DIGIT(c) || ((c) >= 'a' && (c) <= 'f') || ((c) >= 'A' && (c) <= 'F'))
+#define IS_LOWER(c) ((c) >= 'a' && (c) <= 'z')
+#define IS_UNIT_START(c) ((c) == 's' || (c) == 'm' || (c) == 'u' || (c) == 'n' || (c) == 0xC2)
+/* the re module's \s for bytes: " \t\n\r\x0b\x0c" */
+#define IS_RE_SPACE(c) ((c) == ' ' || ((c) >= '\t' && (c) <= '\r'))
+
+typedef struct {
+    Py_ssize_t *v; /* start, end pairs */
+    Py_ssize_t n, cap;
+} span_list;
+
+static int add_span(span_list *spans, Py_ssize_t start, Py_ssize_t end) {
+    if (spans->n + 2 > spans->cap) {
+        Py_ssize_t cap = spans->cap ? spans->cap * 2 : 64;
+        Py_ssize_t *grown = (Py_ssize_t *)realloc(spans->v, sizeof(Py_ssize_t) * (size_t)cap);
+        if (grown == NULL) return -1;
+        spans->v = grown;
+        spans->cap = cap;
+    }
+    spans->v[spans->n++] = start;
+    spans->v[spans->n++] = end;
+    return 0;
+}
+
+/* bytes.find(needle, start) */
+static Py_ssize_t find_bytes(const unsigned char *s, Py_ssize_t n, Py_ssize_t from, const char *needle) {
+    Py_ssize_t m = (Py_ssize_t)strlen(needle);
+    for (Py_ssize_t p = from; p + m <= n;) {
+        const unsigned char *hit = memchr(s + p, (unsigned char)needle[0], (size_t)(n - m + 1 - p));
+        if (hit == NULL) return -1;
+        p = (Py_ssize_t)(hit - s);
+        if (memcmp(s + p, needle, (size_t)m) == 0) return p;
+        p++;
+    }
+    return -1;
+}
+
+/* masking._word_edge: no letter or digit right before start or at end */
+static int word_edge(const unsigned char *s, Py_ssize_t n, Py_ssize_t start, Py_ssize_t end) {
+    return (start == 0 || !IS_ALNUM(s[start - 1])) && (end >= n || !IS_ALNUM(s[end]));
+}
+
+/* the shape "0:00:00" (a digit, ":", two digits, ":", two digits) from ``from`` on */
+static Py_ssize_t find_clock(const unsigned char *s, Py_ssize_t n, Py_ssize_t from) {
+    for (Py_ssize_t p = from; p + 7 <= n; p++) {
+        const unsigned char *colon = memchr(s + p + 1, ':', (size_t)(n - 6 - p));
+        if (colon == NULL) return -1;
+        p = (Py_ssize_t)(colon - s) - 1;
+        if (IS_DIGIT(s[p]) && IS_DIGIT(s[p + 2]) && IS_DIGIT(s[p + 3]) && s[p + 4] == ':' && IS_DIGIT(s[p + 5]) &&
+            IS_DIGIT(s[p + 6]))
+            return p;
+    }
+    return -1;
+}
+
+/* \d{4}-\d\d-\d\d[T ] at s[0:11] */
+static int date_at(const unsigned char *s) {
+    return IS_DIGIT(s[0]) && IS_DIGIT(s[1]) && IS_DIGIT(s[2]) && IS_DIGIT(s[3]) && s[4] == '-' && IS_DIGIT(s[5]) &&
+           IS_DIGIT(s[6]) && s[7] == '-' && IS_DIGIT(s[8]) && IS_DIGIT(s[9]) && (s[10] == 'T' || s[10] == ' ');
+}
+
+static int mask_times(const unsigned char *s, Py_ssize_t n, span_list *spans) {
+    Py_ssize_t at = find_clock(s, n, 0);
+    while (at >= 0) {
+        Py_ssize_t start = (at > 0 && IS_DIGIT(s[at - 1])) ? at - 1 : at;
+        if (start >= 11 && date_at(s + start - 11)) start -= 11;
+        /* _TIME from start: [date] \d?\d:\d\d:\d\d, then (?:[.,]\d+)? and (?:Z|[+-]\d\d:?\d\d)? */
+        Py_ssize_t p = at + 7;
+        if (p + 1 < n && (s[p] == '.' || s[p] == ',') && IS_DIGIT(s[p + 1])) {
+            p += 2;
+            while (p < n && IS_DIGIT(s[p])) p++;
+        }
+        if (p < n && s[p] == 'Z') {
+            p++;
+        } else if (p + 2 < n && (s[p] == '+' || s[p] == '-') && IS_DIGIT(s[p + 1]) && IS_DIGIT(s[p + 2])) {
+            if (p + 5 < n && s[p + 3] == ':' && IS_DIGIT(s[p + 4]) && IS_DIGIT(s[p + 5]))
+                p += 6;
+            else if (p + 4 < n && IS_DIGIT(s[p + 3]) && IS_DIGIT(s[p + 4]))
+                p += 5;
+        }
+        if (word_edge(s, n, start, p) && add_span(spans, start, p) < 0) return -1;
+        at = find_clock(s, n, p);
+    }
+    return 0;
+}
+
+/* the shape "0L" (gap 0) or "0_L" (gap 1): a digit, a space when gap is 1, then a byte a unit starts with */
+static Py_ssize_t find_duration(const unsigned char *s, Py_ssize_t n, Py_ssize_t from, int gap) {
+    for (Py_ssize_t p = from; p + 2 + gap <= n; p++) {
+        if (IS_DIGIT(s[p]) && (!gap || s[p + 1] == ' ') && IS_UNIT_START(s[p + 1 + gap])) return p;
+    }
+    return -1;
+}
+
+static const char *const time_units[] = {"ns",  "us",   "\xc2\xb5s", "ms",     "s",      "sec",     "secs",
+                                         "second", "seconds", "min", "mins", "minute", "minutes"};
+
+static int is_time_unit(const unsigned char *s, Py_ssize_t len) {
+    for (size_t i = 0; i < sizeof(time_units) / sizeof(time_units[0]); i++)
+        if ((Py_ssize_t)strlen(time_units[i]) == len && memcmp(s, time_units[i], (size_t)len) == 0) return 1;
+    return 0;
+}
+
+static int mask_durations(const unsigned char *s, Py_ssize_t n, span_list *spans) {
+    for (int gap = 0; gap <= 1; gap++) {
+        Py_ssize_t at = find_duration(s, n, 0, gap);
+        while (at >= 0) {
+            Py_ssize_t unit_at = at + 1 + gap, end = unit_at + 1;
+            unsigned char first = s[unit_at];
+            if (unit_at + 1 < n && IS_LETTER(s[unit_at + 1])) {
+                unsigned char second = s[unit_at + 1];
+                int starts_unit = (first == 's' && second == 'e') || (first == 'm' && second == 's') ||
+                                  (first == 'u' && second == 's') || (first == 'n' && second == 's') ||
+                                  (first == 'm' && second == 'i');
+                if (!starts_unit) { /* "12 src", "3 new": a word, not a unit */
+                    at = find_duration(s, n, end, gap);
+                    continue;
+                }
+            }
+            /* _UNIT: (?:\xc2\xb5)?[a-z]+ */
+            Py_ssize_t q = unit_at;
+            if (first == 0xC2) q = (q + 2 < n && s[q + 1] == 0xB5 && IS_LOWER(s[q + 2])) ? q + 2 : -1;
+            if (q >= 0 && IS_LOWER(s[q])) {
+                while (q < n && IS_LOWER(s[q])) q++;
+                end = q;
+                if (is_time_unit(s + unit_at, end - unit_at) && (end >= n || !IS_LETTER(s[end]))) {
+                    /* _NUMBER_BEFORE: the leftmost \d+(?:\.\d+)? ending at the anchor's digit, in 24 bytes */
+                    Py_ssize_t floor = at - 24 > 0 ? at - 24 : 0, start = at;
+                    while (start > floor && IS_DIGIT(s[start - 1])) start--;
+                    if (start - 2 >= floor && s[start - 1] == '.' && IS_DIGIT(s[start - 2])) {
+                        start -= 2;
+                        while (start > floor && IS_DIGIT(s[start - 1])) start--;
+                    }
+                    if ((start == 0 || !IS_LETTER(s[start - 1])) && add_span(spans, start, end) < 0) return -1;
+                }
+            }
+            at = find_duration(s, n, end, gap);
+        }
+    }
+    return 0;
+}
+
+/* six hex characters in a row */
+static Py_ssize_t find_hex6(const unsigned char *s, Py_ssize_t n, Py_ssize_t from) {
+    Py_ssize_t run = 0;
+    for (Py_ssize_t p = from; p < n; p++) {
+        run = IS_HEX(s[p]) ? run + 1 : 0;
+        if (run == 6) return p - 5;
+    }
+    return -1;
+}
+
+static int hex_span(const unsigned char *s, Py_ssize_t n, Py_ssize_t at, Py_ssize_t len) {
+    if (at + len > n) return 0;
+    for (Py_ssize_t i = 0; i < len; i++)
+        if (!IS_HEX(s[at + i])) return 0;
+    return 1;
+}
+
+static int uuid_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at) {
+    return at + 36 <= n && hex_span(s, n, at, 8) && s[at + 8] == '-' && hex_span(s, n, at + 9, 4) &&
+           s[at + 13] == '-' && hex_span(s, n, at + 14, 4) && s[at + 18] == '-' && hex_span(s, n, at + 19, 4) &&
+           s[at + 23] == '-' && hex_span(s, n, at + 24, 12);
+}
+
+static int mask_hex_runs(const unsigned char *s, Py_ssize_t n, span_list *spans) {
+    Py_ssize_t at = find_hex6(s, n, 0);
+    while (at >= 0) {
+        if (uuid_at(s, n, at) && word_edge(s, n, at, at + 36)) {
+            if (add_span(spans, at, at + 36) < 0) return -1;
+            at = find_hex6(s, n, at + 36);
+            continue;
+        }
+        Py_ssize_t end = at;
+        while (end < n && IS_HEX(s[end])) end++;
+        if (at >= 2 && s[at - 2] == '0' && (s[at - 1] == 'x' || s[at - 1] == 'X') && word_edge(s, n, at - 2, end)) {
+            if (add_span(spans, at - 2, end) < 0) return -1;
+        } else if (word_edge(s, n, at, end)) {
+            int digits_only = 1, changes = 0;
+            for (Py_ssize_t i = at; i < end; i++) {
+                if (!IS_DIGIT(s[i])) digits_only = 0;
+                if (i > at && IS_DIGIT(s[i]) != IS_DIGIT(s[i - 1])) changes++;
+            }
+            int keep = digits_only ? end - at >= 10 : changes >= 2;
+            if (keep && add_span(spans, at, end) < 0) return -1;
+        }
+        at = find_hex6(s, n, end);
+    }
+    return 0;
+}
+
+/* _SHELL_LINE at q: " (?:line )?\d+:" ; the end of the match, or -1 */
+static Py_ssize_t shell_line_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t q) {
+    if (q >= n || s[q] != ' ') return -1;
+    q++;
+    if (q + 5 <= n && memcmp(s + q, "line ", 5) == 0) q += 5;
+    if (q >= n || !IS_DIGIT(s[q])) return -1;
+    while (q < n && IS_DIGIT(s[q])) q++;
+    return (q < n && s[q] == ':') ? q + 1 : -1;
+}
+
+/* _PID at at, after the word of ``wlen`` bytes: [ =:#]{1,3}\d+ ; the end of the match, or -1 */
+static Py_ssize_t pid_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at, Py_ssize_t wlen) {
+    Py_ssize_t q = at + wlen, seps = 0;
+    while (q < n && seps < 4 && (s[q] == ' ' || s[q] == '=' || s[q] == ':' || s[q] == '#')) q++, seps++;
+    if (seps < 1 || seps > 3 || q >= n || !IS_DIGIT(s[q])) return -1;
+    while (q < n && IS_DIGIT(s[q])) q++;
+    return q;
+}
+
+/* _TMP_PATH at at: (?:/tmp|/var/folders|/private/var|/var/tmp)/[^\s'":,)\]]* ; the end of the match, or -1 */
+static Py_ssize_t tmp_path_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at) {
+    static const char *const roots[] = {"/tmp/", "/var/folders/", "/private/var/", "/var/tmp/"};
+    for (int i = 0; i < 4; i++) {
+        Py_ssize_t len = (Py_ssize_t)strlen(roots[i]);
+        if (at + len <= n && memcmp(s + at, roots[i], (size_t)len) == 0) {
+            Py_ssize_t q = at + len;
+            while (q < n && !IS_RE_SPACE(s[q]) && s[q] != '\'' && s[q] != '"' && s[q] != ':' && s[q] != ',' &&
+                   s[q] != ')' && s[q] != ']')
+                q++;
+            return q;
+        }
+    }
+    return -1;
+}
+
+/* _TMP_NAME at at: tmp(?:[a-z0-9_]{8}|\.[A-Za-z0-9]{6,})(?![A-Za-z0-9]) ; the end of the match, or -1 */
+static Py_ssize_t tmp_name_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at) {
+    Py_ssize_t q = at + 3;
+    if (q + 8 <= n) {
+        Py_ssize_t i = 0;
+        while (i < 8 && (IS_LOWER(s[q + i]) || IS_DIGIT(s[q + i]) || s[q + i] == '_')) i++;
+        if (i == 8 && (q + 8 >= n || !IS_ALNUM(s[q + 8]))) return q + 8;
+    }
+    if (q < n && s[q] == '.') {
+        Py_ssize_t r = q + 1;
+        while (r < n && IS_ALNUM(s[r])) r++;
+        if (r - (q + 1) >= 6) return r;
+    }
+    return -1;
+}
+
+enum { SHELL_LINE, PID, TMP_PATH, TMP_NAME };
+
+/* masking._anchored (and _shell_lines: a shell's span starts after its "sh:" and the scan goes on from there) */
+static int anchored(const unsigned char *s, Py_ssize_t n, Py_ssize_t offset, const char *anchor, int kind,
+                    span_list *spans) {
+    Py_ssize_t alen = (Py_ssize_t)strlen(anchor);
+    Py_ssize_t at = find_bytes(s, n, 0, anchor);
+    while (at >= 0) {
+        Py_ssize_t end = -1, start = at;
+        switch (kind) {
+            case SHELL_LINE:
+                start = at + alen;
+                end = shell_line_at(s, n, start);
+                break;
+            case PID:
+                end = pid_at(s, n, at, anchor[alen - 1] == ' ' ? alen - 1 : alen);
+                break;
+            case TMP_PATH:
+                end = tmp_path_at(s, n, at);
+                break;
+            default:
+                end = tmp_name_at(s, n, at);
+        }
+        int before = at == 0 || !IS_LETTER(s[at - 1]);
+        if (end >= 0 && before && add_span(spans, start + offset, end + offset) < 0) return -1;
+        if (kind == SHELL_LINE)
+            at = find_bytes(s, n, at + alen, anchor);
+        else
+            at = find_bytes(s, n, (end >= 0 && before) ? end : at + 1, anchor);
+    }
+    return 0;
+}
+
+/* masking._rare: process ids, shell line numbers and temporary paths in s[0:n], a part of the text at offset */
+static int mask_rare(const unsigned char *s, Py_ssize_t n, Py_ssize_t offset, span_list *spans) {
+    static const char *const shells[] = {"bash:", "sh:", "zsh:", "dash:"};
+    static const char *const pids[] = {"pid", "PID", "Pid", "process ", "Process "};
+    static const char *const tmp_roots[] = {"/tmp/", "/var/folders/", "/private/var/", "/var/tmp/"};
+    for (int i = 0; i < 4; i++)
+        if (anchored(s, n, offset, shells[i], SHELL_LINE, spans) < 0) return -1;
+    for (int i = 0; i < 5; i++)
+        if (anchored(s, n, offset, pids[i], PID, spans) < 0) return -1;
+    int has_tmp = 0; /* "tmp" in any case */
+    for (Py_ssize_t p = 0; p + 3 <= n && !has_tmp; p++)
+        has_tmp = ascii_lower[s[p]] == 't' && ascii_lower[s[p + 1]] == 'm' && ascii_lower[s[p + 2]] == 'p';
+    if (has_tmp) {
+        for (int i = 0; i < 4; i++)
+            if (anchored(s, n, offset, tmp_roots[i], TMP_PATH, spans) < 0) return -1;
+        return anchored(s, n, offset, "tmp", TMP_NAME, spans);
+    }
+    return anchored(s, n, offset, "/var/", TMP_PATH, spans);
+}
+
+#define RARE_EDGE 1024
+
+static int compare_spans(const void *a, const void *b) {
+    const Py_ssize_t *x = (const Py_ssize_t *)a, *y = (const Py_ssize_t *)b;
+    return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+PyDoc_STRVAR(masked_bytes_doc, "masked_bytes(data: bytes) -> bytes\n--\n\n"
+                               "``data`` without its volatile parts (see loopwatch.masking.volatile_spans).");
+
+static PyObject *masked_bytes(PyObject *self, PyObject *arg) {
+    if (!PyBytes_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "masked_bytes() expects bytes, not %.100s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg);
+    span_list spans = {NULL, 0, 0};
+    int failed = mask_times(s, n, &spans) < 0 || mask_durations(s, n, &spans) < 0 || mask_hex_runs(s, n, &spans) < 0;
+    if (!failed) {
+        if (n <= 2 * RARE_EDGE)
+            failed = mask_rare(s, n, 0, &spans) < 0;
+        else
+            failed = mask_rare(s, RARE_EDGE, 0, &spans) < 0 || mask_rare(s + n - RARE_EDGE, RARE_EDGE, n - RARE_EDGE,
+                                                                         &spans) < 0;
+    }
+    if (failed) {
+        free(spans.v);
+        return PyErr_NoMemory();
+    }
+    if (spans.n == 0) {
+        Py_INCREF(arg);
+        return arg;
+    }
+    qsort(spans.v, (size_t)(spans.n / 2), 2 * sizeof(Py_ssize_t), compare_spans);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n);
+    if (out == NULL) {
+        free(spans.v);
+        return NULL;
+    }
+    char *o = PyBytes_AS_STRING(out);
+    Py_ssize_t kept = 0, cut = 0; /* bytes before ``cut`` are copied or removed */
+    for (Py_ssize_t i = 0; i < spans.n; i += 2) {
+        Py_ssize_t start = spans.v[i], end = spans.v[i + 1];
+        if (start > cut) {
+            memcpy(o + kept, s + cut, (size_t)(start - cut));
+            kept += start - cut;
+        }
+        if (end > cut) cut = end;
+    }
+    if (n > cut) {
+        memcpy(o + kept, s + cut, (size_t)(n - cut));
+        kept += n - cut;
+    }
+    free(spans.v);
+    if (_PyBytes_Resize(&out, kept) < 0) return NULL;
+    return out;
+}
+
 /* -- module ------------------------------------------------------------------------------------------------ */
 
 static PyMethodDef methods[] = {
@@ -514,6 +878,7 @@ static PyMethodDef methods[] = {
     {"fold", (PyCFunction)(void (*)(void))fold, METH_FASTCALL, fold_doc},
     {"bottom_k", (PyCFunction)(void (*)(void))bottom_k, METH_FASTCALL, bottom_k_doc},
     {"sketch_of", (PyCFunction)(void (*)(void))sketch_of, METH_FASTCALL, sketch_of_doc},
+    {"masked_bytes", (PyCFunction)masked_bytes, METH_O, masked_bytes_doc},
     {NULL, NULL, 0, NULL},
 };
 
