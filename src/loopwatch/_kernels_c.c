@@ -38,12 +38,14 @@ static unsigned char ascii_lower[256];
 static unsigned char byte_space[256];  /* bytes.split(): " \t\n\r\x0b\x0c" */
 static unsigned char byte_blank[256];  /* lines_of drops " \t\r\x0b\x0c" */
 static unsigned char byte_word[256];   /* the re module's \w for bytes: [A-Za-z0-9_] */
+static unsigned char byte_alnum[256];  /* [A-Za-z0-9] */
 
 static void tables_init(void) {
     for (int c = 0; c < 256; c++) {
         ascii_lower[c] = (unsigned char)((c >= 'A' && c <= 'Z') ? c + 32 : c);
         byte_word[c] = (unsigned char)((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
                                        c == '_');
+        byte_alnum[c] = (unsigned char)(byte_word[c] && c != '_');
     }
     const char *spaces = " \t\n\r\x0b\x0c";
     for (const char *s = spaces; *s; s++) byte_space[(unsigned char)*s] = 1;
@@ -240,6 +242,9 @@ static uint32_t crc_code_point(uint32_t c, Py_UCS4 ch) {
     return CRC_BYTE(c, 0x80 | (ch & 0x3F));
 }
 
+/* str.isalnum() of one character (the re module's [^\W_]), without a call for ASCII */
+#define ALNUM(ch) ((ch) < 128 ? byte_alnum[(ch)] : Py_UNICODE_ISALNUM(ch))
+
 PyDoc_STRVAR(alnum_word_hashes_doc,
              "alnum_word_hashes(text: str, limit: int) -> frozenset[int]\n--\n\n"
              "CRC-32s of the first ``limit`` distinct words (runs of letters and digits) of ``text.lower()``.");
@@ -278,14 +283,14 @@ static PyObject *alnum_word_hashes(PyObject *self, PyObject *const *args, Py_ssi
     Py_ssize_t p = 0;
     while (p < n && PySet_GET_SIZE(seen) < limit) {
         Py_UCS4 ch = PyUnicode_READ(kind, data, p);
-        if (!Py_UNICODE_ISALNUM(ch)) {
+        if (!ALNUM(ch)) {
             p++;
             continue;
         }
         uint32_t c = CRC_START;
         while (p < n) {
             ch = PyUnicode_READ(kind, data, p);
-            if (!Py_UNICODE_ISALNUM(ch)) break;
+            if (!ALNUM(ch)) break;
             c = ascii ? CRC_BYTE(c, ascii_lower[ch]) : crc_code_point(c, ch);
             p++;
         }
@@ -391,12 +396,37 @@ static int compare_u64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The k smallest distinct values folded into words[0:nwords]. */
+#define SMALL_K 128
+
+/* The k smallest distinct values folded into words[0:nwords]. For a small k they are kept sorted as they come (most
+   values are larger than the k-th smallest so far and cost one comparison); otherwise all are sorted. */
 static void fold_bottom_k(uint64_t *values, Py_ssize_t n, Py_ssize_t k, uint64_t *words, Py_ssize_t nwords) {
     uint64_t mask = (uint64_t)nwords * 64 - 1;
     memset(words, 0, sizeof(uint64_t) * (size_t)nwords);
-    qsort(values, (size_t)n, sizeof(uint64_t), compare_u64);
     Py_ssize_t taken = 0;
+    if (k > 0 && k <= SMALL_K && k < n) {
+        uint64_t best[SMALL_K];
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t v = values[i];
+            if (taken == k && v >= best[k - 1]) continue;
+            Py_ssize_t lo = 0, hi = taken; /* the first place whose value is >= v */
+            while (lo < hi) {
+                Py_ssize_t mid = (lo + hi) / 2;
+                if (best[mid] < v)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            if (lo < taken && best[lo] == v) continue;
+            Py_ssize_t last = taken < k ? taken : k - 1;
+            memmove(best + lo + 1, best + lo, sizeof(uint64_t) * (size_t)(last - lo));
+            best[lo] = v;
+            if (taken < k) taken++;
+        }
+        for (Py_ssize_t i = 0; i < taken; i++) words[(best[i] & mask) >> 6] |= (uint64_t)1 << (best[i] & mask & 63);
+        return;
+    }
+    qsort(values, (size_t)n, sizeof(uint64_t), compare_u64);
     for (Py_ssize_t i = 0; i < n && taken < k; i++) {
         if (i > 0 && values[i] == values[i - 1]) continue;
         uint64_t bit = values[i] & mask;
@@ -794,13 +824,23 @@ static int mask_rare(const unsigned char *s, Py_ssize_t n, Py_ssize_t offset, sp
     static const char *const shells[] = {"bash:", "sh:", "zsh:", "dash:"};
     static const char *const pids[] = {"pid", "PID", "Pid", "process ", "Process "};
     static const char *const tmp_roots[] = {"/tmp/", "/var/folders/", "/private/var/", "/var/tmp/"};
-    for (int i = 0; i < 4; i++)
+    /* one pass for what each kind needs somewhere in the text before it is looked for (as masking._rare does) */
+    int has_shell = 0, has_pid = 0, has_tmp = 0; /* "sh:", "pid"/"PID"/"Pid" or "rocess ", "tmp" in any case */
+    for (Py_ssize_t p = 0; p + 3 <= n; p++) {
+        unsigned char c = ascii_lower[s[p]];
+        if (c == 's')
+            has_shell |= s[p] == 's' && s[p + 1] == 'h' && s[p + 2] == ':';
+        else if (c == 'p')
+            has_pid |= ascii_lower[s[p + 1]] == 'i' && ascii_lower[s[p + 2]] == 'd';
+        else if (c == 't')
+            has_tmp |= ascii_lower[s[p + 1]] == 'm' && ascii_lower[s[p + 2]] == 'p';
+        else if (c == 'r')
+            has_pid |= p + 7 <= n && memcmp(s + p, "rocess ", 7) == 0;
+    }
+    for (int i = 0; i < 4 && has_shell; i++)
         if (anchored(s, n, offset, shells[i], SHELL_LINE, spans) < 0) return -1;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 5 && has_pid; i++)
         if (anchored(s, n, offset, pids[i], PID, spans) < 0) return -1;
-    int has_tmp = 0; /* "tmp" in any case */
-    for (Py_ssize_t p = 0; p + 3 <= n && !has_tmp; p++)
-        has_tmp = ascii_lower[s[p]] == 't' && ascii_lower[s[p + 1]] == 'm' && ascii_lower[s[p + 2]] == 'p';
     if (has_tmp) {
         for (int i = 0; i < 4; i++)
             if (anchored(s, n, offset, tmp_roots[i], TMP_PATH, spans) < 0) return -1;
