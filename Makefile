@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP_DEMO := $(VENV)/.installed-demo
 STAMP_TEST := $(VENV)/.installed-test
 
-.PHONY: demo test lint typecheck unit docs dist eval bench golden clean
+.PHONY: demo test lint typecheck kernels unit docs dist eval bench golden clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,14 +24,21 @@ demo: $(STAMP_DEMO)
 	$(BIN)/loopwatch scan examples/
 
 lint: $(STAMP_TEST)
-	$(BIN)/ruff check src tests benchmarks tools
-	$(BIN)/ruff format --check src tests benchmarks tools
+	$(BIN)/ruff check src tests benchmarks tools hatch_build.py
+	$(BIN)/ruff format --check src tests benchmarks tools hatch_build.py
 
 typecheck: $(STAMP_TEST)
 	$(BIN)/mypy
 
-unit: $(STAMP_TEST)
-	$(BIN)/pytest
+# the optional compiled text kernels, built next to the source (a compiler warning is an error here)
+kernels: $(STAMP_TEST)
+	$(BIN)/python hatch_build.py --strict
+
+# the whole suite with the compiled kernels (a test fails if they are not in use), then the rules' tests again with
+# their pure-Python twins forced
+unit: kernels
+	LOOPWATCH_REQUIRE_COMPILED=1 $(BIN)/pytest
+	LOOPWATCH_PURE_PYTHON=1 $(BIN)/pytest tests/test_kernels.py tests/test_detectors.py tests/test_fingerprint.py
 
 docs: $(STAMP_TEST)
 	$(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
@@ -61,4 +68,4 @@ bench: $(STAMP_TEST)
 	$(BIN)/python benchmarks/bench_store.py
 
 clean:
-	rm -rf $(VENV) build dist site .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist site .mypy_cache .pytest_cache .ruff_cache src/loopwatch/_kernels_c.*.so

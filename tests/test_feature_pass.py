@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopwatch import Message, ToolCall, ToolResult, preset
+from loopwatch._kernels import alnum_word_hashes, error_lines
+from loopwatch._kernels_py import ERROR_LINE as _ERROR_LINE
 from loopwatch.detectors import base, failures
-from loopwatch.detectors.base import first_word_hashes
-from loopwatch.detectors.failures import _ERROR_LINE, error_lines
 from loopwatch.engine import Engine
 
 SETTINGS = settings(max_examples=400, deadline=None)
@@ -32,17 +32,16 @@ _WORDY = st.text(st.sampled_from([*"abXY09_ -.\n\tÉßİı½²٣ǅ", "\ud800"]),
 
 @SETTINGS
 @given(_WORDY, st.sampled_from([1, 2, 3, 64]))
-def test_first_word_hashes_are_the_regex_words(text: str, limit: int) -> None:
-    assert first_word_hashes(text, limit) == _word_hashes_by_regex(text, limit)
+def test_argument_words_are_the_regex_words(text: str, limit: int) -> None:
+    assert alnum_word_hashes(text, limit) == frozenset(_word_hashes_by_regex(text, limit))
 
 
-def test_first_word_hashes_read_on_past_a_collision() -> None:
+def test_argument_words_read_on_past_a_collision() -> None:
     # "plumless" and "buckeroo" have the same CRC-32: the limit counts distinct hashes, not distinct words
     assert zlib.crc32(b"plumless") == zlib.crc32(b"buckeroo")
     text = "plumless buckeroo third"
-    assert (
-        first_word_hashes(text, 2) == _word_hashes_by_regex(text, 2) == [zlib.crc32(b"plumless"), zlib.crc32(b"third")]
-    )
+    assert _word_hashes_by_regex(text, 2) == [zlib.crc32(b"plumless"), zlib.crc32(b"third")]
+    assert alnum_word_hashes(text, 2) == frozenset(_word_hashes_by_regex(text, 2))
 
 
 _LINE_PARTS = st.sampled_from(
@@ -79,7 +78,7 @@ def _counting(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> lis
 
 
 def test_a_call_is_read_once_for_its_words_scopes_and_query(monkeypatch: pytest.MonkeyPatch) -> None:
-    words = _counting(monkeypatch, base, "first_word_hashes")
+    words = _counting(monkeypatch, base._kernels, "alnum_word_hashes")
     scopes = _counting(monkeypatch, base, "search_scopes")
     query = _counting(monkeypatch, base, "search_query")
     engine = Engine(preset("default-lexical"))

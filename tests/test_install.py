@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import zipfile
 from pathlib import Path
@@ -43,7 +44,7 @@ def _one(folder: Path, pattern: str) -> Path:
 
 def test_the_wheel_carries_the_one_version_and_the_licence(dist: Path) -> None:
     wheel = _one(dist, "loopwatch-*.whl")
-    assert wheel.name.startswith(f"loopwatch-{loopwatch.__version__}-py3-none-any")
+    assert wheel.name.startswith(f"loopwatch-{loopwatch.__version__}-")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         metadata = email.message_from_bytes(archive.read(f"loopwatch-{loopwatch.__version__}.dist-info/METADATA"))
@@ -57,7 +58,8 @@ def test_the_sdist_has_what_a_build_from_source_needs(dist: Path) -> None:
     sdist = _one(dist, "loopwatch-*.tar.gz")
     with tarfile.open(sdist) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
-    for needed in ("pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "mkdocs.yml", "src/loopwatch/cli.py"):
+    needed_files = ("pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "mkdocs.yml", "src/loopwatch/cli.py")
+    for needed in (*needed_files, "hatch_build.py", "src/loopwatch/_kernels_c.c"):
         assert needed in names, needed
     assert any(n.startswith("docs/") for n in names) and any(n.startswith("examples/") for n in names)
     assert not any("node_modules" in n for n in names)
@@ -128,3 +130,49 @@ def test_the_changelog_starts_with_this_version() -> None:
     changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
     first = re.search(r"^## \[?(\d+\.\d+\.\d+[^\]\s]*)", changelog, re.MULTILINE)
     assert first is not None and first.group(1) == loopwatch.__version__
+
+
+def test_with_a_compiler_the_wheel_carries_the_compiled_kernels(dist: Path) -> None:
+    wheel = _one(dist, "loopwatch-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    compiled = [n for n in names if n.startswith("loopwatch/_kernels_c.")]
+    if shutil.which(sysconfig.get_config_var("CC").split()[0]) is None and not os.environ.get(
+        "LOOPWATCH_REQUIRE_COMPILED"
+    ):  # pragma: no cover - no compiler here
+        pytest.skip("no C compiler: the wheel is pure Python")
+    assert compiled == [f"loopwatch/_kernels_c{sysconfig.get_config_var('EXT_SUFFIX')}"]
+    assert "-py3-none-any" not in wheel.name  # a platform wheel
+    assert not any(n.endswith(".c") for n in names)
+
+
+def test_without_a_compiler_the_wheel_is_pure_python_and_scans_the_same(tmp_path: Path) -> None:
+    out = tmp_path / "dist"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "LOOPWATCH_PURE_PYTHON")}
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", str(out), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**env, "CC": "/nonexistent/cc"},
+        check=False,
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    wheel = _one(out, "loopwatch-*.whl")
+    assert wheel.name.endswith("-py3-none-any.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        assert not any("_kernels_c" in n for n in archive.namelist())
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = venv / ("Scripts" if os.name == "nt" else "bin") / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "--no-index", "--quiet", str(wheel)], env=env, check=True)
+    work = tmp_path / "project"
+    shutil.copytree(REPO / "examples", work / "examples")
+    code = "from loopwatch import _kernels; print(_kernels.COMPILED)"
+    assert subprocess.run([str(python), "-c", code], capture_output=True, text=True, cwd=work, env=env).stdout == (
+        "False\n"
+    )
+    scan = ["-m", "loopwatch", "scan", "examples", "--json", "--no-config"]
+    pure = subprocess.run([str(python), *scan], capture_output=True, text=True, cwd=work, env=env, check=True)
+    here = subprocess.run([sys.executable, *scan], capture_output=True, text=True, cwd=REPO, check=True)
+    assert pure.stdout == here.stdout and '"detections": [{' in pure.stdout

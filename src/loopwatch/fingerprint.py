@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import re
-import zlib
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Mapping
 from functools import partial
 from typing import Any, Final
 
+from ._kernels import word_hashes as _word_hashes
 from ._lazy_re import lazy_compile
 from .canonical import canonical_json, digest, digest_bytes, digest_parts, flat_payload, fold_string
 from .masking import masked
@@ -324,10 +324,9 @@ ASCII_LOWER: Final = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
 and lowercasing take one pass."""
 
 
-def word_hashes(text: str, masked_text: bytes | None = None) -> Iterator[int]:
-    """CRC-32 hashes of the lowercased words of ``text``, its volatile parts removed (at C speed)."""
-    data = masked(text) if masked_text is None else masked_text
-    return map(zlib.crc32, data.translate(ASCII_LOWER).split())
+def word_hashes(text: str, masked_text: bytes | None = None) -> list[int]:
+    """CRC-32 hashes of the lowercased words of ``text``, its volatile parts removed, in order."""
+    return _word_hashes(masked(text) if masked_text is None else masked_text)
 
 
 def outcome_fingerprint(output: str, is_error: bool | None = None, exit_code: int | None = None) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from . import _kernels
 from .canonical import digest_bytes
 
 __all__ = ["LIMIT", "VOLATILE_KINDS", "masked", "volatile_spans"]
@@ -241,7 +242,9 @@ def masked(text: str) -> bytes:
     )
 
 
-def _masked_bytes(data: bytes) -> bytes:
+def _masked_bytes_py(data: bytes) -> bytes:
+    """``data`` (UTF-8) without its :func:`volatile_spans`: the pure-Python twin of the compiled kernel (see
+    :mod:`loopwatch._kernels`), which gives the same bytes."""
     spans = volatile_spans(data)
     if not spans:
         return data
@@ -252,3 +255,6 @@ def _masked_bytes(data: bytes) -> bytes:
         last = end
     parts.append(data[last:])
     return b"".join(parts)
+
+
+_masked_bytes: Final = _kernels.masked_bytes or _masked_bytes_py

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from itertools import islice, repeat
 from typing import Any, ClassVar, Final, Literal
 
+from .. import _kernels
+from .._kernels_py import lines_of as lines_of  # what the lines of a masked text are
 from ..canonical import canonical_json
 from ..configured import Configured
 from ..events import Event
@@ -151,16 +153,8 @@ def signature_of(step: Step) -> str:
     return str(cached)
 
 
-_LINE_BYTES: Final = 2_000
-"""Bytes of a (masked) output whose lines are hashed: where a result says what it says."""
-_LOWER_NO_BLANKS: Final = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
-_BLANKS: Final = b" \t\r\x0b\x0c"
 EMPTY_LINE: Final = zlib.crc32(b"")
-
-
-def lines_of(masked_text: bytes) -> list[bytes]:
-    """The lines of the first 2,000 bytes of a masked text, lowercased (ASCII) and without blanks."""
-    return masked_text[:_LINE_BYTES].translate(_LOWER_NO_BLANKS, _BLANKS).split(b"\n")
+"""The CRC-32 of an empty line (0): never among :func:`line_hashes`."""
 
 
 def line_hashes(step: Step) -> frozenset[int]:
@@ -168,7 +162,7 @@ def line_hashes(step: Step) -> frozenset[int]:
     per step: several rules ask what a result's lines are."""
     cached = step.extra.get("lines")
     if cached is None:
-        cached = step.extra["lines"] = frozenset(map(zlib.crc32, lines_of(masked_of(step)))) - {EMPTY_LINE}
+        cached = step.extra["lines"] = _kernels.line_hashes(masked_of(step))
     return cached
 
 
@@ -211,7 +205,7 @@ def argument_words(step: Step, limit: int = 64) -> frozenset[int]:
                 texts.append(str(value))
             elif value is not None:
                 texts.append(canonical_json(value)[:600])
-        cached = step.extra["argument_words"] = frozenset(first_word_hashes(" ".join(texts), limit))
+        cached = step.extra["argument_words"] = _kernels.alnum_word_hashes(" ".join(texts), limit)
     return cached
 
 
@@ -300,14 +294,8 @@ SKETCH_BITS: Final = 1024
 
 
 def fold(hashes: Iterable[int], bits: int = SKETCH_BITS) -> int:
-    """The set of ``hashes`` folded into ``bits`` bits (a power of two up to 1,024), as an integer.
-
-    A plain loop: for a few dozen hashes about twice as fast as ``functools.reduce`` over a bit table.
-    """
-    value, mask = 0, bits - 1
-    for h in hashes:
-        value |= 1 << (h & mask)
-    return value
+    """The set of ``hashes`` folded into ``bits`` bits (a power of two up to 1,024), as an integer."""
+    return _kernels.fold(hashes, bits)
 
 
 def bits_text(value: int, bits: int = SKETCH_BITS) -> str:
@@ -322,17 +310,16 @@ def text_bits(text: str) -> int:
 
 def sketch_of(hashes: Iterable[int], k: int, bits: int = SKETCH_BITS) -> str:
     """A bottom-k sketch: the k smallest distinct hashes, folded into a set of ``bits`` bits (1,024 by default;
-    a power of two up to that), as base64 text.
+    a power of two up to that), as base64 text (:func:`bits_text` of :func:`bottom_k`).
 
     JSON-able, 172 characters whatever k (88 for 512 bits), and compared with two integer operations.
     """
-    return bits_text(bottom_k(hashes, k, bits), bits)
+    return _kernels.sketch_of(hashes, k, bits)
 
 
 def bottom_k(hashes: Iterable[int], k: int, bits: int = SKETCH_BITS) -> int:
     """The k smallest distinct ``hashes`` folded into ``bits`` bits: :func:`sketch_of` as an integer."""
-    distinct = hashes if isinstance(hashes, (set, frozenset)) else set(hashes)
-    return fold(sorted(distinct)[:k], bits)
+    return _kernels.bottom_k(hashes, k, bits)
 
 
 def sketch_similarity(a: str, b: str) -> float:

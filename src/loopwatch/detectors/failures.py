@@ -6,6 +6,7 @@ import re
 import zlib
 from typing import Any, Final
 
+from .._kernels import error_lines
 from .._lazy_re import lazy_compile
 from ..fingerprint import preview, word_hashes
 from ..tools import batch_items, runs_code
@@ -68,60 +69,11 @@ def excerpt_of(step: Step) -> str:
     return str(cached)
 
 
-_ERROR_LINE: Final = re.compile(
-    rb"^.*(?:(?<!\b0 )(?<!\bno )(?:error|fail)|exception|traceback|fatal|denied|not found|no such|cannot|can't|"
-    rb"unable|invalid|refused|timed out|timeout|abort|panic|missing|unknown|undefined|unsupported|not allowed).*$",
-    re.I | re.M,
-)
 _TRUNCATED: Final = re.compile(
     rb"\[truncated|<response clipped>|output truncated|\.\.\. ?\(truncated|\[output clipped", re.I
 )
 _ERROR_LINES: Final = 12
 """Error lines a sketch is made of (the last ones: where a run says what finally went wrong)."""
-_ERROR_KEYS: Final = (
-    b"exception", b"traceback", b"fatal", b"denied", b"not found", b"no such", b"cannot", b"can't", b"unable",
-    b"invalid", b"refused", b"timed out", b"timeout", b"abort", b"panic", b"missing", b"unknown", b"undefined",
-    b"unsupported", b"not allowed",
-)  # fmt: skip
-"""What marks an error line (:data:`_ERROR_LINE`'s words), lowercased; ``error`` and ``fail`` are read apart."""
-_WORD_BYTES: Final = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789_")
-
-
-def _negated(low: bytes, at: int) -> bool:
-    """Is the ``error`` or ``fail`` at ``at`` of a lowercased text a ``0 error``/``no failures`` (a word ``0`` or
-    ``no`` and one space before it)?"""
-    if at >= 2 and low[at - 2 : at] == b"0 ":
-        return at == 2 or low[at - 3] not in _WORD_BYTES
-    if at >= 3 and low[at - 3 : at] == b"no ":
-        return at == 3 or low[at - 4] not in _WORD_BYTES
-    return False
-
-
-def error_lines(text: bytes) -> list[bytes]:
-    """The lines of ``text`` that say something went wrong: ``_ERROR_LINE.findall(text)``, found with a few
-    substring searches of the lowercased text instead of a regular expression tried at every character."""
-    low = text.lower()
-    starts: set[int] = set()
-    for key in _ERROR_KEYS:
-        at = low.find(key)
-        while at >= 0:
-            starts.add(low.rfind(b"\n", 0, at) + 1)
-            end = low.find(b"\n", at)
-            at = -1 if end < 0 else low.find(key, end)
-    for key in (b"error", b"fail"):
-        at = low.find(key)
-        while at >= 0:
-            if _negated(low, at):
-                at = low.find(key, at + 1)
-                continue
-            starts.add(low.rfind(b"\n", 0, at) + 1)
-            end = low.find(b"\n", at)
-            at = -1 if end < 0 else low.find(key, end)
-    lines = []
-    for start in sorted(starts):
-        end = text.find(b"\n", start)
-        lines.append(text[start:] if end < 0 else text[start:end])
-    return lines
 
 
 def error_words(masked_output: bytes, limit: int = 32) -> str:

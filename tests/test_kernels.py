@@ -1,0 +1,261 @@
+"""The text kernels: the compiled ones (``loopwatch._kernels_c``) give exactly what their pure-Python twins
+(``loopwatch._kernels_py``) give, on arbitrary text (hypothesis: unicode, lone surrogates, NULs, huge inputs) and on
+a sample of the corpus; the twins give what their definitions (the regular expressions they replace) give; and
+``LOOPWATCH_PURE_PYTHON=1`` picks the twins.
+
+Without a C compiler the compiled module is not built and its comparisons are skipped, unless
+``LOOPWATCH_REQUIRE_COMPILED=1`` (``make test`` sets it): then its absence is a failure.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import subprocess
+import sys
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loopwatch import _kernels, _kernels_py, masking
+from loopwatch.detectors import base
+from loopwatch.masking import masked
+
+REPO = Path(__file__).resolve().parents[1]
+
+try:
+    from loopwatch import _kernels_c
+except ImportError:  # pragma: no cover - no compiler at install time
+    _kernels_c = None  # type: ignore[assignment]
+
+needs_compiled = pytest.mark.skipif(
+    _kernels_c is None and not os.environ.get("LOOPWATCH_REQUIRE_COMPILED"),
+    reason="the compiled kernels are not built (no C compiler)",
+)
+
+
+def compiled() -> ModuleType:
+    assert _kernels_c is not None, "the compiled kernels are not built (LOOPWATCH_REQUIRE_COMPILED is set)"
+    return _kernels_c
+
+
+def outcome(func: Callable[..., Any], *args: Any) -> tuple[str, Any]:
+    """What a call returns, or the type of the error it raises (the two twins must agree on both)."""
+    try:
+        return "ok", func(*args)
+    except Exception as error:
+        return "error", type(error)
+
+
+# Text that reaches the kernels' edge cases: error words in every case, "0 " and "no " before them, word
+# characters around them, line ends, blanks, NULs, multi-byte and invalid UTF-8.
+_PIECES = [
+    "error", "ERROR", "Error", "fail", "FAILED", "0 ", "no ", "No ", "NO ", "x", "_", "9", " ", "\n", "\r\n", "\t",
+    "\x0b", "\x0c", "\x1c", "\x00", "exception", "Traceback", "fatal", "denied", "not found", "no such", "cannot",
+    "can't", "unable", "invalid", "refused", "timed out", "timeout", "abort", "panic", "missing", "unknown",
+    "undefined", "unsupported", "not allowed", "not", "tim", "é", "İ", "Σ", "ß", "\u0130", "\ud800", "😀", "٣", "Ⅻ",
+]  # fmt: skip
+_piece_text = st.lists(st.sampled_from(_PIECES), max_size=40).map("".join)
+any_text = st.one_of(st.text(st.characters(exclude_categories=())), _piece_text)
+any_bytes = st.one_of(st.binary(), any_text.map(lambda t: t.encode("utf-8", "surrogatepass")))
+
+
+# -- the twins against their definitions ----------------------------------------------------------------------
+
+
+@settings(max_examples=400, deadline=None)
+@given(any_bytes)
+def test_the_pure_error_lines_are_what_the_regular_expression_finds(data: bytes) -> None:
+    assert _kernels_py.error_lines(data) == _kernels_py.ERROR_LINE.findall(data)
+
+
+def test_error_lines_know_a_count_of_zero_from_an_error() -> None:
+    data = b"ran 12 tests\n0 errors, 0 failures\nno failure here\nERROR: boom\nxno error\n_0 fail\ncan't open"
+    assert _kernels_py.error_lines(data) == [b"ERROR: boom", b"xno error", b"_0 fail", b"can't open"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(any_text, st.integers(0, 80))
+def test_the_pure_argument_words_are_the_regular_expression_words(text: str, limit: int) -> None:
+    words = base._WORD.findall(text.lower())
+    first = list(dict.fromkeys(zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in words))[:limit]
+    assert _kernels_py.alnum_word_hashes(text, limit) == frozenset(first)
+
+
+# -- compiled against pure ------------------------------------------------------------------------------------
+
+
+@needs_compiled
+@settings(max_examples=600, deadline=None)
+@given(any_bytes)
+def test_compiled_byte_kernels_match_the_pure_ones(data: bytes) -> None:
+    c = compiled()
+    for name in ("error_lines", "word_hashes", "line_hashes"):
+        assert getattr(c, name)(data) == getattr(_kernels_py, name)(data), name
+
+
+@needs_compiled
+@settings(max_examples=600, deadline=None)
+@given(any_text, st.integers(0, 100))
+def test_compiled_argument_words_match_the_pure_ones(text: str, limit: int) -> None:
+    assert compiled().alnum_word_hashes(text, limit) == _kernels_py.alnum_word_hashes(text, limit)
+
+
+_hashes = st.one_of(
+    st.lists(st.integers(0, 2**32 - 1), max_size=300),
+    st.sets(st.integers(0, 2**64 - 1), max_size=50),
+    st.frozensets(st.integers(0, 2**32 - 1), max_size=50),
+    st.lists(st.one_of(st.integers(-(2**70), 2**70), st.booleans()), max_size=20),
+)
+_bits = st.one_of(st.sampled_from([64, 128, 256, 512, 1024, 2048, 4096]), st.integers(1, 5000))
+
+
+@needs_compiled
+@settings(max_examples=600, deadline=None)
+@given(_hashes, st.integers(-3, 400), _bits)
+def test_compiled_sketches_match_the_pure_ones(hashes: Any, k: int, bits: int) -> None:
+    c = compiled()
+    assert outcome(c.fold, hashes, bits) == outcome(_kernels_py.fold, hashes, bits)
+    assert outcome(c.bottom_k, hashes, k, bits) == outcome(_kernels_py.bottom_k, hashes, k, bits)
+    assert outcome(c.sketch_of, hashes, k, bits) == outcome(_kernels_py.sketch_of, hashes, k, bits)
+    assert outcome(c.sketch_of, iter(list(hashes)), k, bits) == outcome(_kernels_py.sketch_of, hashes, k, bits)
+
+
+@needs_compiled
+def test_compiled_kernels_refuse_what_the_pure_ones_refuse() -> None:
+    c = compiled()
+    for name in ("error_lines", "word_hashes", "line_hashes"):
+        for bad in ("text", None, 3):
+            assert outcome(getattr(c, name), bad)[0] == "error"
+    assert outcome(c.alnum_word_hashes, b"bytes", 3) == ("error", TypeError)
+    assert outcome(c.alnum_word_hashes, "text", -1) == outcome(_kernels_py.alnum_word_hashes, "text", -1)
+    for bad_hashes in ([1.5], ["a"], [None], 7):
+        assert outcome(c.fold, bad_hashes, 1024)[0] == outcome(_kernels_py.fold, bad_hashes, 1024)[0] == "error"
+        assert outcome(c.sketch_of, bad_hashes, 3, 1024)[0] == "error"
+
+
+@needs_compiled
+def test_compiled_kernels_match_the_pure_ones_on_huge_inputs() -> None:
+    c = compiled()
+    rng = random.Random(17)
+    words = ["error", "0 fail", "Traceback", "x" * 5000, "naïve", "\x00", "\n", " ", "ok", "ΣΑΣ", "\ud800", "٣٤"]
+    text = "".join(rng.choice(words) for _ in range(200_000))
+    data = text.encode("utf-8", "surrogatepass")
+    for name in ("error_lines", "word_hashes", "line_hashes"):
+        assert getattr(c, name)(data) == getattr(_kernels_py, name)(data), name
+    for limit in (0, 64, 10**9):
+        assert c.alnum_word_hashes(text, limit) == _kernels_py.alnum_word_hashes(text, limit)
+    hashes = _kernels_py.word_hashes(data)
+    assert c.sketch_of(hashes, 10**6, 4096) == _kernels_py.sketch_of(hashes, 10**6, 4096)
+
+
+_VOLATILE = [
+    "0", "1", "7", "12", "2024-01-02", "T", " ", ":", "-", ".", ",", "Z", "+", "s", "ms", "sec", "seconds", "min",
+    "mins", "µs", "us", "ns", "se", "mi", "new", "src", "a", "f", "e", "x", "X", "0x", "deadbeef", "8f2a91", "pid",
+    "PID", "Pid", "process ", "Process ", "=", "#", "bash:", "sh:", "zsh:", "dash:", " line ", "/tmp/", "/var/",
+    "/var/folders/", "/private/var/", "/var/tmp/", "tmp", "TMP", "tmp.", "_", "\n", "'", ")", "]", "\t", "\x00",
+    "é", "\xc2", "Q", "x" * 700, "9" * 11,
+]  # fmt: skip
+_volatile_bytes = st.one_of(
+    st.binary(),
+    st.lists(st.sampled_from(_VOLATILE), max_size=60).map(lambda parts: "".join(parts).encode("utf-8")),
+    st.lists(st.sampled_from(_VOLATILE), min_size=100, max_size=400).map(lambda parts: "".join(parts).encode()),
+)
+
+
+@needs_compiled
+@settings(max_examples=1500, deadline=None)
+@given(_volatile_bytes)
+def test_compiled_masking_matches_the_pure_one(data: bytes) -> None:
+    assert compiled().masked_bytes(data) == masking._masked_bytes_py(data)
+
+
+@needs_compiled
+def test_compiled_masking_removes_every_kind_of_volatile_part() -> None:
+    data = (
+        b"at 2024-01-02T10:20:30.123+02:00 took 0.13s (300 ms), id 123e4567-e89b-12d3-a456-426614174000 at "
+        b"0x7ffee3b1, 8f2a91c0 1700000000123, pid=4242, bash: line 13008: x, /tmp/tmpab12cd34/out.txt: 12 steps"
+    )
+    expected = b"at  took  (), id  at ,  , , bash: x, : 12 steps"
+    assert compiled().masked_bytes(data) == masking._masked_bytes_py(data) == expected
+
+
+# -- the rules' helpers, with either implementation -------------------------------------------------------------
+
+
+def test_the_helpers_the_rules_call_use_the_chosen_kernels() -> None:
+    step = base.Step(0, "result", event=None, output="Error: x\nError: x\n\nok 12:00:01")  # type: ignore[arg-type]
+    assert base.line_hashes(step) == _kernels.line_hashes(masked(step.output or ""))
+    assert base.line_hashes(step) == frozenset({zlib.crc32(b"error:x"), zlib.crc32(b"ok")})
+    assert base.sketch_of([3, 1, 2, 1], 2) == base.bits_text(base.bottom_k([3, 1, 2, 1], 2)) == base.bits_text(0b110)
+    assert base.fold([1, 1025], 1024) == 0b10
+
+
+# -- the corpus, and the choice of implementation ------------------------------------------------------------------
+
+
+@needs_compiled
+def test_compiled_and_pure_kernels_agree_on_a_sample_of_the_corpus() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "check_kernels.py"), "--runs", "12", *map(str, _corpus())],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 differences" in done.stdout and " 0 texts" not in done.stdout
+
+
+def _corpus() -> list[Path]:
+    files = sorted((REPO / "corpus").glob("*.jsonl.gz"))
+    assert files
+    return files
+
+
+def _run(code: str, **env: str) -> str:
+    clean = {k: v for k, v in os.environ.items() if k != "LOOPWATCH_PURE_PYTHON"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**clean, **env}, check=True, timeout=300
+    )
+    return done.stdout
+
+
+def test_loopwatch_pure_python_forces_the_twins() -> None:
+    code = "from loopwatch import _kernels as k, _kernels_py as p; print(k.COMPILED, k.bottom_k is p.bottom_k)"
+    assert _run(code, LOOPWATCH_PURE_PYTHON="1") == "False True\n"
+    assert _run(code, LOOPWATCH_PURE_PYTHON="0") == _run(code)
+
+
+def test_the_compiled_kernels_are_used_when_built() -> None:
+    if os.environ.get("LOOPWATCH_PURE_PYTHON", "") not in ("", "0"):
+        assert not _kernels.COMPILED
+    elif _kernels_c is not None:
+        assert _kernels.COMPILED and _kernels.error_lines is _kernels_c.error_lines
+    if os.environ.get("LOOPWATCH_REQUIRE_COMPILED"):
+        assert _kernels_c is not None, "make test builds the compiled kernels: are a C compiler and Python.h there?"
+
+
+def test_a_scan_finds_the_same_loops_with_either_implementation(tmp_path: Path) -> None:
+    sample = tmp_path / "runs.jsonl.gz"
+    with gzip.open(_corpus()[0], "rt", encoding="utf-8") as runs:
+        head = [next(runs) for _ in range(25)]
+    with gzip.open(sample, "wt", encoding="utf-8") as out:
+        out.writelines(head)
+    scan = [sys.executable, "-m", "loopwatch", "scan", str(sample), "--json", "--no-config"]
+    clean = {k: v for k, v in os.environ.items() if k != "LOOPWATCH_PURE_PYTHON"}
+    forced = {**clean, "LOOPWATCH_PURE_PYTHON": "1"}
+    pure = subprocess.run(scan, capture_output=True, text=True, env=forced, timeout=600, check=False)
+    either = subprocess.run(scan, capture_output=True, text=True, env=clean, timeout=600, check=False)
+    assert pure.returncode == either.returncode == 0, pure.stderr + either.stderr
+    runs = [json.loads(line) for line in pure.stdout.splitlines()]
+    assert len(runs) == 25 and sum(bool(run["detections"]) for run in runs) >= 3
+    assert pure.stdout == either.stdout
