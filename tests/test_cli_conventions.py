@@ -412,3 +412,20 @@ def test_eval_rules_and_loso(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert code == 0 and {h["source"] for h in json.loads(out)["held_out"]} == {"agent-a", "agent-b", "examples"}
     code, _, err = run(capsys, "eval", str(EXAMPLES), "--labels", labels, "--loso", *common)
     assert code == 2 and "--loso needs --sweep" in err
+
+
+def test_scan_json_lines_survive_a_line_reader(tmp_path: Path) -> None:
+    """JSON leaves U+2028, U+2029 and NEL raw; str.splitlines takes them for line ends: they are written escaped."""
+    import json as _json
+    import subprocess
+    import sys
+
+    path = tmp_path / "events.jsonl"
+    event = {"type": "tool_call", "session": "run\u2028a\x85b\u2029", "tool": "cat", "args": {"p": "x"}}
+    path.write_text(_json.dumps(event, ensure_ascii=False) + "\n", encoding="utf-8")
+    out = subprocess.run(
+        [sys.executable, "-m", "loopwatch", "scan", str(path), "--json", "--no-config"],
+        capture_output=True, text=True, encoding="utf-8", check=False,
+    ).stdout  # fmt: skip
+    lines = out.splitlines()
+    assert len(lines) == 1 and _json.loads(lines[0])["id"] == "run\u2028a\x85b\u2029"

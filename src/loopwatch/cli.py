@@ -29,7 +29,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from . import __version__
 from .batch import Scanned, keep_all, scan_files
@@ -262,7 +262,7 @@ def _scan(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors: _E
         )
         for item in scanned:
             if args.json:
-                out.write(json.dumps(item.report.to_json(), ensure_ascii=False) + "\n")
+                out.write(_json_line(item.report.to_json()))
             totals.add(item.digest)
             if report is not None:
                 report.add_digest(item.digest, item.run)
@@ -285,6 +285,15 @@ def _fail_on(level: str | None, totals: ScanTotals) -> int:
         return 0
     print(f"loopwatch: {found} verdict(s) of {level} or stronger (--fail-on {level})", file=sys.stderr)
     return 1
+
+
+_LINE_BREAKS: Final = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+"""Characters JSON leaves raw that line readers (``str.splitlines``) take for line ends: written escaped."""
+
+
+def _json_line(data: object) -> str:
+    """One JSON Lines record: non-ASCII text kept readable, every character a line reader splits on escaped."""
+    return json.dumps(data, ensure_ascii=False).translate(_LINE_BREAKS) + "\n"
 
 
 def _short(path: str, width: int = 50) -> str:
