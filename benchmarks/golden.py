@@ -37,7 +37,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -295,19 +295,23 @@ def _tell(quiet: bool) -> Callable[[str], None]:
     return tell
 
 
-def _corpus_present(paths: Iterable[str]) -> list[str]:
-    """The patterns or paths of ``paths`` that name no file."""
+def _trace_paths(args: argparse.Namespace) -> list[str] | None:
+    """The trace files to scan (``args.paths``, else the default corpus); ``None``, said on stderr, when a pattern
+    or path names no file."""
     import glob
 
-    return [p for p in paths if not (glob.glob(p) if any(c in p for c in "*?[") else os.path.exists(p))]
+    paths: list[str] = args.paths or default_paths()
+    missing = [p for p in paths if not (glob.glob(p) if any(c in p for c in "*?[") else os.path.exists(p))]
+    if missing:
+        print(f"golden: no trace file at {', '.join(missing)}", file=sys.stderr)
+        return None
+    return paths
 
 
 def record(args: argparse.Namespace) -> int:
     tell = _tell(args.quiet)
-    paths = args.paths or default_paths()
-    missing = _corpus_present(paths)
-    if missing:
-        print(f"golden: no trace file at {', '.join(missing)}", file=sys.stderr)
+    paths = _trace_paths(args)
+    if paths is None:
         return 2
     traffic = {"sessions": args.sessions, "events": args.events, "wave": 500, "seed": 1}
     for name in args.preset or PRESETS:
@@ -326,10 +330,8 @@ def record(args: argparse.Namespace) -> int:
 
 def check(args: argparse.Namespace) -> int:
     tell = _tell(args.quiet)
-    paths = args.paths or default_paths()
-    missing = _corpus_present(paths)
-    if missing:
-        print(f"golden: no trace file at {', '.join(missing)}", file=sys.stderr)
+    paths = _trace_paths(args)
+    if paths is None:
         return 2
     status = 0
     for name in args.preset or PRESETS:
