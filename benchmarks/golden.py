@@ -42,10 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopwatch.batch import PolicySpec, scan_files
+from loopwatch.batch import scan_files
 from loopwatch.errors import InputError
 from loopwatch.guard import Guard
 from loopwatch.policy import Policy
+from loopwatch.policy_spec import PolicySpec
 from loopwatch.presets import preset
 from loopwatch.verdict import Verdict
 
