@@ -96,39 +96,46 @@ class EvalReport(HtmlReport):
         return "".join(parts)
 
     def _missed_html(self, index: Mapping[str, int]) -> str:
-        missed = self.evaluation.report.missed_episodes()
-        out = [f'<section id="missed"><h2>Missed episodes ({len(missed):,})</h2>']
-        if not missed:
-            return out[0] + '<p class="empty">Every labelled episode got a verdict.</p></section>'
-        out.append('<ul class="issue-list">')
-        for outcome in missed:
-            ep = outcome.episode
-            i = index.get(outcome.run_id)
-            link = f' class="issue-link" data-run="{i}" data-step="{ep.start}" tabindex="0"' if i is not None else ""
-            out.append(
-                f'<li{link} title="{_e(outcome.run_id)}"><span class="rid">{_e(middle_ellipsis(outcome.run_id))}</span>'
-                f" [{ep.start}–{ep.end}] <b>{_e(ep.pattern)}</b>{f' ×{ep.reps}' if ep.reps else ''}: {_e(ep.note)}</li>"
+        items = [
+            (
+                outcome.run_id,
+                outcome.episode.start,
+                f" [{outcome.episode.start}–{outcome.episode.end}] <b>{_e(outcome.episode.pattern)}</b>"
+                f"{f' ×{outcome.episode.reps}' if outcome.episode.reps else ''}: {_e(outcome.episode.note)}",
             )
-        out.append("</ul></section>")
-        return "".join(out)
+            for outcome in self.evaluation.report.missed_episodes()
+        ]
+        return _issue_list("missed", "Missed episodes", "Every labelled episode got a verdict.", items, index)
 
     def _alarms_html(self, index: Mapping[str, int]) -> str:
-        alarms = self.evaluation.report.false_alarms()
-        out = [f'<section id="alarms"><h2>False alarms ({len(alarms):,})</h2>']
-        if not alarms:
-            return out[0] + '<p class="empty">No verdict on a run labelled clean.</p></section>'
-        out.append('<ul class="issue-list">')
-        for alarm in alarms:
-            d = alarm.detection
-            i = index.get(alarm.run_id)
-            link = f' class="issue-link" data-run="{i}" data-step="{d.index}" tabindex="0"' if i is not None else ""
-            out.append(
-                f'<li{link} title="{_e(alarm.run_id)}"><span class="rid">{_e(middle_ellipsis(alarm.run_id))}</span>'
-                f' [{d.index}] <span class="badge {_e(d.action)}">{_e(d.action)}</span> <b>{_e(d.pattern)}</b>: '
-                f"{_e(d.reason)}</li>"
+        items = [
+            (
+                alarm.run_id,
+                alarm.detection.index,
+                f' [{alarm.detection.index}] <span class="badge {_e(alarm.detection.action)}">'
+                f"{_e(alarm.detection.action)}</span> <b>{_e(alarm.detection.pattern)}</b>: "
+                f"{_e(alarm.detection.reason)}",
             )
-        out.append("</ul></section>")
-        return "".join(out)
+            for alarm in self.evaluation.report.false_alarms()
+        ]
+        return _issue_list("alarms", "False alarms", "No verdict on a run labelled clean.", items, index)
+
+
+def _issue_list(
+    section: str, title: str, empty: str, items: list[tuple[str, int, str]], index: Mapping[str, int]
+) -> str:
+    """A section listing runs' issues (run id, the step to open, the line's HTML), each a link to its run's steps
+    where the run is in the page."""
+    out = [f'<section id="{section}"><h2>{title} ({len(items):,})</h2>']
+    if not items:
+        return out[0] + f'<p class="empty">{empty}</p></section>'
+    out.append('<ul class="issue-list">')
+    for run_id, step, body in items:
+        i = index.get(run_id)
+        link = f' class="issue-link" data-run="{i}" data-step="{step}" tabindex="0"' if i is not None else ""
+        out.append(f'<li{link} title="{_e(run_id)}"><span class="rid">{_e(middle_ellipsis(run_id))}</span>{body}</li>')
+    out.append("</ul></section>")
+    return "".join(out)
 
 
 def write_eval_report(
