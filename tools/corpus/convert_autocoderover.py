@@ -63,7 +63,6 @@ from corpus_common import (
     load_json,
     message_step,
     natural_key,
-    repetition_signals,
     result_step,
     shorten,
 )
@@ -348,9 +347,7 @@ def main(argv: list[str] | None = None) -> int:
                 },
             },
         }
-        signals = repetition_signals(steps)
-        record["labels"]["derived"] = {"repetition_heuristic": signals, "note": "exact-match counts; not a label"}
-        converted.append(Converted(run_id, signals, Converted.pack(record)))
+        converted.append(Converted.of(run_id, record, steps))
 
     finish(converted, tally, args, source=SOURCE)
     return 0

@@ -75,7 +75,6 @@ from corpus_common import (
     limited,
     load_json,
     message_step,
-    repetition_signals,
     result_step,
 )
 
@@ -461,9 +460,7 @@ def main(argv: list[str] | None = None) -> int:
                 },
             },
         }
-        signals = repetition_signals(conv.steps)
-        record["labels"]["derived"] = {"repetition_heuristic": signals, "note": "exact-match counts; not a label"}
-        converted.append(Converted(run_id, signals, Converted.pack(record)))
+        converted.append(Converted.of(run_id, record, conv.steps))
 
     finish(converted, tally, args, source=SOURCE)
     return 0

@@ -39,7 +39,6 @@ from corpus_common import (
     finish,
     limited,
     load_json,
-    repetition_signals,
     result_step,
     shorten,
 )
@@ -163,9 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                 },
             },
         }
-        signals = repetition_signals(steps)
-        record["labels"]["derived"] = {"repetition_heuristic": signals, "note": "exact-match counts; not a label"}
-        converted.append(Converted(run_id, signals, Converted.pack(record)))
+        converted.append(Converted.of(run_id, record, steps))
 
     finish(converted, tally, args, source=SOURCE)
     return 0

@@ -328,6 +328,13 @@ class Converted:
         loaded: Record = json.loads(zlib.decompress(self.packed))
         return loaded
 
+    @classmethod
+    def of(cls, run_id: str, record: Record, steps: Sequence[Step]) -> Converted:
+        """A converted run, its repetition counts added to ``record``'s derived labels (counts, not a label)."""
+        signals = repetition_signals(steps)
+        record["labels"]["derived"] = {"repetition_heuristic": signals, "note": "exact-match counts; not a label"}
+        return cls(run_id, signals, cls.pack(record))
+
 
 @dataclass
 class Tally:
