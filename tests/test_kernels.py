@@ -61,7 +61,8 @@ _PIECES = [
     "error", "ERROR", "Error", "fail", "FAILED", "0 ", "no ", "No ", "NO ", "x", "_", "9", " ", "\n", "\r\n", "\t",
     "\x0b", "\x0c", "\x1c", "\x00", "exception", "Traceback", "fatal", "denied", "not found", "no such", "cannot",
     "can't", "unable", "invalid", "refused", "timed out", "timeout", "abort", "panic", "missing", "unknown",
-    "undefined", "unsupported", "not allowed", "not", "tim", "-", ".", "/", "=", "é", "İ", "Σ", "ß", "\u0130", "\ud800", "😀", "٣", "Ⅻ",
+    "undefined", "unsupported", "not allowed", "not", "tim", "-", ".", "/", "=",
+    "é", "İ", "Σ", "ß", "\u0130", "\ud800", "😀", "٣", "Ⅻ",
 ]  # fmt: skip
 _piece_text = st.lists(st.sampled_from(_PIECES), max_size=40).map("".join)
 any_text = st.one_of(st.text(st.characters(exclude_categories=())), _piece_text)
