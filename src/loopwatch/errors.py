@@ -7,7 +7,8 @@ catches those::
     LoopwatchError
     ├── ConfigError (ValueError)           a bad setting or constructor argument (field; path and line when read
     │   │                                  from loopwatch.toml): Guard, Ladder, Rung, limits, stores, sinks,
-    │   │                                  LoopJudge, adapters, reports, ChantTracker, WordPieceTokenizer
+    │   │                                  LoopJudge, adapters, reports, the rules (detectors), ChantTracker,
+    │   │                                  WordPieceTokenizer
     │   └── UnknownPresetError             preset("...") with a name that is not a preset
     ├── EventError (ValueError)            a malformed event: parse_event, trace readers, Guard.observe with
     │                                      on_error="raise" (else a logged, counted skip)
