@@ -59,7 +59,9 @@ def _reported(cls: ast.ClassDef) -> Iterator[tuple[str, set[str] | None, int]]:
                 continue
             keywords = {kw.arg: kw.value for kw in call.keywords}
             facts = keywords.get("facts")
-            keys = {str(k.value) for k in facts.keys if isinstance(k, ast.Constant)} if isinstance(facts, ast.Dict) else None
+            keys = None
+            if isinstance(facts, ast.Dict):
+                keys = {str(k.value) for k in facts.keys if isinstance(k, ast.Constant)}
             value = keywords["pattern"]
             if isinstance(value, ast.Constant):
                 yield str(value.value), keys, call.lineno
