@@ -400,3 +400,12 @@ def test_the_short_form_and_the_rungs_form_give_the_same_ladder(tmp_path: Path) 
     long = load_config(_config(tmp_path, f"[ladders.cycle]\nrungs = [{rungs}, {{ at = 9, action = 'stop' }}]\n"))
     assert short.ladders["cycle"] == long.policy().ladders["cycle"]
     assert short.ladders["cycle"] == Ladder((Rung(2, "nudge"), Rung(3, "nudge"), Rung(5, "block"), Rung(9, "stop")))
+
+
+def test_the_ladder_examples_of_the_configuration_page_load(tmp_path: Path) -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    blocks = page.split("```toml\n")[1:]
+    assert len(blocks) >= 4
+    policies = [load_config(_config(tmp_path, block.split("```", 1)[0])).policy() for block in blocks]
+    assert any(p.ladders["similar_text"].restrike == 15 for p in policies)
+    assert any(p.name == "call-cycles" and p.ladders["cycle"].rungs[2].status == "LOOP_DETECTED" for p in policies)
