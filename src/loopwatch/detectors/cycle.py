@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import ConfigError
 from ..ladder import Ladder
 from ..patterns import Pattern
 from .base import Detector, Finding, State, Step, call_label, mutates, polls, push
@@ -53,7 +54,10 @@ class CycleDetector(Detector):
         polls_exempt: bool = True,
     ) -> None:
         if not 1 <= min_period <= max_period:
-            raise ValueError("cycle periods must satisfy 1 <= min_period <= max_period")
+            raise ConfigError(
+                f"1 <= min_period <= max_period is required, got {min_period!r} and {max_period!r}",
+                field="cycle.min_period",
+            )
         self.max_period = max_period
         self.min_period = min_period
         self.result_aware = result_aware

@@ -8,6 +8,7 @@ from typing import Any, Final
 
 from .._kernels import error_lines
 from .._lazy_re import lazy_compile
+from ..errors import ConfigError
 from ..fingerprint import preview, word_hashes
 from ..ladder import Ladder
 from ..patterns import Pattern
@@ -38,27 +39,25 @@ _ECHOES: Final = lazy_compile(r"^\s*(?:echo|printf)\b")
 found nothing (mini-swe-agent's ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``)."""
 
 
-_ERROR_WORDS: Final = ("error", "exception", "fail", "not found", "no such", "denied", "invalid", "cannot")
+_CUT_NOTE: Final = re.compile(
+    r"^\W*(?:\[?truncated|<response clipped>|output truncated|\(truncated|\[output clipped)", re.I
+)
+"""A line that only says the output was cut (``...[truncated 8460 chars]``): it says nothing about the error."""
 
 
 def error_excerpt(output: str, limit: int = 200) -> str:
-    """The most telling line of an error output (the last non-empty line that mentions an error).
-
-    Only the last 40 non-empty lines of the last 2,000 characters are read, from the end: the line that
-    says what went wrong is usually the last one.
-    """
+    """The most telling line of an error output: the last line of its last 2,000 characters that says something
+    went wrong (:func:`~loopwatch._kernels_py.error_lines`, the lines a failure is compared by), else the last
+    non-empty line that is not a note that the output was cut."""
+    tail = output[-2_000:]
+    lines = error_lines(tail.encode("utf-8", "surrogatepass"))
+    if lines:
+        return preview(lines[-1].decode("utf-8", "replace").strip(), limit)
     last = None
-    read = 0
-    for raw in reversed(output[-2_000:].splitlines()):
+    for raw in reversed(tail.splitlines()):
         line = raw.strip()
-        if not line:
-            continue
-        last = last or line
-        lowered = line.lower()
-        if any(word in lowered for word in _ERROR_WORDS):
-            return preview(line, limit)
-        read += 1
-        if read == 40:
+        if line and not _CUT_NOTE.match(line):
+            last = line
             break
     return preview(last or output, limit)
 
@@ -615,7 +614,11 @@ class FeedbackRepeatDetector(Detector):
         variants: int = 5,
     ) -> None:
         if threshold < 2 or (reply_threshold is not None and reply_threshold < 2) or variants < 2:
-            raise ValueError("threshold, reply_threshold and variants must be at least 2")
+            raise ConfigError(
+                f"threshold, reply_threshold and variants must be at least 2, got {threshold!r}, {reply_threshold!r}"
+                f" and {variants!r}",
+                field="feedback_repeat",
+            )
         self.threshold = threshold
         self.reply_threshold = reply_threshold
         self.similarity = similarity

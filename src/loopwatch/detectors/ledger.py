@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
+from ..errors import ConfigError
 from ..fingerprint import preview
 from ..ladder import Ladder
 from ..patterns import Pattern
@@ -80,7 +81,7 @@ class SelfReportDetector(Detector):
 
     def __init__(self, *, threshold: int = 2) -> None:
         if threshold < 1:
-            raise ValueError("threshold must be at least 1")
+            raise ConfigError(f"must be at least 1, got {threshold!r}", field="self_report.threshold")
         self.threshold = threshold
 
     def new_state(self) -> State:

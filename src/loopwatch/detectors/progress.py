@@ -113,7 +113,9 @@ class NoProgressDetector(Detector):
     re-search that comes back empty, says nothing matched, or returns a result already seen (exactly, or
     ``near``: most of its lines shared with one, so a re-rendered page is still the same) counts, together with
     the call it repeats. Calls that look for something else, or in a distinct place (the same query over one
-    file after another: a batch over distinct items), are work: they neither count nor end a streak. A
+    file after another: a batch over distinct items), are work: they neither count nor end a streak; so is a
+    narrower look-up right after one that found something (its words and more: ``Poly`` found, then its method
+    ``latex`` looked for). A
     result with new content ends the streak (``leaky``: one finding halves a long fruitless streak instead);
     a change (an edit, a write) or a wait starts afresh.
 
@@ -207,8 +209,12 @@ class NoProgressDetector(Detector):
             return None
         vain = state["vain"]
         # a re-search counts when what it repeats found nothing either, or came right before it; a second pass over
-        # items that each brought something is work, like a new search
-        repeated = [index for index in repeats if index in vain or index == previous]
+        # items that each brought something is work, like a new search, and so is a narrower look-up in what the one
+        # before it found (its words and more: the class found, then a method of it)
+        narrower = previous is not None and any(
+            index == previous and set(query) > set(other) for _places, other, index in state["searched"]
+        )
+        repeated = [index for index in repeats if index in vain or (index == previous and not narrower)]
         push(vain, step.call_index, _SEEN)
         if not repeated:
             return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import ConfigError
 from ..fingerprint import preview
 from ..ladder import Ladder
 from ..patterns import Pattern
@@ -53,7 +54,9 @@ class RerunDetector(Detector):
 
     def __init__(self, *, threshold: int = 3, calls: int = 4) -> None:
         if threshold < 2 or calls < 1:
-            raise ValueError("threshold >= 2 and calls >= 1 are required")
+            raise ConfigError(
+                f"threshold >= 2 and calls >= 1 are required, got {threshold!r} and {calls!r}", field="rerun"
+            )
         self.threshold = threshold
         self.calls = calls
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ..errors import ConfigError
 from ..ladder import Ladder
 from ..patterns import Pattern
 from ..tools import runs_code
@@ -41,7 +42,7 @@ class RevisitDetector(Detector):
 
     def __init__(self, *, threshold: int = 4, kept: int = _KEPT) -> None:
         if threshold < 2:
-            raise ValueError(f"revisit: threshold must be at least 2, got {threshold!r}")
+            raise ConfigError(f"must be at least 2, got {threshold!r}", field="revisit.threshold")
         self.threshold = threshold
         self.kept = kept
 

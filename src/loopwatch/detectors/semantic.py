@@ -31,6 +31,7 @@ from array import array
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
+from ..errors import ConfigError
 from ..fingerprint import ASCII_LOWER, preview
 from ..ladder import Ladder
 from ..patterns import Pattern
@@ -267,14 +268,16 @@ class RephraseDetector(Detector):
     ) -> None:
         thresholds = (threshold, message_threshold, lexical_threshold, instruction_threshold, reply_threshold)
         if not all(0.0 < t <= 1.0 for t in thresholds):
-            raise ValueError(
+            raise ConfigError(
                 "threshold, message_threshold, lexical_threshold, instruction_threshold and reply_threshold must be"
-                " in (0, 1]"
+                f" in (0, 1], got {thresholds!r}",
+                field="rephrase",
             )
         if window < 1 or min(count, instruction_count) < 2 or min(max_gain, instruction_gain) < 0 or gain_cap < 1:
-            raise ValueError(
+            raise ConfigError(
                 "window >= 1, count and instruction_count >= 2, max_gain and instruction_gain >= 0 and gain_cap >= 1"
-                " are required"
+                " are required",
+                field="rephrase",
             )
         self._embedder = embedder
         self.similarity = "embedding" if embedder is not None else "lexical"

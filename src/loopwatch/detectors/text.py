@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, Final, Literal
 
 from ..chanting import ChantHit, ChantTracker
+from ..errors import ConfigError
 from ..fingerprint import preview
 from ..ladder import Ladder
 from ..patterns import Pattern
@@ -124,9 +125,9 @@ class SimilarTextDetector(Detector):
         novelty: bool = False,
     ) -> None:
         if metric not in ("jaccard", "fuzz"):
-            raise ValueError(f"metric must be 'jaccard' or 'fuzz', got {metric!r}")
+            raise ConfigError(f"must be 'jaccard' or 'fuzz', got {metric!r}", field="metric")
         if mode not in ("consecutive", "any"):
-            raise ValueError(f"mode must be 'consecutive' or 'any', got {mode!r}")
+            raise ConfigError(f"must be 'consecutive' or 'any', got {mode!r}", field="mode")
         self.metric = metric
         self.threshold = threshold
         self.window = window
