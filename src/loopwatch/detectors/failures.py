@@ -10,6 +10,8 @@ from .._kernels import error_lines
 from .._lazy_re import lazy_compile
 from ..errors import ConfigError
 from ..fingerprint import preview, word_hashes
+from ..ladder import Ladder
+from ..patterns import Pattern
 from ..tools import batch_items, runs_code
 from .base import (
     Detector,
@@ -147,7 +149,19 @@ class ErrorRetryDetector(Detector):
 
     name = "error_retry"
     kinds = frozenset({"call", "result"})
-    patterns = ("error_retry",)
+    patterns = (
+        Pattern(
+            "error_retry",
+            "{tool} has failed {failures} times in a row with the same error:\n  {error}\nRetrying will fail the "
+            "same way. Read the error message and fix its cause (the command, the path, the arguments, a missing "
+            "dependency), or use a different tool.",
+            ladder=Ladder.of(nudge=3, block=6, stop=10),
+            block_message="Refused: {tool} has failed {failures} times in a row with the same error:\n  {error}\n"
+            "The call was not run. Read the error and change what caused it before calling {tool} again.",
+            specificity=6,
+            evidence=("tool", "call", "error"),
+        ),
+    )
     reset_on_user = False  # the same call failing the same way after a user reply is still a retry
     optional_state = frozenset({"change", "actions"})  # snapshots taken before changes and actions were kept
 
@@ -340,7 +354,15 @@ class FailureStreakDetector(Detector):
 
     name = "failure_streak"
     kinds = frozenset({"call", "result"})
-    patterns = ("failure_streak",)
+    patterns = (
+        Pattern(
+            "failure_streak",
+            "The last {count} tool calls all {outcome} (last: {error}). Stop and re-read what they said before the "
+            "next call: it tells you what to change.",
+            ladder=Ladder.of(nudge=6),
+            evidence=("tool", "error"),
+        ),
+    )
     optional_state = frozenset({"quiet", "items", "item", "errors"})  # snapshots taken before these were kept
 
     def __init__(self, *, shell_only: bool = False, empty: bool = False, news: bool = False, similarity: float = 0.5):
@@ -456,7 +478,17 @@ class TestFixDetector(Detector):
     __test__ = False  # not a pytest test class
     name = "test_fix"
     kinds = frozenset({"call", "result"})
-    patterns = ("test_fix",)
+    patterns = (
+        Pattern(
+            "test_fix",
+            "You've had {count} consecutive test failures. Step back and rethink:\n1. Re-read the error messages "
+            "carefully\n2. Consider whether your approach is fundamentally wrong\n3. Try a DIFFERENT fix strategy "
+            "instead of iterating on the same one",
+            ladder=Ladder.of(nudge=3),
+            specificity=5,
+            evidence=("tool", "error"),
+        ),
+    )
 
     def new_state(self) -> State:
         return {"sig": None, "n": 0, "start": None, "idx": [], "pending": None, "summary": ""}
@@ -568,7 +600,7 @@ class FeedbackRepeatDetector(Detector):
 
     name = "feedback_repeat"
     kinds = frozenset({"call", "result", "message"})
-    patterns = ("error_retry",)
+    patterns = ErrorRetryDetector.patterns
     reset_on_user = False
     optional_state = frozenset({"words", "attempt", "variants"})  # snapshots taken before these were kept
 

@@ -14,6 +14,8 @@ from typing import Any, Final
 
 from .._lazy_re import lazy_compile
 from ..fingerprint import preview
+from ..ladder import Ladder
+from ..patterns import Pattern
 from ..tools import same_query, same_search
 from .base import (
     Detector,
@@ -89,6 +91,18 @@ def fruitless(step: Step) -> bool:
     return bool(cached)
 
 
+NO_PROGRESS = Pattern(
+    "no_progress",
+    "Your last {count} {kind} brought nothing new (last result: {result}). Trying small variations of the "
+    "same thing will not either. Step back: use what you already know, try a different kind of step, or "
+    "say what you are missing.",
+    ladder=Ladder.of(nudge=3),
+    specificity=1,
+    evidence=("tool",),
+)
+"""Different look-ups in a row that all bring nothing new."""
+
+
 class NoProgressDetector(Detector):
     """The same look-up again, in a place already searched, bringing nothing new.
 
@@ -112,7 +126,7 @@ class NoProgressDetector(Detector):
 
     name = "no_progress"
     kinds = frozenset({"call", "result"})
-    patterns = ("no_progress",)
+    patterns = (NO_PROGRESS,)
     optional_state = frozenset({"searched", "current", "vain"})  # snapshots taken before re-searches were told apart
 
     def __init__(

@@ -33,6 +33,8 @@ from typing import Any, Final, Protocol
 
 from ..errors import ConfigError
 from ..fingerprint import ASCII_LOWER, preview
+from ..ladder import Ladder
+from ..patterns import Pattern
 from ..tools import moves
 from .base import (
     EMPTY_LINE,
@@ -190,6 +192,17 @@ def quantized_cosine(a: str, b: str) -> float:
     return sum(map(int.__mul__, x, y)) / norms if norms else 0.0
 
 
+REPHRASE = Pattern(
+    "rephrase",
+    "You have stated the same intent {count} times in different words and learned nothing new in between "
+    "({intent}). Rewording the same request or plan will not change the outcome: say what is blocking you, "
+    "use what you already have, or try a genuinely different approach.",
+    ladder=Ladder.of(nudge=3),
+    evidence=("similarity", "match"),
+)
+"""The same intent reworded while nothing new is learned."""
+
+
 class RephraseDetector(Detector):
     """The same intent reworded (see the module docstring), per channel: tool-call reasoning, or one
     worker's messages.
@@ -229,7 +242,7 @@ class RephraseDetector(Detector):
 
     name = "rephrase"
     kinds = frozenset({"call", "result", "message"})
-    patterns = ("rephrase",)
+    patterns = (REPHRASE,)
     reset_on_user = False
     optional_state = frozenset({"asked", "replies"})  # snapshots taken before instructions, replies were compared
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..ladder import Ladder
+from ..patterns import Pattern
 from ..swarm_tally import SwarmTally as SwarmTally
 from .base import Detector, Finding, State, Step, call_label
 
@@ -31,6 +33,21 @@ def record_swarm_call(swarm: SwarmState, fingerprint: str, worker: str, tool: st
     return entry[0], len(entry[1])
 
 
+_SWARM = (
+    "GLOBAL DOOM LOOP: {count} calls to {tool} across {workers} workers. The entire swarm is stuck on this "
+    "approach.\n1. Try a fundamentally different strategy\n2. Do NOT retry the same tool/parameters\n"
+    "3. Consider whether the task goal itself needs re-evaluation"
+)
+SWARM_REPEAT = Pattern(
+    "swarm_repeat",
+    _SWARM,
+    ladder=Ladder.of(nudge=10),
+    block_message=_SWARM,
+    evidence=("tool", "call", "workers"),
+)
+"""The same call made again and again across the workers of a swarm."""
+
+
 class SwarmDetector(Detector):
     """``threshold``+ calls with the same fingerprint from ``min_workers``+ workers of one swarm.
 
@@ -41,7 +58,7 @@ class SwarmDetector(Detector):
 
     name = "swarm"
     kinds = frozenset({"call"})
-    patterns = ("swarm_repeat",)
+    patterns = (SWARM_REPEAT,)
     reset_on_user = False
 
     def __init__(self, *, threshold: int = 10, min_workers: int = 2) -> None:
