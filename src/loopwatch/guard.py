@@ -1,4 +1,9 @@
-"""The guard: moves events into the pure engine, keeps session state, writes audit records.
+"""The guard: for each event, load the session, evaluate the event, save the session, emit the records.
+
+``Guard`` drives a session backend (:mod:`loopwatch.session_backend`: the sessions in this process, or in a store
+shared between processes) and the pure engine, which gives the verdict with its audit records; the guard decides
+nothing about loops itself. What it adds is what surrounds the pipeline: parsing events, per-session locks, the
+fail-open or fail-closed handling of internal and store errors, the optional loop judge, and the sinks.
 
 ``Guard`` is thread-safe (striped locks: sessions never wait on each other's work beyond a shared
 stripe) and never lets a malformed event or an internal error escape into the agent it guards unless
@@ -75,7 +80,8 @@ class Guard:
     ``redact_listeners=False`` hands them the records as they are, or give a configured
     :class:`~loopwatch.redact.Redactor`). ``clock``: seconds since the epoch, for runtime limits and idle
     eviction (events' own ``ts`` win when present). ``max_sessions``: least recently used sessions beyond it
-    are evicted; ``max_swarms`` the same for the swarm counts kept in this process (without a store).
+    are evicted (with a store: the states cached in this process, which the store still holds); ``max_swarms``
+    the same for the swarm counts kept in this process (without a store).
     ``on_error``: ``"allow"`` logs and counts a malformed event or an internal error and returns ``ok``;
     ``"raise"`` raises it. Session and swarm names are plain strings: a ``uuid.UUID`` or an int is taken
     as its text, a name longer than 1,024 characters as its head and a digest of the whole.
