@@ -138,3 +138,23 @@ def test_the_judge_s_nudge_is_recorded_alike_with_or_without_a_store(tmp_path: P
     assert [r["event"] for r in in_process] == ["judge.verdict", "loop.nudge"]
     assert in_process[1]["swarm"] == "crew" and in_process[1]["pattern"] == "judged_loop"
     assert _judged_records(f"sqlite:///{tmp_path / 'state.db'}") == in_process
+
+
+def test_threads_of_one_swarm_have_every_call_counted_in_the_process() -> None:
+    import threading
+
+    guard = Guard("default-lexical", clock=None)
+    call = ToolCall("web_search", {"query": "release notes"})
+
+    def work(worker: int) -> None:
+        for i in range(300):
+            guard.observe(f"worker-{worker}", call, swarm="crew")
+            guard.observe(f"worker-{worker}", ToolResult(f"page {i} of worker {worker}"))
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    counts = guard.swarm_snapshot("crew")["counts"]
+    assert [(calls, len(workers)) for calls, workers, _ in counts.values()] == [(1_800, 6)]
