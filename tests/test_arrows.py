@@ -34,6 +34,8 @@ RULES = (
 )
 CORE = (
     "loopwatch.events",
+    "loopwatch.patterns",
+    "loopwatch.ladder",
     "loopwatch.policy",
     "loopwatch.limits",
     "loopwatch.messages",

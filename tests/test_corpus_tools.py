@@ -244,6 +244,7 @@ class RepoLaunchTest(unittest.TestCase):
             ],
         )
         self.assertEqual(steps[0]["text"], "Start setup conversation")
+        self.assertIs(steps[0]["new_context"], True)  # a fresh agent context: loop tracking starts afresh there
         self.assertEqual(steps[1]["args"], {"command": "cargo build"})
         self.assertEqual(steps[1]["text"], "Thought: build first")  # no action element, no cost footer
         self.assertIn("twister - DEBUG", steps[2]["text"])  # a timestamped output line stays in the output

@@ -34,7 +34,7 @@ def test_the_readme_is_short_and_opens_with_make_demo_and_make_test() -> None:
 
 def test_the_reference_lists_every_setting_pattern_rule_and_parameter() -> None:
     page = config_reference.page()
-    for key in (*config._TOP_KEYS, *config._LADDER_KEYS, *config._LIMIT_KEYS, *config._TOOL_KEYS):
+    for key in (*config._TOP_KEYS, *config._LADDER_KEYS, *config._RUNG_KEYS, *config._LIMIT_KEYS, *config._TOOL_KEYS):
         assert f"| {key} |" in page, key
     for pattern in config.PATTERNS:
         assert f"| `{pattern}` |" in page, pattern
@@ -49,6 +49,7 @@ def test_the_reference_lists_every_setting_pattern_rule_and_parameter() -> None:
 def test_the_reference_describes_what_the_code_accepts_and_nothing_else() -> None:
     assert set(config_reference.TOP_SETTINGS) == set(config._TOP_KEYS)
     assert set(config_reference.LADDER_SETTINGS) == set(config._LADDER_KEYS)
+    assert set(config_reference.RUNG_SETTINGS) == set(config._RUNG_KEYS)
     assert set(config_reference.LIMIT_SETTINGS) == set(config._LIMIT_KEYS)
     assert set(config_reference.TOOL_SETTINGS) == set(config._TOOL_KEYS)
 

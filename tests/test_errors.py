@@ -15,7 +15,14 @@ import pytest
 
 import loopwatch
 from loopwatch import errors
+from loopwatch.adapters.claude_code import install_hooks, settings_path
 from loopwatch.chanting import ChantTracker
+from loopwatch.detectors.cycle import CycleDetector
+from loopwatch.detectors.failures import FeedbackRepeatDetector
+from loopwatch.detectors.ledger import SelfReportDetector
+from loopwatch.detectors.rerun import RerunDetector
+from loopwatch.detectors.revisit import RevisitDetector
+from loopwatch.detectors.text import SimilarTextDetector
 from loopwatch.errors import LoopwatchError, MissingExtraError
 from loopwatch.limits import max_cost, max_iterations, max_runtime
 from loopwatch.policy import Ladder, Rung
@@ -145,6 +152,15 @@ BAD_CONSTRUCTORS: list[tuple[str, Callable[[], object], str]] = [
     ("ChantTracker max_period", lambda: ChantTracker(chunk_size=50, max_period=10), "max_period"),
     ("WordPieceTokenizer max_length", lambda: WordPieceTokenizer({"[UNK]": 0}, max_length=1), "max_length"),
     ("WordPieceTokenizer vocab", lambda: WordPieceTokenizer({"a": 1}), "vocab"),
+    ("cycle periods", lambda: CycleDetector(min_period=3, max_period=2), "cycle.min_period"),
+    ("self_report threshold", lambda: SelfReportDetector(threshold=0), "self_report.threshold"),
+    ("similar_text metric", lambda: SimilarTextDetector(metric="cosine"), "metric"),  # type: ignore[arg-type]
+    ("similar_text mode", lambda: SimilarTextDetector(mode="sometimes"), "mode"),  # type: ignore[arg-type]
+    ("feedback_repeat threshold", lambda: FeedbackRepeatDetector(threshold=1), "feedback_repeat"),
+    ("rerun threshold", lambda: RerunDetector(threshold=1), "rerun"),
+    ("revisit threshold", lambda: RevisitDetector(threshold=1), "revisit.threshold"),
+    ("settings scope", lambda: settings_path("global"), "scope"),
+    ("install_hooks handler", lambda: install_hooks({}), "command"),
 ]
 
 

@@ -61,7 +61,8 @@ _PIECES = [
     "error", "ERROR", "Error", "fail", "FAILED", "0 ", "no ", "No ", "NO ", "x", "_", "9", " ", "\n", "\r\n", "\t",
     "\x0b", "\x0c", "\x1c", "\x00", "exception", "Traceback", "fatal", "denied", "not found", "no such", "cannot",
     "can't", "unable", "invalid", "refused", "timed out", "timeout", "abort", "panic", "missing", "unknown",
-    "undefined", "unsupported", "not allowed", "not", "tim", "é", "İ", "Σ", "ß", "\u0130", "\ud800", "😀", "٣", "Ⅻ",
+    "undefined", "unsupported", "not allowed", "not", "tim", "-", ".", "/", "=",
+    "é", "İ", "Σ", "ß", "\u0130", "\ud800", "😀", "٣", "Ⅻ",
 ]  # fmt: skip
 _piece_text = st.lists(st.sampled_from(_PIECES), max_size=40).map("".join)
 any_text = st.one_of(st.text(st.characters(exclude_categories=())), _piece_text)
@@ -80,6 +81,22 @@ def test_the_pure_error_lines_are_what_the_regular_expression_finds(data: bytes)
 def test_error_lines_know_a_count_of_zero_from_an_error() -> None:
     data = b"ran 12 tests\n0 errors, 0 failures\nno failure here\nERROR: boom\nxno error\n_0 fail\ncan't open"
     assert _kernels_py.error_lines(data) == [b"ERROR: boom", b"xno error", b"_0 fail", b"can't open"]
+
+
+def test_a_word_joined_into_a_name_says_nothing_went_wrong() -> None:
+    # flags, target triples, settings and paths echoed by a command or a build's progress are not errors
+    data = (
+        b"cargo test --no-fail-fast\n"
+        b"CC_x86_64_unknown_linux_gnu=clang rustc --target=x86_64-unknown-linux-gnu\n"
+        b"mvn -Dsurefire.failIfNoSpecifiedTests=false -Dtimeout=30 src/errors/mod.rs\n"
+        b"error[E0433]: failed to resolve\n"
+        b"the build-error and the real error\n"
+    )
+    expected = [b"error[E0433]: failed to resolve", b"the build-error and the real error"]
+    assert _kernels_py.error_lines(data) == expected
+    assert _kernels_py.ERROR_LINE.findall(data) == expected
+    if _kernels_c is not None:
+        assert _kernels_c.error_lines(data) == expected
 
 
 @settings(max_examples=200, deadline=None)

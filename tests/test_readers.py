@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from loopwatch import Guard
 from loopwatch.errors import EventError, InputError
-from loopwatch.events import Message, ToolCall, ToolResult, Usage
+from loopwatch.events import Message, Reset, ToolCall, ToolResult, Usage
 from loopwatch.readers import Run, expand_paths, read_file, read_runs, sniff_format, step_event, trajectory_run
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -100,6 +101,27 @@ def test_tool_step_without_a_tool_name_still_is_a_result() -> None:
 @pytest.mark.parametrize("role", ["user", "system"])
 def test_user_and_system_steps_are_messages(role: str) -> None:
     assert step_event({"role": role, "text": "hello"}) == Message(role=role, text="hello")  # type: ignore[arg-type]
+
+
+def test_a_system_step_starting_a_fresh_context_is_a_reset() -> None:
+    assert step_event({"role": "system", "text": "Start verify conversation", "new_context": True}) == Reset()
+    assert isinstance(step_event({"role": "system", "text": "note", "new_context": "yes"}), Message)
+
+
+def test_the_same_call_in_a_fresh_conversation_does_not_repeat_the_last_one() -> None:
+    # a harness that restarts its agent with a fresh context: the model never saw its earlier attempt
+    call = {"role": "assistant", "text": "", "tool": "submit", "args": {"command": "./mvnw -q package"}}
+    crash = {"role": "system", "text": "!!! Exception: the container is gone"}
+    steps: list[dict[str, Any]] = []
+    for _ in range(4):
+        steps += [{"role": "system", "text": "Start rebuild conversation", "new_context": True}, call, crash]
+    guard = Guard(preset="default-lexical", clock=None)
+    run = trajectory_run({"id": "r", "steps": steps})
+    assert {guard.observe("r", event).action for event in run.events} == {"ok"}
+    for step in steps:
+        step.pop("new_context", None)
+    again = Guard(preset="default-lexical", clock=None)
+    assert "repeat" in {again.observe("r", e).pattern for e in trajectory_run({"id": "r", "steps": steps}).events}
 
 
 @pytest.mark.parametrize(

@@ -169,6 +169,23 @@ def test_the_same_look_up_answering_the_same_with_other_look_ups_between_is_a_ci
     assert nudge.index == 13 and "cat reports/unit.trx" in (nudge.message or "")  # the third same answer
 
 
+def test_narrower_look_ups_in_what_a_search_found_are_work() -> None:
+    # the class found, then one method after another looked for in it: each a new look-up, whatever they find
+    events = _call("search_class", {"class_name": "Poly"}, "Found 1 classes with name Poly: class Poly(Expr): ...", 0)
+    for n, method in enumerate(("latex", "__str__", "pretty", "_repr_latex_", "_print_Poly"), start=1):
+        args: dict[str, object] = {"method_name": method, "class_name": "Poly"}
+        missing = f"Could not find method {method} in class Poly."
+        events += _call("search_method_in_class", args, missing, n, is_error=True)
+    assert _actions(_run(events)) == {"ok"}
+
+
+def test_a_broader_look_up_again_and_again_finding_nothing_is_not_work() -> None:
+    events = _call("search_code", {"code_str": "Poly latex"}, "Found 2 snippets containing `Poly latex`: ...", 0)
+    for n in range(1, 5):
+        events += _call("search_code", {"code_str": f"Poly {'' if n % 2 else ' '}"}, "Could not find code Poly.", n)
+    assert "no_progress" in {v.pattern for v in _run(events)}
+
+
 def test_a_look_up_again_after_a_change_is_not_a_revisit() -> None:
     events: list[Event] = []
     for n in range(4):

@@ -1,7 +1,8 @@
 """The configuration reference page of the documentation, generated from the code at build time (a MkDocs hook,
-tools/docs_hooks.py): the settings of loopwatch.config's schema, the patterns and their default ladders per preset,
-the limits, the message templates, and every preset's rules with the parameters their classes take (names, types and
-defaults read from the signatures; the values each preset sets read from the rules themselves).
+tools/docs_hooks.py): the settings of loopwatch.config's schema, the patterns as the rules declare them (default
+ladder, specificity, evidence) and their ladders per preset, the limits, the message templates, and every preset's
+rules with the parameters their classes take (names, types and defaults read from the signatures; the values each
+preset sets read from the rules themselves).
 
     python tools/config_reference.py        # prints the page
 """
@@ -15,8 +16,8 @@ import typing
 from collections.abc import Iterable
 from typing import Any
 
-from loopwatch import config, detectors
-from loopwatch.messages import DEFAULT_MESSAGES
+from loopwatch import detectors
+from loopwatch.patterns import REGISTRY
 from loopwatch.policy import Ladder
 from loopwatch.presets import PRESETS, preset
 
@@ -38,8 +39,20 @@ LADDER_SETTINGS: dict[str, str] = {
     "nudge": "the count (or a list of counts) at which the model gets a nudge",
     "block": "the count from which the looping call is refused",
     "stop": "the count at which the run is stopped",
+    "rungs": "instead of `nudge`/`block`/`stop`: every rung, in order, as a table (below), for rungs with a message, "
+    "reason, status or partial flag of their own",
     "renotify": "nudge again at every count, not once per level",
     "metric": '`"count"` (the finding\'s count) or `"detections"` (how many times the rule fired)',
+    "restrike": "a new streak of the pattern reaching a rung within this many events of the last verdict of the "
+    "previous one stops the run (the warning did not help); not with `hard_evidence`",
+}
+RUNG_SETTINGS: dict[str, str] = {
+    "at": "the count from which the rung applies (required)",
+    "action": '`"nudge"`, `"block"` or `"stop"` (required)',
+    "message": "the template the model sees at this rung (else the pattern's message)",
+    "reason": "the template of the verdict's reason for operators (else the finding's own)",
+    "status": 'the status of a stop (else `"LOOP_DETECTED"`)',
+    "partial": "a stop that ends the run with partial results (`true`/`false`)",
 }
 LIMIT_SETTINGS: dict[str, str] = {
     "max_iterations": "tool calls in a run",
@@ -114,28 +127,58 @@ def _ladder(ladder: Ladder | None) -> str:
 def settings_section() -> str:
     parts = ["## Settings", "", _table(("setting", "what it does"), TOP_SETTINGS.items())]
     parts += ["", "### `[ladders.PATTERN]`", "", _table(("key", "what it does"), LADDER_SETTINGS.items())]
+    parts += [
+        "",
+        'Each rung of `rungs = [{ at = 1, action = "nudge", message = "..." }, ...]`:',
+        "",
+        _table(("key", "what it does"), RUNG_SETTINGS.items()),
+    ]
     parts += ["", "### `[limits]`", "", _table(("key", "limit"), LIMIT_SETTINGS.items())]
     parts += ["", "### `[tools.NAME]`", "", _table(("key", "what it does"), TOOL_SETTINGS.items())]
     return "\n".join(parts)
 
 
 def patterns_section() -> str:
+    declared = []
+    for pattern in REGISTRY.names():
+        found = REGISTRY.get(pattern)
+        reporters = ", ".join(f"{name}" for name in REGISTRY.reported_by(pattern)) or "–"
+        evidence = ", ".join(f"`{key}`" for key in found.evidence) or "–"
+        ladder = _ladder(found.ladder) if found.ladder is not None else "no ladder"
+        declared.append([f"`{pattern}`", reporters, ladder, str(found.specificity), evidence])
+    intro = (
+        "Ladders and messages are keyed by pattern. Each rule declares the patterns it reports: its default ladder "
+        "(`nudge@3` = a nudge at the third occurrence), its messages (below), its specificity (when two patterns "
+        "fire at the same action and level, the higher one speaks) and the facts a verdict's `evidence` carries. A "
+        "ladder or a message for any other name is an error naming these. `judged_loop` (a loop judge's nudge) and "
+        "`limit` (a limit's warning or stop) take messages but no ladder."
+    )
     names = list(PRESETS)
     policies = {name: preset(name) for name in names}
     rows = []
-    for pattern in config.PATTERNS:
+    for pattern in REGISTRY.escalated():
         rows.append([f"`{pattern}`", *(_ladder(policies[n].ladders.get(pattern)) for n in names)])
-    intro = (
-        "Ladders and messages are keyed by pattern. The default ladder of each pattern in each preset "
-        "(`nudge@3` = a nudge at the third occurrence; `–`: the preset has no ladder for it, its rules never "
-        "report it):"
+    per_preset = (
+        "The ladder of each pattern in each preset (`–`: the preset has no ladder for it, its rules never report it):"
     )
-    return "\n".join(["## Patterns and their default ladders", "", intro, "", _table(["pattern", *names], rows)])
+    return "\n".join(
+        [
+            "## Patterns and their default ladders",
+            "",
+            intro,
+            "",
+            _table(("pattern", "reported by", "default ladder", "specificity", "evidence"), declared),
+            "",
+            per_preset,
+            "",
+            _table(["pattern", *names], rows),
+        ]
+    )
 
 
 def messages_section() -> str:
     rows = []
-    for pattern, levels in DEFAULT_MESSAGES.items():
+    for pattern, levels in REGISTRY.templates().items():
         for level, template in levels.items():
             rows.append([f"`{pattern}`", f"`{level}`", template])
     intro = (

@@ -96,6 +96,20 @@ static int guarded_out(const unsigned char *s, Py_ssize_t p) {
     return 0;
 }
 
+/* Is the keyword at s[p:after] joined into a name: right after '-', '_', '.' or '/', or right before '-', '_' or
+   '=' (a flag, an identifier, a path, a setting: the look-around (?<![-_./]) ... (?![-_=]))? */
+static int joined(const unsigned char *s, Py_ssize_t p, Py_ssize_t after, Py_ssize_t end) {
+    if (p > 0) {
+        unsigned char before = s[p - 1];
+        if (before == '-' || before == '_' || before == '.' || before == '/') return 1;
+    }
+    if (after < end) {
+        unsigned char next = s[after];
+        if (next == '-' || next == '_' || next == '=') return 1;
+    }
+    return 0;
+}
+
 /* Does the line s[start:end] hold a keyword (the regular expression's alternation matching somewhere in it)?
    Each position costs one look-up of its two bytes; only where a keyword may start are the keywords compared. */
 static int line_has_error(const unsigned char *s, Py_ssize_t start, Py_ssize_t end) {
@@ -108,7 +122,7 @@ static int line_has_error(const unsigned char *s, Py_ssize_t start, Py_ssize_t e
                 continue;
             Py_ssize_t i = 2;
             while (i < kw->len && ascii_lower[s[p + i]] == (unsigned char)kw->word[i]) i++;
-            if (i == kw->len && !(kw->guarded && guarded_out(s, p))) return 1;
+            if (i == kw->len && !(kw->guarded && guarded_out(s, p)) && !joined(s, p, p + kw->len, end)) return 1;
         }
     }
     return 0;

@@ -14,12 +14,19 @@ so ``[ladders.repeat]`` becomes ``[tool.loopwatch.ladders.repeat]``)::
     hard_evidence = true              # block/stop only on the same unit repeated (default preset: true)
     stop_after_refusals = 3           # stop when a refused call is made again this often (false: never)
 
-    [ladders.repeat]                  # a pattern: repeat, polling, cycle, error_retry, failure_streak,
-    nudge = 3                         #   no_progress, no_effect, test_fix, similar_text, chanting, monologue,
-    block = 5                         #   repeat_message, swarm_repeat, rephrase, stalled, limit
+    [ladders.repeat]                  # a pattern a rule declares: repeat, polling, cycle, error_retry,
+    nudge = 3                         #   failure_streak, no_progress, no_effect, revisit, test_fix, similar_text,
+    block = 5                         #   chanting, monologue, repeat_message, swarm_repeat, rephrase, stalled
     stop = 8                          # nudge: an int or a list of ints (several nudge levels)
     renotify = false                  # nudge again at every count, not once per level
     metric = "count"                  # "count" (the finding's count) or "detections"
+    restrike = 15                     # a new streak within 15 events of the last verdict stops the run
+
+    [ladders.cycle]                   # or the rungs one by one (instead of nudge/block/stop), each with
+    rungs = [                         #   its own message, reason, status or partial flag if wanted
+      { at = 1, action = "nudge", message = "You are repeating: {calls}" },
+      { at = 3, action = "stop", status = "LOOP_DETECTED" },
+    ]
 
     [limits]                          # replaces the preset's limits (an empty table: no limits)
     max_iterations = 100
@@ -84,14 +91,17 @@ from .limits import (
     max_runtime,
     max_tokens,
 )
-from .messages import DEFAULT_MESSAGES, Messages
-from .policy import Ladder, Metric, Policy, ToolSettings
+from .messages import Messages
+from .patterns import REGISTRY
+from .policy import Ladder, Metric, Policy, Rung, ToolSettings, check_restrike
 from .presets import PRESETS
+from .verdict import Action
 
 __all__ = ["CONFIG_FILE", "PATTERNS", "Config", "config_from_mapping", "find_config", "load_config"]
 
-PATTERNS: Final[tuple[str, ...]] = tuple(DEFAULT_MESSAGES)
-"""The pattern names ladders and messages are keyed by."""
+PATTERNS: Final[tuple[str, ...]] = REGISTRY.names()
+"""The pattern names ladders and messages are keyed by: those loopwatch's rules declare, the limits' and the
+loop judge's (:data:`loopwatch.patterns.REGISTRY`, which also holds the patterns of rules of your own)."""
 
 _TOP_KEYS: Final = (
     "preset",
@@ -105,7 +115,10 @@ _TOP_KEYS: Final = (
     "detectors",
     "tools",
 )
-_LADDER_KEYS: Final = ("nudge", "block", "stop", "renotify", "metric")
+_LADDER_KEYS: Final = ("nudge", "block", "stop", "rungs", "renotify", "metric", "restrike")
+_THRESHOLD_KEYS: Final = ("nudge", "block", "stop")
+_RUNG_KEYS: Final = ("at", "action", "message", "reason", "status", "partial")
+_RUNG_ACTIONS: Final = ("nudge", "block", "stop")
 _METRICS: Final = ("count", "detections")
 _LIMIT_KEYS: Final = (
     "max_iterations",
@@ -325,7 +338,7 @@ def config_from_mapping(data: Mapping[str, Any], *, source: str | None = None) -
     _check_keys(table, _TOP_KEYS, "", "setting")
     name = _string(table.get("preset", "default"), "preset")
     base = _preset_policy(name)
-    return Config(
+    config = Config(
         preset=name,
         ladders=_ladders(table.get("ladders", {}), "ladders"),
         limits=_optional(table, "limits", _limits),
@@ -338,6 +351,9 @@ def config_from_mapping(data: Mapping[str, Any], *, source: str | None = None) -
         detectors=_detector_overrides(table.get("detectors", {}), "detectors", base),
         source=source,
     )
+    hard = base.hard_evidence if config.hard_evidence is None else config.hard_evidence
+    check_restrike(config.ladders, config.tools, hard_evidence=hard)
+    return config
 
 
 def _optional(table: Mapping[str, Any], key: str, parse: Callable[[Any, str], Any]) -> Any:
@@ -356,23 +372,62 @@ def _preset_policy(name: str) -> Policy:
 
 def _ladders(value: Any, path: str) -> dict[str, Ladder]:
     table = _table(value, path)
-    _check_keys(table, PATTERNS, path, "pattern")
+    for pattern in table:
+        REGISTRY.get(pattern, field=_join(path, pattern), escalated=True)
     return {pattern: _ladder(spec, _join(path, pattern)) for pattern, spec in table.items()}
 
 
 def _ladder(value: Any, path: str) -> Ladder:
     table = _table(value, path)
     _check_keys(table, _LADDER_KEYS, path, "ladder setting")
+    renotify = _bool(table.get("renotify", False), _join(path, "renotify"))
+    metric = typing.cast(Metric, _choice(table.get("metric", "count"), _METRICS, _join(path, "metric")))
+    restrike = _positive_int(table["restrike"], _join(path, "restrike")) if "restrike" in table else None
+    if "rungs" in table:
+        both = [key for key in _THRESHOLD_KEYS if key in table]
+        if both:
+            message = f"rungs lists every rung: leave out {_listing(both)} (or write the ladder without rungs)"
+            raise ConfigError(message, field=_join(path, both[0]))
+        rungs = _rungs(table["rungs"], _join(path, "rungs"))
+        try:
+            return Ladder(rungs, renotify=renotify, metric=metric, restrike=restrike)
+        except ValueError as exc:
+            reason = exc.reason if isinstance(exc, ConfigError) else exc
+            raise ConfigError(f"{reason}", field=_join(path, "rungs")) from exc
     nudge = _nudges(table["nudge"], _join(path, "nudge")) if "nudge" in table else None
     block = _positive_int(table["block"], _join(path, "block")) if "block" in table else None
     stop = _positive_int(table["stop"], _join(path, "stop")) if "stop" in table else None
-    renotify = _bool(table.get("renotify", False), _join(path, "renotify"))
-    metric = typing.cast(Metric, _choice(table.get("metric", "count"), _METRICS, _join(path, "metric")))
     try:
-        return Ladder.of(nudge=nudge, block=block, stop=stop, renotify=renotify, metric=metric)
+        return Ladder.of(nudge=nudge, block=block, stop=stop, renotify=renotify, metric=metric, restrike=restrike)
     except ValueError as exc:
         reason = exc.reason if isinstance(exc, ConfigError) else exc
         raise ConfigError(f"{reason} (nudge={nudge}, block={block}, stop={stop})", field=path) from exc
+
+
+def _rungs(value: Any, path: str) -> tuple[Rung, ...]:
+    if not isinstance(value, list):
+        raise _expected("an array of rung tables", value, path)
+    return tuple(_rung(item, _join(path, str(number))) for number, item in enumerate(value))
+
+
+def _rung(value: Any, path: str) -> Rung:
+    """One rung: ``at`` and ``action`` (required), ``message``, ``reason``, ``status``, ``partial``."""
+    table = _table(value, path)
+    _check_keys(table, _RUNG_KEYS, path, "rung setting")
+    for key in ("at", "action"):
+        if key not in table:
+            required = _listing(("at", "action"))
+            raise ConfigError(f"a rung needs {key!r} ({required} are required)", field=_join(path, key))
+    action = typing.cast(Action, _choice(table["action"], _RUNG_ACTIONS, _join(path, "action")))
+    texts = {key: _string(table[key], _join(path, key)) for key in ("message", "reason", "status") if key in table}
+    return Rung(
+        _positive_int(table["at"], _join(path, "at")),
+        action,
+        message=texts.get("message"),
+        reason=texts.get("reason"),
+        status=texts.get("status"),
+        partial=_bool(table.get("partial", False), _join(path, "partial")),
+    )
 
 
 def _nudges(value: Any, path: str) -> int | list[int]:
@@ -423,7 +478,8 @@ def _warn_at(table: Mapping[str, Any], path: str) -> float | None:
 
 def _messages(value: Any, path: str) -> dict[str, str | Mapping[int | str, str]]:
     table = _table(value, path)
-    _check_keys(table, PATTERNS, path, "pattern")
+    for pattern in table:
+        REGISTRY.get(pattern, field=_join(path, pattern))
     out: dict[str, str | Mapping[int | str, str]] = {}
     for pattern, entry in table.items():
         where = _join(path, pattern)

@@ -30,6 +30,7 @@ from .fingerprint import (
 )
 from .limits import LimitHit, Limits
 from .messages import render
+from .patterns import REGISTRY
 from .policy import Decision, Policy, decide
 from .swarm_tally import SwarmCounter
 from .tools import ignored_keys
@@ -91,6 +92,8 @@ class Engine:
         self._reprs = [repr(d) for d in policy.detectors]
         self._undecided = [i for i, d in enumerate(policy.detectors) if type(d).suspicion is not Detector.suspicion]
         """The rules that can be undecided (see :meth:`Detector.suspicion`): asked only when nothing fired."""
+        self._evidence = REGISTRY.evidence()
+        """Per pattern, the finding facts its verdicts carry as evidence (declared with the pattern)."""
         self.counts_swarms = any(isinstance(d, SwarmDetector) for d in policy.detectors)
         """Does the policy have a rule that reads swarm-wide counts (else no call is ever counted)?"""
         # per step kind, the detectors that look at it (index into the session's detector states)
@@ -371,17 +374,7 @@ class Engine:
         )
         status = decision.rung.status or (LOOP_DETECTED if decision.action == "stop" else None)
         evidence: dict[str, Any] = {"indices": list(finding.indices)}
-        for key in (
-            "fingerprint",
-            "tool",
-            "call",
-            "error",
-            "period",
-            "similarity",
-            "chunk",
-            "workers",
-            "match",
-        ):
+        for key in self._evidence.get(finding.pattern, ()):
             if key in finding.facts:
                 evidence[key] = finding.facts[key]
         if step.kind == "call" and step.args is not None:
@@ -535,10 +528,8 @@ _STOP_FIELDS: Final = (
 
 
 # When two rules fire at the same action and level, the more specific one speaks: an error retry says
-# more (the error) than the bare repeat it also is.
-_SPECIFICITY: Final = {
-    "error_retry": 6, "test_fix": 5, "no_effect": 4, "cycle": 3, "repeat": 2, "polling": 2, "no_progress": 1,
-}  # fmt: skip
+# more (the error) than the bare repeat it also is. Each pattern declares its rank.
+_SPECIFICITY: Final = REGISTRY.specificity
 
 
 def _stronger(a: Verdict | None, b: Verdict | None) -> Verdict | None:

@@ -6,8 +6,10 @@ catches those::
 
     LoopwatchError
     ├── ConfigError (ValueError)           a bad setting or constructor argument (field; path and line when read
-    │   │                                  from loopwatch.toml): Guard, Ladder, Rung, limits, stores, sinks,
-    │   │                                  LoopJudge, adapters, reports, ChantTracker, WordPieceTokenizer
+    │   │                                  from loopwatch.toml): Guard, Policy, Ladder, Rung, Messages, a
+    │   │                                  pattern no rule declares (patterns), the rules (detectors), limits,
+    │   │                                  stores, sinks, LoopJudge, adapters, reports, ChantTracker,
+    │   │                                  WordPieceTokenizer
     │   └── UnknownPresetError             preset("...") with a name that is not a preset
     ├── EventError (ValueError)            a malformed event: parse_event, trace readers, Guard.observe with
     │                                      on_error="raise" (else a logged, counted skip)

@@ -1,100 +1,40 @@
 """Policy: which detectors run, how each pattern escalates (ladders), limits, per-tool settings.
 
-A :class:`Ladder` maps a finding's count to an escalation level and action::
+A :class:`Ladder` (:mod:`loopwatch.ladder`) maps a finding's count to an escalation level and action::
 
     Ladder.of(nudge=3, block=5, stop=8)       # nudge at 3, refuse further calls at 5, end the run at 8
 
 Nudges are emitted once per level per streak (no nudge spam) unless ``renotify=True``; a block refuses
-every further call of the streak; a stop ends the run.
+every further call of the streak; a stop ends the run. A policy's ladders may only name patterns a rule declared
+(:mod:`loopwatch.patterns`): a misspelt one is a ConfigError naming them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .detectors.base import Detector, Finding, State
 from .errors import ConfigError
+from .ladder import Ladder, Metric, Rung
 from .limits import Limits
 from .messages import Messages
-from .verdict import SEVERITY, Action
+from .patterns import REGISTRY
+from .verdict import Action
 
-Metric = Literal["count", "detections"]
-
-
-@dataclass(frozen=True, slots=True)
-class Rung:
-    """Escalate to ``action`` once the count reaches ``at``; ``message`` overrides the template."""
-
-    at: int
-    action: Action
-    message: str | None = None
-    reason: str | None = None
-    status: str | None = None
-    partial: bool = False
-
-    def __post_init__(self) -> None:
-        if self.action not in ("nudge", "block", "stop"):
-            raise ConfigError(f"a rung's action is nudge, block or stop, got {self.action!r}", field="action")
-        if self.at < 1:
-            raise ConfigError(f"a rung's threshold must be >= 1, got {self.at!r}", field="at")
-
-
-@dataclass(frozen=True, slots=True)
-class Ladder:
-    """Rungs in increasing order of ``at``. ``metric="detections"`` counts findings instead (the call-cycles preset)."""
-
-    rungs: tuple[Rung, ...]
-    renotify: bool = False
-    metric: Metric = "count"
-    restrike: int | None = None
-    """Second strike: a *new* streak of this pattern reaching a rung within ``restrike`` events of the
-    previous streak's last verdict ends the run (the earlier nudge did not help; Gemini CLI's strike 2)."""
-
-    def __post_init__(self) -> None:
-        ats = [r.at for r in self.rungs]
-        if ats != sorted(ats) or len(set(ats)) != len(ats):
-            raise ConfigError(f"ladder thresholds must strictly increase, got {ats}", field="rungs")
-        severities = [SEVERITY[r.action] for r in self.rungs]
-        if severities != sorted(severities):
-            raise ConfigError("ladder actions must not de-escalate (nudge <= block <= stop)", field="rungs")
-        if self.restrike is not None and self.restrike < 1:
-            raise ConfigError(f"must be >= 1 event, got {self.restrike!r}", field="restrike")
-
-    @classmethod
-    def of(
-        cls,
-        *,
-        nudge: int | Sequence[int] | None = None,
-        block: int | None = None,
-        stop: int | None = None,
-        renotify: bool = False,
-        metric: Metric = "count",
-        restrike: int | None = None,
-    ) -> Ladder:
-        """A ladder from thresholds: ``nudge`` may list several nudge levels (``nudge=(3, 4, 6)``)."""
-        nudges = [] if nudge is None else ([nudge] if isinstance(nudge, int) else list(nudge))
-        rungs = [Rung(n, "nudge") for n in nudges]
-        if block is not None:
-            rungs.append(Rung(block, "block"))
-        if stop is not None:
-            rungs.append(Rung(stop, "stop"))
-        return cls(tuple(rungs), renotify=renotify, metric=metric, restrike=restrike)
-
-    def level_for(self, value: int) -> int:
-        """1-based index of the highest rung reached by ``value`` (0: none)."""
-        level = 0
-        for i, rung in enumerate(self.rungs, 1):
-            if value >= rung.at:
-                level = i
-        return level
-
-    def __repr__(self) -> str:
-        rungs = ", ".join(f"{r.action}@{r.at}" for r in self.rungs)
-        extra = (", renotify" if self.renotify else "") + (", per detection" if self.metric == "detections" else "")
-        extra += f", restrike within {self.restrike}" if self.restrike else ""
-        return f"Ladder({rungs}{extra})"
+__all__ = [
+    "Decision",
+    "Ladder",
+    "Metric",
+    "Policy",
+    "Rung",
+    "ToolSettings",
+    "check_ladders",
+    "check_restrike",
+    "decide",
+    "exempt",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +104,9 @@ class ToolSettings:
     keep_keys: tuple[str, ...] | None = None
     ladders: Mapping[str, Ladder] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        check_ladders(self.ladders, "ladders")
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -189,6 +132,13 @@ class Policy:
     finding (similar text, reworded intents, chanting, monologues, self-reported stalls, streaks of different
     calls that find nothing, an error retried after changes that worked) may only nudge, whatever its ladder."""
 
+    def __post_init__(self) -> None:
+        check_ladders(self.ladders, "ladders")
+        for name, settings in self.tools.items():
+            if not isinstance(settings, ToolSettings):
+                raise ConfigError(f"expected ToolSettings, got {settings!r}", field=f"tools.{name}")
+        check_restrike(self.ladders, self.tools, hard_evidence=self.hard_evidence)
+
     def tool(self, name: str) -> ToolSettings | None:
         return self.tools.get(name)
 
@@ -210,6 +160,32 @@ class Policy:
     def __repr__(self) -> str:
         detectors = ", ".join(repr(d) for d in self.detectors)
         return f"Policy(name={self.name!r}, detectors=[{detectors}], limits={self.limits!r})"
+
+
+def check_ladders(ladders: Mapping[str, Ladder], path: str) -> None:
+    """Every key a declared pattern that a ladder escalates, every value a :class:`Ladder`; else ConfigError
+    (``field``: ``<path>.<pattern>``) naming the patterns a ladder can be set for."""
+    for pattern, ladder in ladders.items():
+        where = f"{path}.{pattern}"
+        REGISTRY.get(pattern, field=where, escalated=True)
+        if not isinstance(ladder, Ladder):
+            raise ConfigError(f"expected a Ladder, got {ladder!r}", field=where)
+
+
+def check_restrike(ladders: Mapping[str, Ladder], tools: Mapping[str, ToolSettings], *, hard_evidence: bool) -> None:
+    """With ``hard_evidence`` a ladder's ``restrike`` never fires (a new streak is not the same unit repeated): a
+    ConfigError rather than a setting that silently does nothing."""
+    if not hard_evidence:
+        return
+    tables = [("ladders", ladders)] + [(f"tools.{name}.ladders", settings.ladders) for name, settings in tools.items()]
+    for path, table in tables:
+        for pattern, ladder in table.items():
+            if ladder.restrike is not None:
+                raise ConfigError(
+                    "restrike stops a new streak, and with hard_evidence only the same unit repeated may stop a "
+                    "run: set hard_evidence = false to use it",
+                    field=f"{path}.{pattern}.restrike",
+                )
 
 
 def exempt(tools: Collection[str]) -> dict[str, ToolSettings]:

@@ -6,10 +6,11 @@ Select them by name everywhere: ``Guard(preset="doom-loop")``, ``loopwatch scan 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from .detectors import (
+    Detector,
     behavioral,
     chanting,
     cycle,
@@ -285,29 +286,19 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
         self_report(threshold=2),
         revisit(threshold=3),
     )
-    # Block only where the same unit repeats with nothing changed (repeat, cycle, error_retry, an identical
-    # message), after a nudge went unheeded; everything else nudges (hard_evidence below). Stop where that unit
-    # keeps failing (error_retry), a cycle keeps coming back, or a refused call is made again and again.
-    ladders = {
-        "repeat": Ladder.of(nudge=3, block=5, stop=10),
-        "cycle": Ladder.of(nudge=3, block=5, stop=7),
-        "error_retry": Ladder.of(nudge=3, block=6, stop=10),
-        "repeat_message": Ladder.of(nudge=3, stop=6),
-        "polling": Ladder.of(nudge=15),
-        "no_progress": Ladder.of(nudge=3),
-        "no_effect": Ladder.of(nudge=5),
-        "revisit": Ladder.of(nudge=3),
-        "failure_streak": Ladder.of(nudge=6),
-        "similar_text": Ladder.of(nudge=3),
-        "chanting": Ladder.of(nudge=5),
-        "monologue": Ladder.of(nudge=4),
-        "swarm_repeat": Ladder.of(nudge=10),
-        "rephrase": Ladder.of(nudge=3),
-        "stalled": Ladder.of(nudge=2),
-    }
+    # The ladders are those the rules declare for their patterns (loopwatch.patterns). They block only where the
+    # same unit repeats with nothing changed (repeat, cycle, error_retry, an identical message), after a nudge went
+    # unheeded; everything else nudges (hard_evidence below). They stop where that unit keeps failing (error_retry),
+    # a cycle keeps coming back, or a refused call is made again and again.
+    ladders = declared_ladders(detectors)
     return Policy(
         name, detectors, ladders, limits=Limits(), messages=Messages(), hard_evidence=True, stop_after_refusals=3
     )
+
+
+def declared_ladders(detectors: Iterable[Detector]) -> dict[str, Ladder]:
+    """The default ladder of every pattern the ``detectors`` report, as their rules declare it."""
+    return {p.name: p.ladder for d in detectors for p in d.patterns if p.ladder is not None}
 
 
 PRESETS: Final[dict[str, Callable[[], Policy]]] = {

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Final
 
 from .errors import EventError, InputError
-from .events import EVENT_TYPES, Event, Message, ToolCall, ToolResult, parse_event, session_of
+from .events import EVENT_TYPES, Event, Message, Reset, ToolCall, ToolResult, parse_event, session_of
 
 Format = str
 """A format name, one of :data:`FORMATS`."""
@@ -548,6 +548,10 @@ def step_event(step: Any) -> Event:
             is_error=is_error if isinstance(is_error, bool) else None,
             worker=agent,
         )
+    if role == "system" and step.get("new_context") is True:
+        # the harness started a fresh conversation: the model no longer sees what came before, so nothing it does
+        # from here repeats what it did there
+        return Reset(worker=agent)
     if role in ("user", "system"):
         return Message(role=role, text=text, worker=agent)
     raise EventError(f"expected assistant, tool, user or system, got {role!r}", field="role")

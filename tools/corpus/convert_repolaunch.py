@@ -40,7 +40,8 @@ the first tag, in the conversation's priority order, that has non-empty content)
   FAILED ...`` (true);
 - a reply with no parsable action -> ``assistant`` step without ``tool``; the harness's format complaint that
   follows -> ``user`` step with ``is_error`` true;
-- the start of each conversation -> ``system`` step (``Start setup conversation``), and a harness exception
+- the start of each conversation -> ``system`` step (``Start setup conversation``) with ``new_context`` true
+  (the model starts from a fresh context there: loop tracking starts afresh), and a harness exception
   (``!!! Exception: ...``, ``Traceback ...``) -> ``system`` step. Other harness log lines (file relevance,
   base image choice, container start, timings) are not steps.
 
@@ -312,7 +313,7 @@ def convert_log(path: str, text: str) -> Conversion:
                 if conversation not in ACTION_ORDER:
                     raise SourceError(path, f"unknown conversation {conversation!r}", rec.line)
                 conv.conversations.append({"name": conversation, "first_step": len(steps), "log_line": rec.line})
-                steps.append(message_step("system", f"Start {conversation} conversation"))
+                steps.append(message_step("system", f"Start {conversation} conversation", new_context=True))
                 pending, pending_message = None, False
             elif rec.text.startswith("Verification PASSED") and pending == ("submit", "rebuild"):
                 steps.append(result_step("submit", rec.text.strip(), False))

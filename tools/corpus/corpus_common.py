@@ -157,8 +157,13 @@ def result_step(tool: str, text: str, is_error: bool | None) -> Step:
     return {"role": "tool", "text": text, "tool": tool, "args": None, "is_error": is_error}
 
 
-def message_step(role: str, text: str, is_error: bool | None = None) -> Step:
-    return {"role": role, "text": text, "tool": None, "args": None, "is_error": is_error}
+def message_step(role: str, text: str, is_error: bool | None = None, *, new_context: bool = False) -> Step:
+    """A step that is not a tool call or result; ``new_context``: a ``system`` step where the harness starts a fresh
+    conversation (the model no longer sees the steps before it)."""
+    step: Step = {"role": role, "text": text, "tool": None, "args": None, "is_error": is_error}
+    if new_context:
+        step["new_context"] = True
+    return step
 
 
 def clip_text(text: str, max_chars: int) -> str:

@@ -79,7 +79,7 @@ from collections.abc import Callable, Mapping
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from .._lazy_re import lazy_compile
-from ..errors import LoopwatchError
+from ..errors import ConfigError, LoopwatchError
 from ..events import Event, Message, ToolCall, ToolResult
 from ..verdict import Verdict
 
@@ -472,7 +472,7 @@ def settings_path(scope: str = "project") -> Path:
         return Path.cwd() / ".claude" / "settings.local.json"
     if scope == "project":
         return Path.cwd() / ".claude" / "settings.json"
-    raise ValueError(f"unknown settings scope {scope!r} (project, user or local)")
+    raise ConfigError(f"unknown settings scope {scope!r} (project, user or local)", field="scope")
 
 
 def hook_command(
@@ -555,7 +555,7 @@ def install_hooks(settings: Mapping[str, Any], command: str | None = None, *, ur
     """A copy of ``settings`` with loopwatch's hook on each of :data:`HOOK_EVENTS` (replacing any earlier one):
     a ``command`` handler, or with ``url`` an ``http`` handler posting to the hook service."""
     if (command is None) == (url is None):
-        raise ValueError("give a command or a url")
+        raise ConfigError("give a command or a url, not both", field="command")
     data: dict[str, Any] = json.loads(json.dumps(settings))
     hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict):

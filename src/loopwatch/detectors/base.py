@@ -23,6 +23,7 @@ from ..configured import Configured
 from ..events import Event
 from ..fingerprint import error_signature, is_mutation, is_poll, is_search, preview
 from ..masking import masked
+from ..patterns import REGISTRY, Pattern
 from ..swarm_tally import SwarmTally
 from ..tools import query_hashes, search_query, search_scopes
 
@@ -95,12 +96,20 @@ class Detector(Configured, ABC):
     """A loop rule. Subclasses hold thresholds only; per-session data lives in the state they create."""
 
     name: ClassVar[str] = "detector"
-    patterns: ClassVar[tuple[str, ...]] = ()
+    patterns: ClassVar[tuple[Pattern, ...]] = ()
+    """The patterns the rule reports, each with its default ladder, messages, specificity and evidence
+    (:class:`~loopwatch.patterns.Pattern`); a pattern another rule declared may be named by its name. Defining the
+    class registers them (:data:`~loopwatch.patterns.REGISTRY`)."""
     kinds: ClassVar[frozenset[str]] = frozenset({"call", "result", "message", "delta", "usage"})
     """The step kinds the detector looks at; the engine does not call it for the others."""
     reset_on_user: bool = True
     optional_state: ClassVar[frozenset[str]] = frozenset()
     """State keys added after a release: a snapshot without them loads with their fresh values."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "patterns" in cls.__dict__:
+            cls.patterns = REGISTRY.declare(cls.__dict__["patterns"], by=cls.__name__)
 
     @abstractmethod
     def new_state(self) -> State:

@@ -4,8 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import ConfigError
+from ..ladder import Ladder
+from ..patterns import Pattern
 from .base import Detector, Finding, State, Step, call_label, mutates, polls, push
 from .repeat import loose_fp
+
+CYCLE = Pattern(
+    "cycle",
+    "You are going round in a cycle: the same {period} calls have repeated {count} times without "
+    "progress:\n{calls}\nRepeating the cycle will not change the outcome. Stop, look at what each step "
+    "returned, and change the plan (a different step, tool or input) before continuing.",
+    ladder=Ladder.of(nudge=3, block=5, stop=7),
+    block_message="Refused: this call continues a cycle of {period} calls that has repeated {count} times with the "
+    "same results:\n{calls}\nIt was not run. Break the cycle with a different step.",
+    specificity=3,
+    evidence=("tool", "call", "period"),
+)
+"""The same few calls in the same order again and again."""
 
 
 class CycleDetector(Detector):
@@ -26,7 +42,7 @@ class CycleDetector(Detector):
 
     name = "cycle"
     kinds = frozenset({"call", "result"})
-    patterns = ("cycle",)
+    patterns = (CYCLE,)
 
     def __init__(
         self,
@@ -38,7 +54,10 @@ class CycleDetector(Detector):
         polls_exempt: bool = True,
     ) -> None:
         if not 1 <= min_period <= max_period:
-            raise ValueError("cycle periods must satisfy 1 <= min_period <= max_period")
+            raise ConfigError(
+                f"1 <= min_period <= max_period is required, got {min_period!r} and {max_period!r}",
+                field="cycle.min_period",
+            )
         self.max_period = max_period
         self.min_period = min_period
         self.result_aware = result_aware

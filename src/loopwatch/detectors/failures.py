@@ -8,7 +8,10 @@ from typing import Any, Final
 
 from .._kernels import error_lines
 from .._lazy_re import lazy_compile
+from ..errors import ConfigError
 from ..fingerprint import preview, word_hashes
+from ..ladder import Ladder
+from ..patterns import Pattern
 from ..tools import batch_items, runs_code
 from .base import (
     Detector,
@@ -36,27 +39,25 @@ _ECHOES: Final = lazy_compile(r"^\s*(?:echo|printf)\b")
 found nothing (mini-swe-agent's ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``)."""
 
 
-_ERROR_WORDS: Final = ("error", "exception", "fail", "not found", "no such", "denied", "invalid", "cannot")
+_CUT_NOTE: Final = re.compile(
+    r"^\W*(?:\[?truncated|<response clipped>|output truncated|\(truncated|\[output clipped)", re.I
+)
+"""A line that only says the output was cut (``...[truncated 8460 chars]``): it says nothing about the error."""
 
 
 def error_excerpt(output: str, limit: int = 200) -> str:
-    """The most telling line of an error output (the last non-empty line that mentions an error).
-
-    Only the last 40 non-empty lines of the last 2,000 characters are read, from the end: the line that
-    says what went wrong is usually the last one.
-    """
+    """The most telling line of an error output: the last line of its last 2,000 characters that says something
+    went wrong (:func:`~loopwatch._kernels_py.error_lines`, the lines a failure is compared by), else the last
+    non-empty line that is not a note that the output was cut."""
+    tail = output[-2_000:]
+    lines = error_lines(tail.encode("utf-8", "surrogatepass"))
+    if lines:
+        return preview(lines[-1].decode("utf-8", "replace").strip(), limit)
     last = None
-    read = 0
-    for raw in reversed(output[-2_000:].splitlines()):
+    for raw in reversed(tail.splitlines()):
         line = raw.strip()
-        if not line:
-            continue
-        last = last or line
-        lowered = line.lower()
-        if any(word in lowered for word in _ERROR_WORDS):
-            return preview(line, limit)
-        read += 1
-        if read == 40:
+        if line and not _CUT_NOTE.match(line):
+            last = line
             break
     return preview(last or output, limit)
 
@@ -148,7 +149,19 @@ class ErrorRetryDetector(Detector):
 
     name = "error_retry"
     kinds = frozenset({"call", "result"})
-    patterns = ("error_retry",)
+    patterns = (
+        Pattern(
+            "error_retry",
+            "{tool} has failed {failures} times in a row with the same error:\n  {error}\nRetrying will fail the "
+            "same way. Read the error message and fix its cause (the command, the path, the arguments, a missing "
+            "dependency), or use a different tool.",
+            ladder=Ladder.of(nudge=3, block=6, stop=10),
+            block_message="Refused: {tool} has failed {failures} times in a row with the same error:\n  {error}\n"
+            "The call was not run. Read the error and change what caused it before calling {tool} again.",
+            specificity=6,
+            evidence=("tool", "call", "error"),
+        ),
+    )
     reset_on_user = False  # the same call failing the same way after a user reply is still a retry
     optional_state = frozenset({"change", "actions"})  # snapshots taken before changes and actions were kept
 
@@ -341,7 +354,15 @@ class FailureStreakDetector(Detector):
 
     name = "failure_streak"
     kinds = frozenset({"call", "result"})
-    patterns = ("failure_streak",)
+    patterns = (
+        Pattern(
+            "failure_streak",
+            "The last {count} tool calls all {outcome} (last: {error}). Stop and re-read what they said before the "
+            "next call: it tells you what to change.",
+            ladder=Ladder.of(nudge=6),
+            evidence=("tool", "error"),
+        ),
+    )
     optional_state = frozenset({"quiet", "items", "item", "errors"})  # snapshots taken before these were kept
 
     def __init__(self, *, shell_only: bool = False, empty: bool = False, news: bool = False, similarity: float = 0.5):
@@ -457,7 +478,17 @@ class TestFixDetector(Detector):
     __test__ = False  # not a pytest test class
     name = "test_fix"
     kinds = frozenset({"call", "result"})
-    patterns = ("test_fix",)
+    patterns = (
+        Pattern(
+            "test_fix",
+            "You've had {count} consecutive test failures. Step back and rethink:\n1. Re-read the error messages "
+            "carefully\n2. Consider whether your approach is fundamentally wrong\n3. Try a DIFFERENT fix strategy "
+            "instead of iterating on the same one",
+            ladder=Ladder.of(nudge=3),
+            specificity=5,
+            evidence=("tool", "error"),
+        ),
+    )
 
     def new_state(self) -> State:
         return {"sig": None, "n": 0, "start": None, "idx": [], "pending": None, "summary": ""}
@@ -569,7 +600,7 @@ class FeedbackRepeatDetector(Detector):
 
     name = "feedback_repeat"
     kinds = frozenset({"call", "result", "message"})
-    patterns = ("error_retry",)
+    patterns = ErrorRetryDetector.patterns
     reset_on_user = False
     optional_state = frozenset({"words", "attempt", "variants"})  # snapshots taken before these were kept
 
@@ -583,7 +614,11 @@ class FeedbackRepeatDetector(Detector):
         variants: int = 5,
     ) -> None:
         if threshold < 2 or (reply_threshold is not None and reply_threshold < 2) or variants < 2:
-            raise ValueError("threshold, reply_threshold and variants must be at least 2")
+            raise ConfigError(
+                f"threshold, reply_threshold and variants must be at least 2, got {threshold!r}, {reply_threshold!r}"
+                f" and {variants!r}",
+                field="feedback_repeat",
+            )
         self.threshold = threshold
         self.reply_threshold = reply_threshold
         self.similarity = similarity

@@ -6,6 +6,7 @@ from ..canonical import digest
 from ..fingerprint import exact_serialized, normalize_args_seed004, preview, primary_fingerprint
 from ..similarity import jaccard_ws
 from .base import Detector, Finding, State, Step, call_label, push
+from .repeat import REPEAT
 
 
 class BehavioralDetector(Detector):
@@ -17,7 +18,7 @@ class BehavioralDetector(Detector):
 
     name = "behavioral"
     kinds = frozenset({"call"})
-    patterns = ("repeat",)
+    patterns = (REPEAT,)
 
     def __init__(self, *, threshold: float = 0.75, window: int = 20) -> None:
         self.threshold = threshold
@@ -67,7 +68,7 @@ class DoomLoopDetector(Detector):
 
     name = "doom_loop"
     kinds = frozenset({"call"})
-    patterns = ("repeat",)
+    patterns = (REPEAT,)
 
     def __init__(self, *, threshold: int = 3, fuzzy_threshold: int = 4, window: int = 10) -> None:
         self.threshold = threshold

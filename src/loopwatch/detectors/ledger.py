@@ -19,8 +19,20 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
+from ..errors import ConfigError
 from ..fingerprint import preview
+from ..ladder import Ladder
+from ..patterns import Pattern
 from .base import Detector, Finding, State, Step, push
+
+STALLED = Pattern(
+    "stalled",
+    "Your own progress ledger has said {count} times in a row that you are stuck ({ledger}). Believe it: do "
+    "not hand out the same instruction again in other words. Change the plan (another source, another agent, "
+    "another way to get the answer) or say what is blocking you.",
+    ladder=Ladder.of(nudge=2),
+)
+"""An orchestrator's own progress ledger saying, again, that the run is stuck."""
 
 _MARK: Final = '"is_in_loop"'
 _MAX_CHARS: Final = 20_000
@@ -64,12 +76,12 @@ class SelfReportDetector(Detector):
 
     name = "self_report"
     kinds = frozenset({"message"})
-    patterns = ("stalled",)
+    patterns = (STALLED,)
     reset_on_user = False  # the orchestrator's ledger speaks for the whole run
 
     def __init__(self, *, threshold: int = 2) -> None:
         if threshold < 1:
-            raise ValueError("threshold must be at least 1")
+            raise ConfigError(f"must be at least 1, got {threshold!r}", field="self_report.threshold")
         self.threshold = threshold
 
     def new_state(self) -> State:

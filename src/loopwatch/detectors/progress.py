@@ -14,6 +14,8 @@ from typing import Any, Final
 
 from .._lazy_re import lazy_compile
 from ..fingerprint import preview
+from ..ladder import Ladder
+from ..patterns import Pattern
 from ..tools import same_query, same_search
 from .base import (
     Detector,
@@ -89,6 +91,18 @@ def fruitless(step: Step) -> bool:
     return bool(cached)
 
 
+NO_PROGRESS = Pattern(
+    "no_progress",
+    "Your last {count} {kind} brought nothing new (last result: {result}). Trying small variations of the "
+    "same thing will not either. Step back: use what you already know, try a different kind of step, or "
+    "say what you are missing.",
+    ladder=Ladder.of(nudge=3),
+    specificity=1,
+    evidence=("tool",),
+)
+"""Different look-ups in a row that all bring nothing new."""
+
+
 class NoProgressDetector(Detector):
     """The same look-up again, in a place already searched, bringing nothing new.
 
@@ -99,7 +113,9 @@ class NoProgressDetector(Detector):
     re-search that comes back empty, says nothing matched, or returns a result already seen (exactly, or
     ``near``: most of its lines shared with one, so a re-rendered page is still the same) counts, together with
     the call it repeats. Calls that look for something else, or in a distinct place (the same query over one
-    file after another: a batch over distinct items), are work: they neither count nor end a streak. A
+    file after another: a batch over distinct items), are work: they neither count nor end a streak; so is a
+    narrower look-up right after one that found something (its words and more: ``Poly`` found, then its method
+    ``latex`` looked for). A
     result with new content ends the streak (``leaky``: one finding halves a long fruitless streak instead);
     a change (an edit, a write) or a wait starts afresh.
 
@@ -110,7 +126,7 @@ class NoProgressDetector(Detector):
 
     name = "no_progress"
     kinds = frozenset({"call", "result"})
-    patterns = ("no_progress",)
+    patterns = (NO_PROGRESS,)
     optional_state = frozenset({"searched", "current", "vain"})  # snapshots taken before re-searches were told apart
 
     def __init__(
@@ -193,8 +209,12 @@ class NoProgressDetector(Detector):
             return None
         vain = state["vain"]
         # a re-search counts when what it repeats found nothing either, or came right before it; a second pass over
-        # items that each brought something is work, like a new search
-        repeated = [index for index in repeats if index in vain or index == previous]
+        # items that each brought something is work, like a new search, and so is a narrower look-up in what the one
+        # before it found (its words and more: the class found, then a method of it)
+        narrower = previous is not None and any(
+            index == previous and set(query) > set(other) for _places, other, index in state["searched"]
+        )
+        repeated = [index for index in repeats if index in vain or (index == previous and not narrower)]
         push(vain, step.call_index, _SEEN)
         if not repeated:
             return None

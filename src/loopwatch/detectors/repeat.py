@@ -3,10 +3,40 @@
 from __future__ import annotations
 
 from ..fingerprint import is_shell_tool, loose_fingerprint
+from ..ladder import Ladder
+from ..patterns import Pattern
 from ..tools import moves_relatively
 from .base import Detector, Finding, State, Step, call_label, mutates, polls, push
 
 _INDICES = 8
+
+REPEAT = Pattern(
+    "repeat",
+    "You have called {call} {count} times in a row with the same arguments and got the same result each "
+    "time, so calling it again will not tell you anything new. Use the result you already have or try a "
+    "different approach; if something is blocking you, say what it is.",
+    ladder=Ladder.of(nudge=3, block=5, stop=10),
+    block_message="Refused: {call} has already run {count} times with the same arguments and the same result. It "
+    "was not run again. Change your approach (different arguments, a different tool) or explain what is blocking "
+    "you.",
+    specificity=2,
+    evidence=("fingerprint", "tool", "call", "match"),
+)
+"""The same call again with nothing new (also what the doom-loop and behavioral rules report)."""
+_POLLING = (
+    "You have polled {call} {count} times in a row. Its output is still changing, so the job is still "
+    "running: instead of polling again, do ONE blocking wait sized to how long the job should take (a "
+    "single command that waits until it finishes, or a longer timeout), then check the result once."
+)
+POLLING = Pattern(
+    "polling",
+    _POLLING,
+    ladder=Ladder.of(nudge=15),
+    block_message=_POLLING,
+    specificity=2,
+    evidence=("fingerprint", "tool", "call"),
+)
+"""A wait or a status check again and again while its answer changes."""
 
 
 def loose_fp(step: Step) -> str:
@@ -33,7 +63,7 @@ class RepeatDetector(Detector):
 
     name = "repeat"
     kinds = frozenset({"call", "result"})
-    patterns = ("repeat", "polling")
+    patterns = (REPEAT, POLLING)
     optional_state = frozenset({"change", "failed"})  # snapshots taken before these were kept
 
     def __init__(self, *, result_aware: bool = True, loose: bool = True, loose_min_chars: int = 48) -> None:

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import ConfigError
 from ..fingerprint import preview
+from ..ladder import Ladder
+from ..patterns import Pattern
 from ..tools import batch_items, runs_code, same_query, scope_overlaps, search_scopes
 from .base import Detector, Finding, State, Step, mutates, polls, push, scopes_of, searches, sorted_argument_words
 
@@ -33,13 +36,27 @@ class RerunDetector(Detector):
 
     name = "rerun"
     kinds = frozenset({"call", "result"})
-    patterns = ("no_effect",)
+    patterns = (
+        Pattern(
+            "no_effect",
+            "{tool} has returned the same result {count} times although you changed things in between ({result}). "
+            "Your changes are probably not reaching what runs. Before the next change, check what the run actually "
+            "executes: an installed copy instead of the file you edit (pip show, python -c 'import m; "
+            "print(m.__file__)'), another import path, a stale cache or build (rebuild, reinstall, clear "
+            "__pycache__), or a script that never calls the code you change.",
+            ladder=Ladder.of(nudge=5),
+            specificity=4,
+            evidence=("tool",),
+        ),
+    )
     reset_on_user = False  # a reply does not make the changes reach what runs: the same output is still the same
     optional_state = frozenset({"versions"})  # snapshots taken before versions of a call were counted
 
     def __init__(self, *, threshold: int = 3, calls: int = 4) -> None:
         if threshold < 2 or calls < 1:
-            raise ValueError("threshold >= 2 and calls >= 1 are required")
+            raise ConfigError(
+                f"threshold >= 2 and calls >= 1 are required, got {threshold!r} and {calls!r}", field="rerun"
+            )
         self.threshold = threshold
         self.calls = calls
 

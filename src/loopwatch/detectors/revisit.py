@@ -4,11 +4,24 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ..errors import ConfigError
+from ..ladder import Ladder
+from ..patterns import Pattern
 from ..tools import runs_code
 from .base import Detector, Finding, State, Step, call_label, mutates, polls, searches
 
 _KEPT: Final = 32
 """Distinct calls remembered per session (the least recently made are forgotten first)."""
+
+REVISIT = Pattern(
+    "revisit",
+    "You have made {call} {count} times now, and it answered the same each time: nothing has changed since the "
+    "first time, so it will answer the same again. Work with what it told you, or take a step that changes "
+    "something (an edit, a different tool, another source); if what you need is not there, say so.",
+    ladder=Ladder.of(nudge=3),
+    evidence=("tool", "call"),
+)
+"""The same look-up made again, here and there, with the same answer each time."""
 
 
 class RevisitDetector(Detector):
@@ -25,11 +38,11 @@ class RevisitDetector(Detector):
 
     name = "revisit"
     kinds = frozenset({"call", "result"})
-    patterns = ("revisit",)
+    patterns = (REVISIT,)
 
     def __init__(self, *, threshold: int = 4, kept: int = _KEPT) -> None:
         if threshold < 2:
-            raise ValueError(f"revisit: threshold must be at least 2, got {threshold!r}")
+            raise ConfigError(f"must be at least 2, got {threshold!r}", field="revisit.threshold")
         self.threshold = threshold
         self.kept = kept
 

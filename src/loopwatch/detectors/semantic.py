@@ -31,7 +31,10 @@ from array import array
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
+from ..errors import ConfigError
 from ..fingerprint import ASCII_LOWER, preview
+from ..ladder import Ladder
+from ..patterns import Pattern
 from ..tools import moves
 from .base import (
     EMPTY_LINE,
@@ -189,6 +192,17 @@ def quantized_cosine(a: str, b: str) -> float:
     return sum(map(int.__mul__, x, y)) / norms if norms else 0.0
 
 
+REPHRASE = Pattern(
+    "rephrase",
+    "You have stated the same intent {count} times in different words and learned nothing new in between "
+    "({intent}). Rewording the same request or plan will not change the outcome: say what is blocking you, "
+    "use what you already have, or try a genuinely different approach.",
+    ladder=Ladder.of(nudge=3),
+    evidence=("similarity", "match"),
+)
+"""The same intent reworded while nothing new is learned."""
+
+
 class RephraseDetector(Detector):
     """The same intent reworded (see the module docstring), per channel: tool-call reasoning, or one
     worker's messages.
@@ -228,7 +242,7 @@ class RephraseDetector(Detector):
 
     name = "rephrase"
     kinds = frozenset({"call", "result", "message"})
-    patterns = ("rephrase",)
+    patterns = (REPHRASE,)
     reset_on_user = False
     optional_state = frozenset({"asked", "replies"})  # snapshots taken before instructions, replies were compared
 
@@ -254,14 +268,16 @@ class RephraseDetector(Detector):
     ) -> None:
         thresholds = (threshold, message_threshold, lexical_threshold, instruction_threshold, reply_threshold)
         if not all(0.0 < t <= 1.0 for t in thresholds):
-            raise ValueError(
+            raise ConfigError(
                 "threshold, message_threshold, lexical_threshold, instruction_threshold and reply_threshold must be"
-                " in (0, 1]"
+                f" in (0, 1], got {thresholds!r}",
+                field="rephrase",
             )
         if window < 1 or min(count, instruction_count) < 2 or min(max_gain, instruction_gain) < 0 or gain_cap < 1:
-            raise ValueError(
+            raise ConfigError(
                 "window >= 1, count and instruction_count >= 2, max_gain and instruction_gain >= 0 and gain_cap >= 1"
-                " are required"
+                " are required",
+                field="rephrase",
             )
         self._embedder = embedder
         self.similarity = "embedding" if embedder is not None else "lexical"

@@ -2,8 +2,24 @@
 
 from __future__ import annotations
 
+from ..ladder import Ladder
+from ..patterns import Pattern
 from ..swarm_tally import SwarmTally as SwarmTally
 from .base import Detector, Finding, State, Step, call_label
+
+_SWARM = (
+    "GLOBAL DOOM LOOP: {count} calls to {tool} across {workers} workers. The entire swarm is stuck on this "
+    "approach.\n1. Try a fundamentally different strategy\n2. Do NOT retry the same tool/parameters\n"
+    "3. Consider whether the task goal itself needs re-evaluation"
+)
+SWARM_REPEAT = Pattern(
+    "swarm_repeat",
+    _SWARM,
+    ladder=Ladder.of(nudge=10),
+    block_message=_SWARM,
+    evidence=("tool", "call", "workers"),
+)
+"""The same call made again and again across the workers of a swarm."""
 
 
 class SwarmDetector(Detector):
@@ -16,7 +32,7 @@ class SwarmDetector(Detector):
 
     name = "swarm"
     kinds = frozenset({"call"})
-    patterns = ("swarm_repeat",)
+    patterns = (SWARM_REPEAT,)
     reset_on_user = False
 
     def __init__(self, *, threshold: int = 10, min_workers: int = 2) -> None:

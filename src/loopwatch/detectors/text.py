@@ -7,7 +7,10 @@ from collections.abc import Callable
 from typing import Any, Final, Literal
 
 from ..chanting import ChantHit, ChantTracker
+from ..errors import ConfigError
 from ..fingerprint import preview
+from ..ladder import Ladder
+from ..patterns import Pattern
 from ..similarity import fuzz_ratio, jaccard_sets
 from .base import (
     SKETCH_BITS,
@@ -27,6 +30,36 @@ from .base import (
 
 Metric = Literal["jaccard", "fuzz"]
 Mode = Literal["consecutive", "any"]
+
+SIMILAR_TEXT = Pattern(
+    "similar_text",
+    "Your last {count} replies say nearly the same thing. Saying it again will not move the task forward: "
+    "take one concrete action (call a tool, ask one specific question) or say what is blocking you.",
+    ladder=Ladder.of(nudge=3),
+    evidence=("similarity",),
+)
+"""Replies that say nearly the same thing."""
+CHANTING = Pattern(
+    "chanting",
+    "Your reply keeps repeating the same text ({chunk}). Stop repeating it: finish the reply in a few "
+    "sentences and continue with the task.",
+    ladder=Ladder.of(nudge=5),
+    evidence=("chunk",),
+)
+"""One reply repeating the same text over and over."""
+MONOLOGUE = Pattern(
+    "monologue",
+    "You have written {count} messages in a row without using a tool. Stop summarising: pick the next "
+    "task and start using tools immediately.",
+    ladder=Ladder.of(nudge=4),
+)
+"""Messages in a row without a tool call, after the agent has used tools."""
+REPEAT_MESSAGE = Pattern(
+    "repeat_message",
+    "You have sent the same message {count} times. Repeating it changes nothing: act on it, or say what is missing.",
+    ladder=Ladder.of(nudge=3, stop=6),
+)
+"""The very same message again."""
 
 
 def word_bits(text: str, k: int) -> int:
@@ -74,7 +107,7 @@ class SimilarTextDetector(Detector):
 
     name = "similar_text"
     kinds = frozenset({"call", "message", "result"})  # results: only with novelty
-    patterns = ("similar_text",)
+    patterns = (SIMILAR_TEXT,)
     optional_state = frozenset({"seen", "news", "asked"})  # snapshots taken before novelty was kept
 
     def __init__(
@@ -92,9 +125,9 @@ class SimilarTextDetector(Detector):
         novelty: bool = False,
     ) -> None:
         if metric not in ("jaccard", "fuzz"):
-            raise ValueError(f"metric must be 'jaccard' or 'fuzz', got {metric!r}")
+            raise ConfigError(f"must be 'jaccard' or 'fuzz', got {metric!r}", field="metric")
         if mode not in ("consecutive", "any"):
-            raise ValueError(f"mode must be 'consecutive' or 'any', got {mode!r}")
+            raise ConfigError(f"must be 'consecutive' or 'any', got {mode!r}", field="mode")
         self.metric = metric
         self.threshold = threshold
         self.window = window
@@ -207,7 +240,7 @@ class ChantingDetector(Detector):
     """
 
     name = "chanting"
-    patterns = ("chanting",)
+    patterns = (CHANTING,)
     reset_on_user = False
 
     def __init__(self, *, chunk_size: int = 50, threshold: int = 10, max_mean_distance: int = 250) -> None:
@@ -274,7 +307,7 @@ class MonologueDetector(Detector):
 
     name = "monologue"
     kinds = frozenset({"call", "message"})
-    patterns = ("monologue", "repeat_message")
+    patterns = (MONOLOGUE, REPEAT_MESSAGE)
 
     def __init__(self, *, per_worker: bool = True) -> None:
         self.per_worker = per_worker
