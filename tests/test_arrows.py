@@ -42,8 +42,10 @@ CORE = (
     "loopwatch.verdict",
     "loopwatch.presets",
     "loopwatch.engine",
+    "loopwatch.audit",
+    "loopwatch.swarm_tally",
 )
-GUARD = ("loopwatch.guard", "loopwatch.stored", "loopwatch.remote")
+GUARD = ("loopwatch.guard", "loopwatch.session_backend", "loopwatch.stored", "loopwatch.remote")
 STORES = ("loopwatch.stores", "loopwatch.stored")
 SINKS = ("loopwatch.sinks", "loopwatch.telemetry")
 ADAPTERS = ("loopwatch.adapters",)

@@ -72,12 +72,16 @@ def _public_exceptions() -> dict[str, type[BaseException]]:
 def test_the_walk_finds_the_package_s_errors() -> None:
     imported, skipped = _modules()
     names = {module.__name__ for module in imported}
-    assert {"loopwatch.errors", "loopwatch.stored", "loopwatch.adapters.claude_code", "loopwatch.metrics"} <= names
+    assert {"loopwatch.errors", "loopwatch.session_backend", "loopwatch.adapters.claude_code", "loopwatch.metrics"} <= (
+        names
+    )
     assert len(imported) > 80 and skipped == []  # the test environment has every extra
     found = _public_exceptions()
-    assert {"loopwatch.errors.ConfigError", "loopwatch.stores.StoreError", "loopwatch.stored.JudgingError"} <= set(
-        found
-    )
+    assert {
+        "loopwatch.errors.ConfigError",
+        "loopwatch.stores.StoreError",
+        "loopwatch.session_backend.JudgingError",
+    } <= set(found)
 
 
 def test_every_public_exception_class_is_a_loopwatch_error() -> None:
@@ -94,7 +98,7 @@ def test_the_tree_in_errors_docstring_names_every_public_error() -> None:
 def test_errors_that_were_value_errors_still_are() -> None:
     from loopwatch.adapters.claude_code import HookInputError, SettingsError
     from loopwatch.server.errors import ApiError
-    from loopwatch.stored import JudgingError
+    from loopwatch.session_backend import JudgingError
 
     assert issubclass(HookInputError, ValueError) and issubclass(HookInputError, LoopwatchError)
     for cls in (SettingsError, ApiError, JudgingError):

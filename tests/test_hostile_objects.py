@@ -18,6 +18,7 @@ from loopwatch import EventError, Guard, Message, TextDelta, ToolCall, ToolResul
 from loopwatch.canonical import canonical_json
 from loopwatch.events import MAX_ARG_TEXT, MAX_MESSAGE_TEXT, MAX_NAME, MAX_TEXT, Reset, cut_text
 from loopwatch.limits import max_runtime
+from loopwatch.session_backend import InProcessSessions
 
 
 class HostileStr(str):
@@ -254,12 +255,13 @@ def test_swarm_counts_kept_in_the_process_are_bounded_and_evicted_when_idle() ->
     guard = Guard(clock=lambda: now[0], max_swarms=100)
     for i in range(1_000):
         guard.observe(f"worker-{i}", ToolCall("search", {"q": "x"}), swarm=f"swarm-{i}")
-    assert len(guard._swarms) == 100 and guard.stats["evicted_swarms"] == 900
+    assert isinstance(guard.backend, InProcessSessions)
+    assert len(guard.backend.swarms()) == 100 and guard.stats["evicted_swarms"] == 900
     assert guard.swarm_snapshot("swarm-999")["counts"] and not guard.swarm_snapshot("swarm-0")["counts"]
     now[0] = 1_000.0
     guard.observe("worker-new", ToolCall("search", {"q": "y"}), swarm="fresh")
     guard.evict_idle(500)
-    assert list(guard._swarms) == ["fresh"]
+    assert guard.backend.swarms() == ["fresh"]
 
 
 def test_with_on_error_raise_a_malformed_event_raises_a_typed_error() -> None:

@@ -91,3 +91,10 @@ def test_a_wrong_token_is_reported(service: ServiceProcess) -> None:
     with pytest.raises(ServiceError) as raised:
         guard.observe("s", ToolCall("ls"))
     assert raised.value.status == 401 and raised.value.code == "unauthorized"
+
+
+def test_evict_idle_is_unsupported_as_with_a_store() -> None:
+    from loopwatch.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError, match="ttl"):
+        ServiceGuard("http://127.0.0.1:9", timeout=2).evict_idle(0)  # nothing is asked of the service

@@ -168,3 +168,65 @@ def test_the_async_guard_gives_the_same_verdicts_through_a_store(make_store: Cal
         return out
 
     assert asyncio.run(judge()) == expected
+
+
+def _scenario(guard: Guard) -> dict[str, Any]:
+    """Every session method of the guard, on two workers of one swarm: one stopped (and calling on), one working;
+    what a caller can see of it (verdicts, records, snapshots, the swarm's counts, the sessions)."""
+    records: list[dict[str, Any]] = []
+    guard.listeners.append(records.append)
+    guard.redact_listeners = False
+    verdicts = []
+    for i in range(12):  # stopped at its 8th call, it calls on: the swarm made those calls too
+        verdicts.append(guard.observe("stuck", ToolCall("read_file", {"path": "x"}), swarm="crew").to_json())
+        verdicts.append(guard.observe("stuck", ToolResult("the same text")).to_json())
+        verdicts.append(guard.observe("busy", ToolCall("read_file", {"path": "x"}), swarm="crew").to_json())
+        verdicts.append(guard.observe("busy", ToolResult(f"new text {i}")).to_json())
+    guard.reset("never-seen")  # a reset of an unknown session leaves it unknown
+    saved = guard.snapshot("busy")
+    guard.restore({**saved, "swarm": None}, session="copy")  # restored as the snapshot says: in no swarm
+    verdicts.append(guard.observe("copy", ToolCall("read_file", {"path": "x"})).to_json())
+    guard.reset("stuck", limits=True)
+    return {
+        "verdicts": verdicts,
+        "records": records,
+        "busy": json.loads(json.dumps(saved)),
+        "copy": guard.snapshot("copy")["swarm"],
+        "stuck": guard.snapshot("stuck")["state"]["stopped"],
+        "crew": guard.swarm_snapshot("crew"),
+        "sessions": sorted(guard.sessions()),
+    }
+
+
+def test_every_session_method_behaves_as_in_process(make_store: Callable[[], Store]) -> None:
+    expected = _scenario(Guard(clock=None))
+    got = _scenario(Guard(clock=None, store=make_store()))
+    assert got == expected
+    assert expected["crew"]["counts"] == {
+        next(iter(expected["crew"]["counts"])): [24, ["stuck", "busy"], "read_file"]  # every call, once
+    }
+    assert expected["sessions"] == ["busy", "copy", "stuck"] and expected["copy"] is None
+    assert expected["stuck"] is None  # reset: no longer stopped
+    assert [r["event"] for r in expected["records"]].count("session.terminated") == 1  # the stop, written once
+    assert {r["swarm"] for r in expected["records"]} == {"crew"}
+
+
+def test_evict_idle_with_a_store_is_unsupported_and_says_what_to_do(make_store: Callable[[], Store]) -> None:
+    import asyncio
+
+    from loopwatch import AsyncGuard
+    from loopwatch.errors import LoopwatchError, UnsupportedError
+
+    store = make_store()
+    guard = Guard(store=store)
+    guard.observe("s", ToolCall("read_file", {"path": "x"}))
+    with pytest.raises(UnsupportedError, match=r"ttl") as raised:
+        guard.evict_idle(0)
+    assert isinstance(raised.value, LoopwatchError)
+    assert guard.sessions() == ["s"]  # nothing was dropped
+
+    async def evict() -> int:
+        return await AsyncGuard(store=store).evict_idle(0)
+
+    with pytest.raises(UnsupportedError):
+        asyncio.run(evict())

@@ -2,7 +2,9 @@
 
 :class:`Engine` holds a :class:`~loopwatch.policy.Policy` and no session data; every call takes the
 session's state (a plain JSON-able dict made by :meth:`Engine.new_session`) and updates it in place. It
-never reads a clock, a file or the network: the guard passes ``now`` and the swarm's shared counts in.
+never reads a clock, a file or the network: its driver passes ``now`` in, and a way to count the session's
+swarm-wide calls (:data:`~loopwatch.swarm_tally.SwarmCounter`). :meth:`Engine.evaluate` gives the verdict with the
+audit records it calls for; :meth:`Engine.judged` does the same with a loop judge's answer.
 """
 
 from __future__ import annotations
@@ -10,11 +12,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ._lazy_re import lazy_compile
+from .audit import judge_record, verdict_records
 from .detectors.base import Detector, Finding, State, Step, masked_of, signature_of
-from .detectors.swarm import SwarmDetector, SwarmTally
+from .detectors.swarm import SwarmDetector
 from .errors import StateError
 from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
 from .fingerprint import (
@@ -29,8 +32,12 @@ from .limits import LimitHit, Limits
 from .messages import render
 from .patterns import REGISTRY
 from .policy import Decision, Policy, decide
+from .swarm_tally import SwarmCounter
 from .tools import ignored_keys
 from .verdict import LOOP_DETECTED, SEVERITY, Action, Verdict, ok
+
+if TYPE_CHECKING:
+    from .judge import JudgeAnswer, LoopJudge
 
 STATE_VERSION: Final = 1
 _OPTIONAL: Final = frozenset({"last", "refused"})  # keys added after version 1: snapshots without them still load
@@ -67,6 +74,13 @@ def infer_failure(output: str, is_error: bool | None, exit_code: int | None) -> 
     return ends.startswith(_FAILURE_STARTS) or any(start in ends for start in _FAILURE_LINE_STARTS)
 
 
+class Evaluation(NamedTuple):
+    """An event's verdict and the audit records it calls for (none for ``ok``, nor for a session stopped before)."""
+
+    verdict: Verdict
+    records: tuple[dict[str, Any], ...] = ()
+
+
 class Engine:
     """Runs a policy's detectors over one session's events; see the module docstring."""
 
@@ -81,7 +95,7 @@ class Engine:
         self._evidence = REGISTRY.evidence()
         """Per pattern, the finding facts its verdicts carry as evidence (declared with the pattern)."""
         self.counts_swarms = any(isinstance(d, SwarmDetector) for d in policy.detectors)
-        """Does the policy have a rule that uses swarm-wide counts (so a store must count them)?"""
+        """Does the policy have a rule that reads swarm-wide counts (else no call is ever counted)?"""
         # per step kind, the detectors that look at it (index into the session's detector states)
         self._by_kind = {
             kind: [i for i, d in enumerate(policy.detectors) if kind in d.kinds]
@@ -152,31 +166,89 @@ class Engine:
 
     # -- observing -------------------------------------------------------------------------------------
 
+    def evaluate(
+        self,
+        state: State,
+        event: Event,
+        *,
+        session: str,
+        now: float | None = None,
+        swarm: str | None = None,
+        count_swarm: SwarmCounter | None = None,
+    ) -> Evaluation:
+        """Judge one event of the session named ``session`` (its state ``state``, updated in place): the verdict
+        and its audit records (``loop.nudge``/``block``/``stop``, ``limit.warning``, ``session.terminated``),
+        stamped ``now`` and with the session's ``swarm`` name. ``count_swarm`` counts a call in the session's
+        swarm (see :meth:`observe`)."""
+        was_stopped = state["stopped"] is not None
+        verdict = self.observe(state, event, now=now, worker=session, count_swarm=count_swarm)
+        if verdict.action == "ok" or was_stopped:
+            return Evaluation(verdict)
+        return Evaluation(verdict, verdict_records(session, event, verdict, now, swarm))
+
+    def judged(
+        self,
+        verdict: Verdict,
+        answer: JudgeAnswer,
+        judge: LoopJudge,
+        *,
+        session: str,
+        event: Event,
+        suspicion: str,
+        now: float | None = None,
+        swarm: str | None = None,
+    ) -> Evaluation:
+        """A loop judge's ``answer`` about an undecided ``ok`` (``verdict``, its suspicion ``suspicion``): a
+        ``judged_loop`` nudge when the judge says "loop" with at least its ``min_confidence``, else ``verdict``;
+        with the ``judge.verdict`` record (and the nudge's)."""
+        answered = {"loop": answer.loop, "confidence": answer.confidence, "reason": answer.reason}
+        said = judge_record(session, verdict.index, now, judge=repr(judge), suspicion=suspicion, **answered)
+        if not answer.loop or answer.confidence < judge.min_confidence:
+            return Evaluation(verdict, (said,))
+        reason = f"the loop judge says: {answer.reason or 'the agent is going in circles'}"
+        template = self.policy.messages.template("judged_loop", 1, "nudge")
+        nudge = Verdict(
+            action="nudge",
+            index=verdict.index,
+            pattern="judged_loop",
+            count=1,
+            level=1,
+            message=render(template, {"reason": answer.reason or "the same thing again", "count": 1}),
+            reason=reason,
+            detector=repr(judge),
+            evidence={"undecided": suspicion, "undecided_by": verdict.detector, "judge": answered},
+        )
+        return Evaluation(nudge, (said, *verdict_records(session, event, nudge, now, swarm)))
+
     def observe(
         self,
         session: State,
         event: Event,
         *,
         now: float | None = None,
-        swarm: State | SwarmTally | None = None,
         worker: str | None = None,
+        count_swarm: SwarmCounter | None = None,
     ) -> Verdict:
         """Judge one event of ``session`` and return the verdict.
 
         ``worker`` names the session's worker when the event does not (swarm-wide counts use it).
-        ``swarm``: the swarm's shared counts (counted here), or this call's :class:`SwarmTally` counted by a
-        store (see :meth:`call_fingerprint`).
+        ``count_swarm``: for a session in a swarm, counts a call in the swarm (``count_swarm(fingerprint, worker,
+        tool)``, kept by the session backend) and gives the tally the swarm rule reads; called once for every
+        tool call (a stopped session's and an exempt tool's too: the swarm made them), never when the policy has
+        no swarm rule.
         """
         index = session["index"]
         session["index"] = index + 1
         stopped = session["stopped"]
         if stopped is not None and not isinstance(event, Reset):
+            if count_swarm is not None and isinstance(event, ToolCall) and self.counts_swarms:
+                count_swarm(self.call_fingerprint(event), event.worker or worker or "default", event.tool)
             return Verdict(**{**stopped, "index": index})
         step = self._step(session, event, index)
         if step.worker is None:
             step.worker = worker
-        if swarm is not None:
-            step.extra["swarm"] = swarm
+        if count_swarm is not None and step.kind == "call" and self.counts_swarms:
+            step.swarm = count_swarm(step.call_fp or "", step.worker or "default", step.tool or "")
         Limits.account(session["usage"], step, now)
         if step.kind == "reset":
             self.reset(session)
@@ -248,7 +320,8 @@ class Engine:
         return ok(index)
 
     def call_fingerprint(self, event: ToolCall) -> str:
-        """The exact fingerprint the engine gives ``event`` (what swarm-wide counts are kept by)."""
+        """The exact fingerprint the engine gives ``event`` (what swarm-wide counts are kept by, what
+        ``loopwatch explain`` shows)."""
         payload, _ = call_payload(self._projected(event.tool, event.args))
         return payload_fingerprint(event.tool, payload)
 

@@ -15,6 +15,8 @@ catches those::
     │                                      on_error="raise" (else a logged, counted skip)
     ├── StateError (ValueError)            Guard.restore, Engine.load, ChantTracker.from_json given something that
     │                                      is not a snapshot
+    ├── UnsupportedError                   an operation the guard's session backend cannot do: Guard.evict_idle
+    │                                      with a store or the service (they expire sessions by their ttl)
     ├── InputError                         a trace file that cannot be read (path, line): loopwatch scan, eval
     ├── MissingExtraError (ImportError)    an optional extra is not installed (the message names it)
     ├── LoopStopped                        the guard said stop and an adapter ended the run (verdict, session);
@@ -27,7 +29,7 @@ catches those::
     ├── StoreError                         a store cannot be reached or refused an operation (stores.*)
     │   ├── DamagedStateError              a session's stored state this loopwatch cannot read (stored)
     │   └── ServiceError                   the loopwatch service cannot be reached or refused (remote)
-    ├── JudgingError                       the rules raised on a session's state (stored; the guard handles it)
+    ├── JudgingError                       the rules raised on a session's state (session_backend; the guard handles it)
     ├── AuditWriteError                    an audit record could not be written (sinks, memory)
     ├── LabelError (ValueError)            a malformed label: metrics, labelfile (loopwatch eval)
     ├── OutcomeError (ValueError)          a malformed detection or run given to evaluation (metrics)
@@ -96,6 +98,12 @@ class InputError(LoopwatchError):
 
 class StateError(LoopwatchError, ValueError):
     """A snapshot given to ``restore`` is not a valid loopwatch session state."""
+
+
+class UnsupportedError(LoopwatchError):
+    """An operation the guard cannot do where its sessions are kept: ``Guard.evict_idle`` with a store (or the
+    service), whose sessions are shared with other processes that this guard cannot see using them; the store's
+    ``ttl`` expires them instead."""
 
 
 class MissingExtraError(LoopwatchError, ImportError):

@@ -1,4 +1,9 @@
-"""The guard: moves events into the pure engine, keeps session state, writes audit records.
+"""The guard: for each event, load the session, evaluate the event, save the session, emit the records.
+
+``Guard`` drives a session backend (:mod:`loopwatch.session_backend`: the sessions in this process, or in a store
+shared between processes) and the pure engine, which gives the verdict with its audit records; the guard decides
+nothing about loops itself. What it adds is what surrounds the pipeline: parsing events, per-session locks, the
+fail-open or fail-closed handling of internal and store errors, the optional loop judge, and the sinks.
 
 ``Guard`` is thread-safe (striped locks: sessions never wait on each other's work beyond a shared
 stripe) and never lets a malformed event or an internal error escape into the agent it guards unless
@@ -14,15 +19,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from .detectors.base import State
-from .detectors.swarm import new_swarm_state
-from .engine import Engine
+from .audit import damaged_state_record, judge_record, state_reset_record, store_error_record
+from .engine import Engine, Evaluation
 from .errors import ConfigError, EventError, StateError
 from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, name_of, parse_event
-from .messages import render
 from .policy import Policy
 from .presets import preset as get_preset
-from .stored import DamagedStateError, JudgingError, StoredSessions, judge
+from .session_backend import InProcessSessions, JudgingError, SessionBackend
+from .stored import DamagedStateError, StoredSessions
 from .stores import Store, StoreError, store_from_url
 from .verdict import Verdict
 
@@ -76,7 +80,8 @@ class Guard:
     ``redact_listeners=False`` hands them the records as they are, or give a configured
     :class:`~loopwatch.redact.Redactor`). ``clock``: seconds since the epoch, for runtime limits and idle
     eviction (events' own ``ts`` win when present). ``max_sessions``: least recently used sessions beyond it
-    are evicted; ``max_swarms`` the same for the swarm counts kept in this process (without a store).
+    are evicted (with a store: the states cached in this process, which the store still holds); ``max_swarms``
+    the same for the swarm counts kept in this process (without a store).
     ``on_error``: ``"allow"`` logs and counts a malformed event or an internal error and returns ``ok``;
     ``"raise"`` raises it. Session and swarm names are plain strings: a ``uuid.UUID`` or an int is taken
     as its text, a name longer than 1,024 characters as its head and a digest of the whole.
@@ -152,20 +157,21 @@ class Guard:
         }  # fmt: skip
         self.on_store_error = on_store_error
         self.store = _store_of(store)
-        self._stored = StoredSessions(self.engine, self.store, cache_size=max_sessions) if self.store else None
-        self._sessions: OrderedDict[str, State] = OrderedDict()
-        self._seen: dict[str, float] = {}
-        self._swarms: OrderedDict[str, State] = OrderedDict()
-        self._swarm_seen: dict[str, float] = {}
-        self._session_swarm: dict[str, str] = {}
+        self.backend: SessionBackend
+        """Where the sessions live: :class:`~loopwatch.session_backend.InProcessSessions`, or with a store
+        :class:`~loopwatch.stored.StoredSessions`; the guard only drives it."""
+        if self.store is not None:
+            self.backend = StoredSessions(self.engine, self.store, cache_size=max_sessions, on_damaged=self._damaged)
+        else:
+            self.backend = InProcessSessions(self.engine, self.stats, max_sessions=max_sessions, max_swarms=max_swarms)
         self._locks = [threading.Lock() for _ in range(_STRIPES)]
-        self._table_lock = threading.Lock()
+        self._table_lock = threading.Lock()  # the judge's memories
         self.verdict_hooks: list[VerdictHook] = []
         """Callables told of every verdict, ``ok`` included (OpenTelemetry, the service's dashboard); an
         exception in one is logged and counted in ``stats["errors"]``, never raised into the agent."""
 
     def __repr__(self) -> str:
-        where = f", store={self.store!r}" if self.store is not None else f", sessions={len(self._sessions)}"
+        where = f", store={self.store!r}" if self.store is not None else f", sessions={len(self.backend.sessions())}"
         return f"Guard(preset={self.policy.name!r}{where})"
 
     # -- public API ------------------------------------------------------------------------------------
@@ -194,7 +200,7 @@ class Guard:
             return self._skip(session, exc)
         with self._lock(name):
             try:
-                verdict, records = self._verdict_of(name, parsed, group)
+                (verdict, records), group = self._evaluate(name, parsed, group)
             except _Raised as raised:
                 raise raised.error from None
             memory = self._remember(name, verdict, parsed) if self.judge is not None else None
@@ -204,14 +210,18 @@ class Guard:
                     self._emit(record)
                 return verdict
         # an undecided ok, and a judge: asked outside the lock (it may take seconds)
-        return self._consult(name, parsed, verdict, memory)
+        return self._consult(name, parsed, verdict, memory, group)
 
-    def _verdict_of(self, session: str, event: Event, swarm: str | None) -> tuple[Verdict, list[dict[str, Any]]]:
-        """The verdict and audit records of one event; errors the caller asked for come as :class:`_Raised`."""
+    def _evaluate(self, session: str, event: Event, swarm: str | None) -> tuple[Evaluation, str | None]:
+        """Load, evaluate, save: the engine's evaluation of one event and the session's swarm; errors the caller
+        asked for come as :class:`_Raised`."""
+        now = self._now()
+        self.stats["events"] += 1
         try:
-            if self._stored is not None:
-                return self._observe_stored(session, event, swarm)
-            return self._observe(session, event, swarm)
+            try:
+                return self.backend.evaluate(session, event, swarm=swarm, now=now)
+            except StoreError as exc:
+                return self._store_failed(session, event, exc, _stamp(event, now)), swarm
         except _Raised:
             raise
         except Exception as exc:  # an internal error must not crash the agent
@@ -223,52 +233,36 @@ class Guard:
             recovered = None
             if isinstance(exc, JudgingError):  # the rules failed: on this session's state, or on any?
                 try:
-                    recovered = self._recover(session, event, swarm)
+                    recovered = self._recover(session, event, swarm, now)
                 except Exception:  # the store failed too, say: the event stays unjudged
                     _logger().exception("loopwatch: session %r could not be started afresh", session)
             if recovered is not None:
                 return recovered
-            return Verdict(index=-1, reason=f"internal error: {_safe_repr(error)}"), []
+            return Evaluation(Verdict(index=-1, reason=f"internal error: {_safe_repr(error)}")), swarm
 
     def reset(self, session: str, *, limits: bool = False) -> None:
-        """Clear a session's loop state (and its limits' counters with ``limits=True``)."""
+        """Clear a session's loop state (and its limits' counters with ``limits=True``); an unknown session stays
+        unknown."""
         session = _name(session, "session")
         with self._lock(session):
-            if self._stored is not None:
-                self._stored.update(session, lambda state: self.engine.reset(state, limits=limits))
-                return
-            state = self._sessions.get(session)
-            if state is not None:
-                self.engine.reset(state, limits=limits)
+            self.backend.reset(session, limits=limits)
 
     def forget(self, session: str) -> None:
         """Drop everything about a session."""
         session = _name(session, "session")
-        with self._lock(session), self._table_lock:
-            self._sessions.pop(session, None)
-            self._seen.pop(session, None)
-            self._session_swarm.pop(session, None)
-        if self._stored is not None:
-            with self._lock(session):
-                self._stored.delete(session)
+        with self._lock(session):
+            self.backend.forget(session)
 
     def snapshot(self, session: str) -> dict[str, Any]:
-        """The session's state as JSON-able data (the doom-loop preset's toJSON)."""
+        """The session's state as JSON-able data (the doom-loop preset's toJSON); with a store, what it holds now."""
         session = _name(session, "session")
         with self._lock(session):
-            if self._stored is not None:
-                self._stored.forget_cached(session)  # another process may have written it: read the store's
-                _, state, swarm = self._stored.current(session)
-                return {"session": session, "swarm": swarm, "state": self.engine.dump(state)}
-            state = self._sessions.get(session) or self.engine.new_session()
-            return {
-                "session": session,
-                "swarm": self._session_swarm.get(session),
-                "state": self.engine.dump(state),
-            }
+            state, swarm = self.backend.read(session)
+            return {"session": session, "swarm": swarm, "state": self.engine.dump(state)}
 
     def restore(self, data: Mapping[str, Any], session: str | None = None) -> None:
-        """Load a snapshot (the doom-loop preset's restoreFrom); raises :class:`StateError` when it is not one."""
+        """Load a snapshot (the doom-loop preset's restoreFrom), its swarm included; raises :class:`StateError`
+        when it is not one."""
         try:
             if not isinstance(data, Mapping) or "state" not in data:
                 raise StateError("a snapshot is an object with 'session' and 'state'")
@@ -277,38 +271,22 @@ class Guard:
                 raise StateError("the snapshot names no session")
             name = _name(name, "session")
             state = self.engine.load(data["state"])
+            swarm = str(data["swarm"]) if data.get("swarm") else None
         except StateError:
             raise
         except Exception as exc:  # a mapping whose own methods raise, a name with no text...
             raise StateError(f"not a loopwatch snapshot ({type(exc).__name__})") from None
-        if self._stored is not None:
-            with self._lock(name):
-                self._stored.replace(name, state, str(data["swarm"]) if data.get("swarm") else None)
-            return
-        with self._lock(name), self._table_lock:
-            self._sessions[name] = state
-            self._seen[name] = self._now() or 0.0
-            if data.get("swarm"):
-                self._session_swarm[name] = str(data["swarm"])
+        with self._lock(name):
+            self.backend.replace(name, state, swarm, now=self._now())
 
     def sessions(self) -> list[str]:
         """The sessions this guard (or, with a store, any guard sharing it) holds state for."""
-        if self._stored is not None:
-            return self._stored.sessions()
-        with self._table_lock:
-            return list(self._sessions)
+        return self.backend.sessions()
 
     def swarm_snapshot(self, swarm: str) -> dict[str, Any]:
         """A swarm's shared fingerprint counts as JSON-able data."""
-        if self.store is not None:
-            stored = self.store.swarm_counts(swarm)
-            return {"swarm": swarm, "counts": {k: [c, list(w), t] for k, (c, w, t) in stored.items()}}
-        with self._table_lock:
-            counts = self._swarms.get(swarm, new_swarm_state())
-            return {
-                "swarm": swarm,
-                "counts": {k: [v[0], list(v[1]), v[2]] for k, v in counts["counts"].items()},
-            }
+        counts = self.backend.swarm_counts(swarm)
+        return {"swarm": swarm, "counts": {k: [c, list(w), t] for k, (c, w, t) in counts.items()}}
 
     def restore_swarm(self, data: Mapping[str, Any]) -> None:
         """Load a swarm's counts saved by :meth:`swarm_snapshot`."""
@@ -317,38 +295,23 @@ class Guard:
             name = str(data["swarm"])
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise StateError(f"not a swarm snapshot: {exc}") from exc
-        if self.store is not None:
-            self.store.swarm_restore(name, entries)
-            return
-        with self._table_lock:
-            self._swarm_state(name, self._now())["counts"] = {k: list(v) for k, v in entries.items()}
+        self.backend.restore_swarm(name, entries, now=self._now())
 
     def clear_swarm(self, swarm: str) -> None:
         """Forget a swarm's counts (when the swarm completes)."""
-        if self.store is not None:
-            self.store.swarm_clear(swarm)
-            return
-        with self._table_lock:
-            self._swarms.pop(swarm, None)
-            self._swarm_seen.pop(swarm, None)
+        self.backend.clear_swarm(swarm)
 
     def evict_idle(self, max_idle_seconds: float) -> int:
-        """Drop sessions not seen for ``max_idle_seconds`` (by the guard's clock), and the swarm counts kept in
-        this process that no call added to for as long; returns how many sessions."""
+        """Forget the sessions not seen for ``max_idle_seconds`` (by the guard's clock; none without one), and the
+        swarm counts no session used for as long; returns how many sessions.
+
+        Sessions kept in this process only: with a store, other processes may be using the same sessions, so this
+        raises :class:`~loopwatch.errors.UnsupportedError`; the store's ``ttl`` (``?ttl=seconds`` in its URL)
+        expires them instead."""
         now = self._now()
-        if now is None:
+        if now is None and self.store is None:
             return 0
-        with self._table_lock:
-            idle = [s for s, seen in self._seen.items() if now - seen > max_idle_seconds]
-            quiet = [s for s, seen in self._swarm_seen.items() if now - seen > max_idle_seconds]
-            for name in quiet:  # counts no worker added to for as long: the swarm is over
-                self._swarms.pop(name, None)
-                del self._swarm_seen[name]
-            self.stats["evicted_swarms"] += len(quiet)
-        for name in idle:
-            self.forget(name)
-        self.stats["evicted"] += len(idle)
-        return len(idle)
+        return self.backend.evict_idle(max_idle_seconds, now or 0.0)
 
     # -- internals -------------------------------------------------------------------------------------
 
@@ -370,114 +333,34 @@ class Guard:
         self.judge.remember(memory, verdict.index, event)
         return memory
 
-    def _consult(self, session: str, event: Event, verdict: Verdict, memory: JudgeMemory) -> Verdict:
-        """Ask the judge about an undecided step when it is due; a confident "loop" becomes a nudge."""
+    def _consult(self, session: str, event: Event, verdict: Verdict, memory: JudgeMemory, swarm: str | None) -> Verdict:
+        """Ask the judge about an undecided step when it is due; the engine turns its answer into a verdict."""
         judge = self.judge
         assert judge is not None
         if not judge.due(memory, verdict.index):
             return verdict
         suspicion = str(verdict.evidence["undecided"])
         self.stats["judge_calls"] += 1
-        ts = event.ts if event.ts is not None else self._now()
-        base = {"ts": ts, "session": session, "index": verdict.index}
+        ts = _stamp(event, self._now())
         try:
             answer = judge.ask(memory, session, verdict.index, suspicion)
         except Exception as exc:  # the judge's failure never reaches the agent
             self.stats["judge_errors"] += 1
             _logger().warning("loopwatch: the judge failed on session %r: %r", session, exc)
-            self._emit({"event": "judge.error", **base, "judge": repr(judge), "error": repr(exc)})
+            self._emit(judge_record(session, verdict.index, ts, judge=repr(judge), error=repr(exc)))
             return verdict
-        answered = {"loop": answer.loop, "confidence": answer.confidence, "reason": answer.reason}
-        self._emit({"event": "judge.verdict", **base, "judge": repr(judge), "suspicion": suspicion, **answered})
-        if not answer.loop or answer.confidence < judge.min_confidence:
-            return verdict
-        reason = f"the loop judge says: {answer.reason or 'the agent is going in circles'}"
-        template = self.policy.messages.template("judged_loop", 1, "nudge")
-        nudge = Verdict(
-            action="nudge",
-            index=verdict.index,
-            pattern="judged_loop",
-            count=1,
-            level=1,
-            message=render(template, {"reason": answer.reason or "the same thing again", "count": 1}),
-            reason=reason,
-            detector=repr(judge),
-            evidence={"undecided": suspicion, "undecided_by": verdict.detector, "judge": answered},
+        judged, records = self.engine.judged(
+            verdict, answer, judge, session=session, event=event, suspicion=suspicion, now=ts, swarm=swarm
         )
-        self._emit(_record("loop.nudge", session, event, nudge, ts, self._session_swarm.get(session)))
-        return nudge
+        for record in records:
+            self._emit(record)
+        return judged
 
     def _lock(self, session: str) -> threading.Lock:
         return self._locks[zlib.crc32(session.encode("utf-8", "surrogatepass")) % _STRIPES]
 
     def _now(self) -> float | None:
         return self.clock() if self.clock is not None else None
-
-    def _state(self, session: str, swarm: str | None, now: float | None) -> tuple[State, State | None]:
-        with self._table_lock:
-            state = self._sessions.get(session)
-            if state is None:
-                state = self._sessions[session] = self.engine.new_session()
-                while len(self._sessions) > self.max_sessions:
-                    old, _ = self._sessions.popitem(last=False)
-                    self._seen.pop(old, None)
-                    self._session_swarm.pop(old, None)
-                    self.stats["evicted"] += 1
-            else:
-                self._sessions.move_to_end(session)
-            self._seen[session] = now or 0.0  # under the table lock: evict_idle iterates over _seen
-            if swarm is not None:
-                self._session_swarm[session] = swarm
-            swarm = self._session_swarm.get(session)
-            shared = self._swarm_state(swarm, now) if swarm is not None else None
-        return state, shared
-
-    def _swarm_state(self, swarm: str, now: float | None) -> State:
-        """A swarm's counts, the most recently used last; the least recently used go past ``max_swarms``.
-        Call with the table lock held."""
-        shared = self._swarms.get(swarm)
-        if shared is None:
-            shared = self._swarms[swarm] = new_swarm_state()
-            while len(self._swarms) > self.max_swarms:
-                old, _ = self._swarms.popitem(last=False)
-                self._swarm_seen.pop(old, None)
-                self.stats["evicted_swarms"] += 1
-        else:
-            self._swarms.move_to_end(swarm)
-        self._swarm_seen[swarm] = now or 0.0
-        return shared
-
-    def _observe(self, session: str, event: Event, swarm: str | None) -> tuple[Verdict, list[dict[str, Any]]]:
-        now = self._now()
-        state, shared = self._state(session, swarm, now)
-        self.stats["events"] += 1
-        was_stopped = state["stopped"] is not None
-        stamp = event.ts if event.ts is not None else now
-        verdict = judge(self.engine, state, event, now=stamp, swarm=shared, worker=session)
-        if verdict.action != "ok" and not was_stopped:
-            return verdict, self._audit_records(session, event, verdict, stamp)
-        return verdict, []
-
-    def _observe_stored(self, session: str, event: Event, swarm: str | None) -> tuple[Verdict, list[dict[str, Any]]]:
-        assert self._stored is not None
-        now = self._now()
-        stamp = event.ts if event.ts is not None else now
-        self.stats["events"] += 1
-        try:
-            try:
-                verdict, was_stopped, swarm = self._stored.observe(session, event, swarm=swarm, now=stamp)
-            except DamagedStateError as damaged:
-                if not self._damaged(session, event, damaged, stamp):
-                    raise
-                counted = (damaged.tally,) if damaged.counted else None  # the swarm count is added once
-                verdict, was_stopped, swarm = self._stored.observe(
-                    session, event, swarm=swarm, now=stamp, counted=counted
-                )
-        except StoreError as exc:
-            return self._store_failed(session, event, exc, stamp)
-        if verdict.action != "ok" and not was_stopped:
-            return verdict, self._audit_records(session, event, verdict, stamp, swarm)
-        return verdict, []
 
     def _damaged(self, session: str, event: Event, damaged: DamagedStateError, ts: float | None) -> bool:
         """A stored state this loopwatch cannot read: counted, logged, reported; started afresh when failing
@@ -491,74 +374,40 @@ class Guard:
             "it starts afresh" if fresh else f"on_store_error={self.on_store_error!r} decides",
         )
         self._emit(
-            {
-                "event": "store.damaged_state",
-                "ts": ts,
-                "session": session,
-                "worker": event.worker,
-                "store": repr(self.store),
-                "error": damaged.reason,
-                "policy": self.on_store_error,
-                "action": "started afresh" if fresh else "left as it is",
-            }
+            damaged_state_record(session, event, ts, repr(self.store), damaged.reason, self.on_store_error, fresh)
         )
-        if fresh:
-            assert self._stored is not None
-            self._stored.start_afresh(session, damaged.stored)
         return fresh
 
-    def _recover(self, session: str, event: Event, swarm: str | None) -> tuple[Verdict, list[dict[str, Any]]] | None:
+    def _recover(
+        self, session: str, event: Event, swarm: str | None, now: float | None
+    ) -> tuple[Evaluation, str | None] | None:
         """After an internal error: judge the event on a fresh state. When that works, the session's own state
         was what failed (a damaged snapshot restored, say): the session starts afresh with this event, and
         says so. When it fails too, the event itself is at fault and the session's state is kept."""
-        now = self._now()
-        stamp = event.ts if event.ts is not None else now
+        stamp = _stamp(event, now)
+        swarm = swarm or self.backend.swarm_of(session)
         fresh = self.engine.new_session()
         try:
-            verdict = self.engine.observe(fresh, event, now=stamp, worker=session)
+            verdict, records = self.engine.evaluate(fresh, event, session=session, now=stamp, swarm=swarm)
         except Exception:
             return None
         self.stats["state_resets"] += 1
         _logger().warning("loopwatch: the state of session %r failed on an event; the session starts afresh", session)
-        if self._stored is not None:
-            self._stored.replace(session, fresh, swarm)
-        else:
-            with self._table_lock:
-                if session in self._sessions:
-                    self._sessions[session] = fresh
-        record = {
-            "event": "session.state_reset",
-            "ts": stamp,
-            "session": session,
-            "worker": event.worker,
-            "reason": "the session's state failed on an event that a fresh state judges; it starts afresh",
-        }
-        records = [record]
-        if verdict.action != "ok":
-            records += self._audit_records(session, event, verdict, stamp, swarm)
-        return verdict, records
+        self.backend.replace(session, fresh, swarm, now=now)
+        return Evaluation(verdict, (state_reset_record(session, event, stamp), *records)), swarm
 
-    def _store_failed(
-        self, session: str, event: Event, exc: StoreError, ts: float | None
-    ) -> tuple[Verdict, list[dict[str, Any]]]:
+    def _store_failed(self, session: str, event: Event, exc: StoreError, ts: float | None) -> Evaluation:
         self.stats["store_errors"] += 1
         _logger().warning("loopwatch: store error on session %r: %s", session, exc)
         if self.on_store_error == "raise":
             raise _Raised(exc)
-        record = {
-            "event": "store.error",
-            "ts": ts,
-            "session": session,
-            "worker": event.worker,
-            "store": repr(self.store) if self.store is not None else None,
-            "error": str(exc),
-            "policy": self.on_store_error,
-        }
+        store = repr(self.store) if self.store is not None else None
+        record = store_error_record(session, event, ts, store, str(exc), self.on_store_error)
         if self.on_store_error == "block" and isinstance(event, ToolCall):
             reason = f"loop guard unavailable ({exc}); calls are refused until it is back"
             verdict = Verdict(action="block", pattern="store_error", level=1, message=reason, reason=reason)
-            return verdict, [record]
-        return Verdict(reason=f"store error (fail open): {exc}"), [record]
+            return Evaluation(verdict, (record,))
+        return Evaluation(Verdict(reason=f"store error (fail open): {exc}"), (record,))
 
     def _for_listener(self, record: dict[str, Any]) -> dict[str, Any]:
         """A listener's own redacted copy of ``record`` (``redact_listeners``; the redactor made on first use)."""
@@ -578,15 +427,6 @@ class Guard:
         if self.on_error == "raise":
             raise exc
         return Verdict(index=-1, reason=f"skipped malformed event: {exc}")
-
-    def _audit_records(
-        self, session: str, event: Event, verdict: Verdict, ts: float | None, swarm: str | None = None
-    ) -> list[dict[str, Any]]:
-        swarm = swarm or self._session_swarm.get(session)
-        record = _record(f"loop.{verdict.action}", session, event, verdict, ts, swarm)
-        if verdict.action == "stop":
-            return [record, dict(record, event="session.terminated")]
-        return [record]
 
     def _emit(self, record: dict[str, Any]) -> None:
         for sink in self.sinks:
@@ -638,38 +478,17 @@ def _event_of(event: object) -> Event:
     return parse_event(event)
 
 
+def _stamp(event: Event, now: float | None) -> float | None:
+    """When an event happened: its own ``ts``, else the guard's clock."""
+    return event.ts if event.ts is not None else now
+
+
 def _safe_repr(value: object) -> str:
     try:
         text = repr(value)
     except Exception:
         return f"<{type(value).__name__}>"
     return text if len(text) <= 200 else text[:197] + "..."
-
-
-def _record(
-    name: str, session: str, event: Event, verdict: Verdict, ts: float | None, swarm: str | None
-) -> dict[str, Any]:
-    if verdict.pattern == "limit" and verdict.action == "nudge":
-        name = "limit.warning"
-    return {
-        "event": name,
-        "ts": ts,
-        "session": session,
-        "worker": event.worker,
-        "swarm": swarm,
-        "index": verdict.index,
-        "action": verdict.action,
-        "level": verdict.level,
-        "pattern": verdict.pattern,
-        "count": verdict.count,
-        "loop_start": verdict.loop_start,
-        "status": verdict.status,
-        "detector": verdict.detector,
-        "reason": verdict.reason,
-        "message": verdict.message,
-        "partial": verdict.partial,
-        "evidence": dict(verdict.evidence),
-    }
 
 
 class AsyncGuard:

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import quote, urlsplit
 
-from .errors import ConfigError, EventError, StateError
+from .errors import ConfigError, EventError, StateError, UnsupportedError
 from .events import Event, ToolCall, event_to_json
 from .guard import Guard, OnStoreError, _logger
 from .policy import Policy
@@ -220,7 +220,12 @@ class ServiceGuard(Guard):
             raise
 
     def evict_idle(self, max_idle_seconds: float) -> int:
-        return 0  # the service's store expires sessions (its ttl)
+        """Not available: the service's sessions are shared with its other clients, and expire by its store's
+        ``ttl``; raises :class:`~loopwatch.errors.UnsupportedError`, as a guard with a store does."""
+        raise UnsupportedError(
+            f"evict_idle cannot tell idle sessions of the service at {self.url}: other clients may be using them. "
+            "The service's store expires them (its ttl)"
+        )
 
 
 def service_guard_from_env(preset: str | Policy | None = None) -> ServiceGuard | None:

@@ -24,6 +24,7 @@ from ..events import Event
 from ..fingerprint import error_signature, is_mutation, is_poll, is_search, preview
 from ..masking import masked
 from ..patterns import REGISTRY, Pattern
+from ..swarm_tally import SwarmTally
 from ..tools import query_hashes, search_query, search_scopes
 
 StepKind = Literal["call", "result", "message", "delta", "usage", "reset"]
@@ -51,6 +52,9 @@ class Step:
     """The canonical JSON of ``projected``: built on first use, see :func:`canonical_of`."""
     call_fp: str | None = None
     call_index: int | None = None
+    swarm: SwarmTally | None = None
+    """For a call of a session in a swarm: the swarm-wide count of its fingerprint after this call, counted by the
+    session backend (read-only; ``None`` outside a swarm)."""
     # tool results
     output: str | None = None
     masked: bytes | None = None

@@ -2,36 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..ladder import Ladder
 from ..patterns import Pattern
 from ..swarm_tally import SwarmTally as SwarmTally
 from .base import Detector, Finding, State, Step, call_label
-
-SwarmState = dict[str, Any]
-_MAX_FINGERPRINTS = 4_096
-_MAX_WORKERS = 64
-
-
-def new_swarm_state() -> SwarmState:
-    """Shared counts of one swarm: ``{"counts": {fingerprint: [calls, [workers...], tool]}}``."""
-    return {"counts": {}}
-
-
-def record_swarm_call(swarm: SwarmState, fingerprint: str, worker: str, tool: str) -> tuple[int, int]:
-    """Count one call; returns (calls of this fingerprint, distinct workers that made them)."""
-    counts: dict[str, list[Any]] = swarm["counts"]
-    entry = counts.get(fingerprint)
-    if entry is None:
-        if len(counts) >= _MAX_FINGERPRINTS:
-            del counts[next(iter(counts))]  # oldest first: dicts keep insertion order
-        entry = counts[fingerprint] = [0, [], tool]
-    entry[0] += 1
-    if worker not in entry[1] and len(entry[1]) < _MAX_WORKERS:
-        entry[1].append(worker)
-    return entry[0], len(entry[1])
-
 
 _SWARM = (
     "GLOBAL DOOM LOOP: {count} calls to {tool} across {workers} workers. The entire swarm is stuck on this "
@@ -51,9 +25,9 @@ SWARM_REPEAT = Pattern(
 class SwarmDetector(Detector):
     """``threshold``+ calls with the same fingerprint from ``min_workers``+ workers of one swarm.
 
-    The engine passes, in ``step.extra["swarm"]`` for sessions that belong to a swarm, either the swarm's
-    shared counts (a dict, counted here: one process) or a :class:`SwarmTally` for this call, already
-    counted by a store shared between processes; sessions without a swarm are never reported.
+    It only reads: the session backend (the guard's sessions in this process, or a store shared between
+    processes) counts the call, and the engine hands the count to the rule as ``step.swarm``, a
+    :class:`SwarmTally`; sessions without a swarm are never reported.
     """
 
     name = "swarm"
@@ -69,13 +43,10 @@ class SwarmDetector(Detector):
         return {}
 
     def observe(self, state: State, step: Step) -> Finding | None:
-        swarm = step.extra.get("swarm")
-        if step.kind != "call" or swarm is None or step.call_fp is None:
+        tally = step.swarm
+        if tally is None or step.kind != "call":
             return None
-        if isinstance(swarm, SwarmTally):
-            calls, workers = swarm.calls, swarm.workers
-        else:
-            calls, workers = record_swarm_call(swarm, step.call_fp, step.worker or "default", step.tool or "")
+        calls, workers = tally.calls, tally.workers
         if calls < self.threshold or workers < self.min_workers:
             return None
         return Finding(

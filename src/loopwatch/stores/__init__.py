@@ -34,7 +34,9 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from ..errors import ConfigError, LoopwatchError
-from ..swarm_tally import SwarmTally
+from ..swarm_tally import MAX_SWARM_FINGERPRINTS as MAX_SWARM_FINGERPRINTS
+from ..swarm_tally import MAX_SWARM_WORKERS as MAX_SWARM_WORKERS
+from ..swarm_tally import SwarmTally, count_call
 
 __all__ = [
     "NO_STATE",
@@ -106,10 +108,6 @@ def _encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-MAX_SWARM_FINGERPRINTS: Final = 4_096
-MAX_SWARM_WORKERS: Final = 64
 
 
 class Store(ABC):
@@ -243,15 +241,14 @@ class MemoryStore(Store):
         with self._lock:
             counts = self._swarms[swarm] = self._swarm(swarm)
             self._swarm_written[swarm] = self._clock()
-            entry = counts.get(fingerprint)
-            if entry is None:
-                if len(counts) >= MAX_SWARM_FINGERPRINTS:
-                    del counts[next(iter(counts))]
-                entry = counts[fingerprint] = [0, [], tool]
-            entry[0] += 1
-            if worker not in entry[1] and len(entry[1]) < MAX_SWARM_WORKERS:
-                entry[1].append(worker)
-            return SwarmTally(entry[0], len(entry[1]))
+            return count_call(
+                counts,
+                fingerprint,
+                worker,
+                tool,
+                max_fingerprints=MAX_SWARM_FINGERPRINTS,
+                max_workers=MAX_SWARM_WORKERS,
+            )
 
     def swarm_counts(self, swarm: str) -> dict[str, tuple[int, list[str], str]]:
         with self._lock:
