@@ -3,7 +3,8 @@
 - :mod:`loopwatch.adapters.claude_code`: Claude Code command hooks (``loopwatch hook claude-code``):
   ``PreToolUse``, ``PostToolUse``, ``PostToolUseFailure``, ``UserPromptSubmit`` and ``Stop``, with session
   state in a SQLite file shared by the hook processes; ``--install`` / ``--uninstall`` edit ``settings.json``.
-  Standard library only.
+  Standard library only. :mod:`loopwatch.adapters.claude_code_relay`: the command hook that hands each event to a
+  running hook service (``--install --relay URL``).
 - :mod:`loopwatch.adapters.langchain`: LangChain v1 agents (``create_agent``) and LangGraph
   (``LoopwatchMiddleware``; extra ``langchain``).
 - :mod:`loopwatch.adapters.openai_agents`: the OpenAI Agents SDK (``LoopwatchGuard``; extra ``openai-agents``).

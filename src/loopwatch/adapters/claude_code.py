@@ -3,6 +3,7 @@
     loopwatch hook claude-code --install [--project | --user | --local] [--store URL] [--preset NAME] [--config FILE]
     loopwatch hook claude-code --uninstall [--project | --user | --local]
     loopwatch hook claude-code [--store URL] [--preset NAME] [--config FILE] [--fail-closed]   # what Claude Code runs
+    loopwatch hook claude-code --serve [--port N]; --install --http URL | --relay URL        # one process for all
 
 Claude Code starts the hook once per event, with the event's JSON on stdin; the hook judges it with a
 :class:`~loopwatch.guard.Guard` whose sessions live in a SQLite file, so the verdicts of one session build up
@@ -126,12 +127,14 @@ before it fails open (or closed, with ``--fail-closed``): well under :data:`HOOK
 MAX_TEXT: Final = 9_500
 """Characters of a message given to Claude Code (it moves anything over 10,000 to a file)."""
 MODULE: Final = "loopwatch.adapters.claude_code"
+RELAY_MODULE: Final = "loopwatch.adapters.claude_code_relay"
 SERVICE_PATH: Final = "/loopwatch/claude-code"
 """The path of the hook service (``--serve``; :mod:`loopwatch.adapters.claude_code_server`)."""
 
 _EXIT_CODE: Final = lazy_compile(r"\s*Exit code (-?\d+)")
 _OURS: Final = lazy_compile(
-    r"(?:^|[\s/\\\"'])loopwatch(?:\.exe)?[\"']?\s+hook\s+[\"']?claude-code(?:[\"'\s]|$)|loopwatch\.adapters\.claude_code\b"
+    r"(?:^|[\s/\\\"'])loopwatch(?:\.exe)?[\"']?\s+hook\s+[\"']?claude-code(?:[\"'\s]|$)"
+    r"|loopwatch\.adapters\.claude_code(?:_relay)?\b"
 )
 # fields of a tool response that change on every run while the result does not
 _VOLATILE: Final = frozenset(
@@ -482,16 +485,20 @@ def hook_command(
     config: str | None = None,
     fail_closed: bool = False,
     no_config: bool = False,
+    relay: str | None = None,
 ) -> str:
     """The shell command Claude Code runs: the ``loopwatch`` script next to this interpreter when there is one,
-    else ``PYTHON -m loopwatch.adapters.claude_code``; with the options given."""
+    else ``PYTHON -m loopwatch.adapters.claude_code``; with the options given. With ``relay`` (a hook service's
+    URL), ``PYTHON -m loopwatch.adapters.claude_code_relay URL`` and the options (for when the service is down)."""
     import shlex
     import shutil
     import sysconfig
 
     folders = [sysconfig.get_path("scripts"), os.path.dirname(os.path.abspath(sys.executable))]
     script = shutil.which("loopwatch", path=os.pathsep.join(f for f in folders if f))
-    if script:
+    if relay:  # the relay's start-up is a bare interpreter's: no console script wrapper
+        parts = [os.path.abspath(sys.executable), "-m", RELAY_MODULE, relay]
+    elif script:
         parts = [os.path.abspath(script), "hook", "claude-code"]
     else:
         parts = [os.path.abspath(sys.executable), "-m", MODULE]
@@ -632,9 +639,10 @@ def _settings_command(args: argparse.Namespace, stdout: IO[str]) -> int:
 
                 store_from_url(args.store).close()  # a bad URL fails now, not on every hook run
             _policy(args.preset, args.config, args.no_config)  # the same for a bad preset or configuration
+            service = args.http or args.relay
+            if service and not service.split("?", 1)[0].endswith(SERVICE_PATH):
+                raise SettingsError(f"the hook service's URL ends with {SERVICE_PATH}, not {service!r}")
             if args.http:
-                if not args.http.split("?", 1)[0].endswith(SERVICE_PATH):
-                    raise SettingsError(f"the hook service's URL ends with {SERVICE_PATH}, not {args.http!r}")
                 command = args.http
                 changed = install_hooks(settings, url=args.http)
             else:
@@ -644,6 +652,7 @@ def _settings_command(args: argparse.Namespace, stdout: IO[str]) -> int:
                     config=args.config,
                     fail_closed=args.fail_closed,
                     no_config=args.no_config,
+                    relay=args.relay,
                 )
                 changed = install_hooks(settings, command)
             if changed == settings:
@@ -697,7 +706,14 @@ def _parser() -> argparse.ArgumentParser:
         "--host", default="127.0.0.1", metavar="HOST", help="--serve: the address to listen on (default 127.0.0.1)"
     )
     parser.add_argument("--port", type=int, default=7349, metavar="PORT", help="--serve: the port (default 7349)")
-    parser.add_argument("--http", metavar="URL", help="--install: http handlers posting to a --serve service")
+    service = parser.add_mutually_exclusive_group()
+    service.add_argument("--http", metavar="URL", help="--install: http handlers posting to a --serve service")
+    service.add_argument(
+        "--relay",
+        metavar="URL",
+        help="--install: command hooks that hand each event to a --serve service (judged in the hook's own process "
+        "when the service is down)",
+    )
     return parser
 
 
