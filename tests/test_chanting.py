@@ -451,3 +451,24 @@ def test_a_list_marker_split_before_its_blanks_gives_the_same_state() -> None:
     pieces.feed(text[:3])
     pieces.feed(text[3:])
     assert pieces.to_json() == whole.to_json()
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_TEXTS, st.lists(st.integers(min_value=0, max_value=10_000), max_size=40), st.sampled_from([3, 4, 10]))
+def test_checkpoints_tested_one_by_one_or_as_zones_give_the_same_result(
+    text: str, cuts: list[int], threshold: int
+) -> None:
+    """A few checkpoints are tested chunk by chunk, many as zones of the text: the same checkpoints are dropped."""
+    from loopwatch import chanting
+
+    few = chanting._FEW_CHECKPOINTS
+    try:
+        results = []
+        for limit in (few, -1):  # -1: always as zones
+            chanting._FEW_CHECKPOINTS = limit
+            tracker = ChantTracker(threshold=threshold)
+            hits = [h for h in (tracker.feed(p) for p in _split(text, cuts)) if h is not None]
+            results.append((hits, tracker.to_json()))
+    finally:
+        chanting._FEW_CHECKPOINTS = few
+    assert results[0] == results[1]

@@ -628,6 +628,14 @@ class ChantTracker:
             return ends, grid
         size, buf = self._chunk, self._buf
         first = max(0, min(ends[0] if ends else grid[0], grid[0] if grid else ends[0]) - size)
+        if len(ends) + len(grid) <= _FEW_CHECKPOINTS:
+            # a few checkpoints (usual prose: a sentence end every line or so): each chunk tested on its own, the
+            # very test the zones below make for all of them at once (none for a period when the text from the
+            # first chunk on is a single chunk, as there)
+            periods = range(1, self._min_period if len(buf) - first > size else 1)
+            return [c for c in ends if _live_chunk(buf[c - size : c], periods)], [
+                c for c in grid if _live_chunk(buf[c - size : c], periods)
+            ]
         runs = _no_alnum_run(size).finditer(buf, first)
         dead = [(m.start() + size, m.end()) for m in runs]  # chunks [c - size, c) inside one run
         dead += _periodic_zones(buf, first, size, self._min_period)
@@ -787,6 +795,18 @@ class ChantTracker:
 
 
 _NO_ALNUM_RUNS: dict[int, re.Pattern[str]] = {}
+
+
+_FEW_CHECKPOINTS = 64
+"""Up to this many checkpoints in one scan, their chunks are tested one by one; past it, as zones of the text."""
+
+
+def _live_chunk(chunk: str, periods: range) -> bool:
+    """Can this chunk count: it has a letter or a digit, and no period in ``periods`` (``chunk[q:] == chunk[:-q]``)?
+    The same test as a checkpoint outside :func:`_no_alnum_run`'s runs and :func:`_periodic_zones`' zones."""
+    if _ALNUM.search(chunk) is None:
+        return False
+    return all(chunk[q:] != chunk[:-q] for q in periods)
 
 
 def _no_alnum_run(size: int) -> re.Pattern[str]:
