@@ -46,13 +46,13 @@ def _address(url: str) -> tuple[str, int, str] | None:
     return host, int(port), "/" + path if slash else "/"
 
 
-class Unanswered(Exception):
+class _Unanswered(Exception):
     """The service took the event but gave no usable answer: judging it here too would count it twice."""
 
 
-def relay(url: str, body: bytes, timeout: float = TIMEOUT) -> bytes | None:
+def _relay(url: str, body: bytes, timeout: float = TIMEOUT) -> bytes | None:
     """The service's answer to one hook event (its JSON body); None when the service could not be reached (nothing
-    was sent); :class:`Unanswered` when the event was sent and no usable answer came back."""
+    was sent); :class:`_Unanswered` when the event was sent and no usable answer came back."""
     address = _address(url)
     if address is None:
         return None
@@ -86,8 +86,8 @@ def relay(url: str, body: bytes, timeout: float = TIMEOUT) -> bytes | None:
                 if answer is not None:
                     return answer
         except OSError as exc:
-            raise Unanswered(str(exc)) from None
-        raise Unanswered("the answer ended early")
+            raise _Unanswered(str(exc)) from None
+        raise _Unanswered("the answer ended early")
     finally:
         connection.close()
 
@@ -99,7 +99,7 @@ def _answer(received: bytes) -> bytes | None:
         return None
     lines = received[:end].split(b"\r\n")
     if not lines[0].startswith(b"HTTP/1.") or lines[0][9:12] != b"200":
-        raise Unanswered(f"the hook service answered {lines[0][:60]!r}")
+        raise _Unanswered(f"the hook service answered {lines[0][:60]!r}")
     length = None
     for line in lines[1:]:
         name, _, value = line.partition(b":")
@@ -116,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     data = sys.stdin.buffer.read()
     try:
-        answer = relay(args[0], data) if args else None
-    except Unanswered as exc:
+        answer = _relay(args[0], data) if args else None
+    except _Unanswered as exc:
         # the service has the event: judging it here as well would count it twice; the call goes ahead
         print(f"loopwatch hook: the hook service gave no answer ({exc}); nothing judged", file=sys.stderr)
         return 0
