@@ -71,7 +71,7 @@ class CycleDetector(Detector):
         }  # fmt: skip
 
     def load_state(self, data: dict[str, Any]) -> State:
-        state = super().load_state(data)
+        state = self.load_dict_state(data)
         if len(state["match"]) != self.max_period + 1 or len(state["starts"]) != self.max_period + 1:
             raise ValueError(f"cycle: the state was made for another max_period than {self.max_period}")
         return state

@@ -156,7 +156,7 @@ class NoProgressDetector(Detector):
     def load_state(self, data: dict[str, Any]) -> State:
         for stale in ("calls", "changed", "words", "scopes", "looking"):  # kept by an earlier release
             data.pop(stale, None)
-        return super().load_state(data)
+        return self.load_dict_state(data)
 
     def observe(self, state: State, step: Step) -> Finding | None:
         if step.kind == "call":

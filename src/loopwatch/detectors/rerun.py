@@ -68,7 +68,7 @@ class RerunDetector(Detector):
         return {"runs": {}, "pending": None, "versions": {}}
 
     def load_state(self, data: dict[str, Any]) -> State:
-        state = super().load_state(data)
+        state = self.load_dict_state(data)
         runs, pending = state["runs"], state["pending"]
         if not isinstance(runs, dict):
             raise ValueError("rerun: runs must be an object")

@@ -53,7 +53,7 @@ class RevisitDetector(Detector):
         return {"seen": {}, "polls": [], "since": 0, "fresh": -1}
 
     def load_state(self, data: dict[str, Any]) -> State:
-        state = super().load_state(data)
+        state = self.load_dict_state(data)
         seen = state["seen"]
         if not isinstance(seen, dict) or len(seen) > self.kept:
             raise ValueError(f"revisit: seen must be a table of at most {self.kept} calls")

@@ -209,7 +209,7 @@ class SimilarTextDetector(Detector):
         return {**state, "history": [_history_json(h) for h in state["history"]]}
 
     def load_state(self, data: dict[str, Any]) -> State:
-        state = super().load_state(data)
+        state = self.load_dict_state(data)
         if self.metric == "jaccard":
             load = frozenset if self.sketch is None else _sketch_bits
             state["history"] = [load(h) for h in state["history"]]
@@ -291,7 +291,7 @@ class ChantingDetector(Detector):
         return {**state, "tracker": tracker.to_json() if tracker is not None else None}
 
     def load_state(self, data: dict[str, Any]) -> State:
-        state = super().load_state(data)
+        state = self.load_dict_state(data)
         if state["tracker"] is not None:
             state["tracker"] = ChantTracker.from_json(state["tracker"])
         return state

@@ -1,0 +1,122 @@
+"""Typed per-session rule state: compact in memory, the same JSON as ever in a snapshot.
+
+A rule keeps its session data in a small dataclass with slots (checked by ``mypy --strict``) and writes it out,
+in :meth:`~loopwatch.detectors.base.Detector.dump_state`, as the JSON object snapshots have always held. In memory
+the bulky parts are kept compact: a set of word hashes as a packed array of 32-bit integers (not a list of int
+objects), a sketch as one integer (not its base64 text). The helpers here read the JSON form back, each raising
+``ValueError`` (which the engine reports as a :class:`~loopwatch.errors.StateError`) when it is malformed.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, TypeVar
+
+from .base import SKETCH_BITS, WORD_CODE, bits_text, text_bits
+
+T = TypeVar("T")
+
+_WORD_LIMIT: Final = 1 << 32
+
+
+def packed(words: Iterable[int]) -> array[int]:
+    """``words`` (CRC-32s) as a packed array."""
+    return array(WORD_CODE, words)
+
+
+def keys_of(name: str, data: Mapping[str, Any], required: Iterable[str], optional: Iterable[str] = ()) -> None:
+    """Check a state's JSON keys: all of ``required``, and nothing but those and ``optional`` (keys added after a
+    release, which older snapshots lack)."""
+    need, may = set(required), set(optional)
+    have = set(data)
+    if not need <= have or not have <= need | may:
+        raise ValueError(f"{name}: state keys {sorted(have)} != {sorted(need | may)}")
+
+
+def integer(value: object, what: str) -> int:
+    """``value`` if it is an integer (not a bool)."""
+    if type(value) is not int:
+        raise ValueError(f"{what} must be an integer, got {value!r}")
+    return value
+
+
+def optional_integer(value: object, what: str) -> int | None:
+    return None if value is None else integer(value, what)
+
+
+def flag(value: object, what: str) -> bool:
+    if type(value) is not bool:
+        raise ValueError(f"{what} must be true or false, got {value!r}")
+    return value
+
+
+def text(value: object, what: str) -> str:
+    if type(value) is not str:
+        raise ValueError(f"{what} must be a string, got {value!r}")
+    return value
+
+
+def optional_text(value: object, what: str) -> str | None:
+    return None if value is None else text(value, what)
+
+
+def integers(value: object, what: str) -> list[int]:
+    """A list of integers (a fresh list)."""
+    if not isinstance(value, list) or not all(type(x) is int for x in value):
+        raise ValueError(f"{what} must be a list of integers, got {value!r}")
+    return list(value)
+
+
+def texts(value: object, what: str) -> list[str]:
+    """A list of strings (a fresh list)."""
+    if not isinstance(value, list) or not all(type(x) is str for x in value):
+        raise ValueError(f"{what} must be a list of strings, got {value!r}")
+    return list(value)
+
+
+def words(value: object, what: str) -> array[int]:
+    """Word hashes from their JSON form (a list of unsigned 32-bit integers)."""
+    if not isinstance(value, list) or not all(type(x) is int and 0 <= x < _WORD_LIMIT for x in value):
+        raise ValueError(f"{what} must be a list of 32-bit word hashes, got {value!r}")
+    return packed(value)
+
+
+def optional_words(value: object, what: str) -> array[int] | None:
+    return None if value is None else words(value, what)
+
+
+def words_json(value: array[int] | None) -> list[int] | None:
+    return None if value is None else value.tolist()
+
+
+def sketch(value: object, what: str, bits: int = SKETCH_BITS) -> int:
+    """A folded set of ``bits`` bits from its JSON form (the base64 text of :func:`~.base.bits_text`)."""
+    if type(value) is not str:
+        raise ValueError(f"{what} must be base64 text, got {value!r}")
+    try:
+        folded = text_bits(value)
+    except ValueError as exc:  # binascii.Error is a ValueError
+        raise ValueError(f"{what} is not base64 text: {exc}") from exc
+    if folded.bit_length() > bits:
+        raise ValueError(f"{what} holds at most {bits} bits")
+    return folded
+
+
+def sketch_json(value: int, bits: int = SKETCH_BITS) -> str:
+    """The JSON form of a folded set (see :func:`sketch`)."""
+    return bits_text(value, bits)
+
+
+def table(value: object, what: str, item: Callable[[object, str], T]) -> dict[str, T]:
+    """A JSON object whose values are read by ``item`` (its order kept)."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} must be an object, got {value!r}")
+    return {text(k, what): item(v, f"{what}[{k!r}]") for k, v in value.items()}
+
+
+def listed(value: object, what: str, item: Callable[[object, str], T]) -> list[T]:
+    """A JSON list whose items are read by ``item``."""
+    if not isinstance(value, list):
+        raise ValueError(f"{what} must be a list, got {value!r}")
+    return [item(v, f"{what}[{i}]") for i, v in enumerate(value)]
