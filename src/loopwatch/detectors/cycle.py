@@ -2,13 +2,50 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 from ..errors import ConfigError
 from ..ladder import Ladder
 from ..patterns import Pattern
-from .base import Detector, Finding, State, Step, call_label, mutates, polls, push
+from .base import Detector, Finding, Step, call_label, mutates, polls, push
 from .repeat import loose_fp
+from .state import Reader, fields_json, flag, from_fields, integers, keys_of, listed, optional_text
+
+
+def _optional_texts(value: object, what: str) -> list[str | None]:
+    return listed(value, what, optional_text)
+
+
+def _flags(value: object, what: str) -> list[bool]:
+    return listed(value, what, flag)
+
+
+@dataclass(slots=True)
+class CycleState:
+    """A :class:`CycleDetector`'s session state: the last ``max_period + 1`` calls (oldest first), and per period
+    ``p`` (the list index) the calls in a row equal to the call ``p`` earlier and where that began."""
+
+    fps: list[str | None] = field(default_factory=list)
+    idx: list[int] = field(default_factory=list)
+    tools: list[str | None] = field(default_factory=list)
+    """Labels of the calls that repeated an earlier one (for the message)."""
+    outs: list[str | None] = field(default_factory=list)
+    """Outcome fingerprints (``""``: a change's, not compared)."""
+    polls: list[bool] = field(default_factory=list)
+    match: list[int] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+
+
+_READERS: Final[dict[str, Reader]] = {
+    "fps": _optional_texts,
+    "idx": integers,
+    "tools": _optional_texts,
+    "outs": _optional_texts,
+    "polls": _flags,
+    "match": integers,
+    "starts": integers,
+}
 
 CYCLE = Pattern(
     "cycle",
@@ -64,27 +101,29 @@ class CycleDetector(Detector):
         self.loose = loose
         self.polls_exempt = polls_exempt
 
-    def new_state(self) -> State:
+    def new_state(self) -> CycleState:
         periods = self.max_period + 1
-        return {
-            "fps": [], "idx": [], "tools": [], "outs": [], "polls": [], "match": [0] * periods, "starts": [0] * periods,
-        }  # fmt: skip
+        return CycleState(match=[0] * periods, starts=[0] * periods)
 
-    def load_state(self, data: dict[str, Any]) -> State:
-        state = self.load_dict_state(data)
-        if len(state["match"]) != self.max_period + 1 or len(state["starts"]) != self.max_period + 1:
+    def dump_state(self, state: CycleState) -> dict[str, Any]:
+        return fields_json(state)
+
+    def load_state(self, data: dict[str, Any]) -> CycleState:
+        keys_of("cycle", data, _READERS)
+        state = from_fields(CycleState, data, "cycle", _READERS)
+        if len(state.match) != self.max_period + 1 or len(state.starts) != self.max_period + 1:
             raise ValueError(f"cycle: the state was made for another max_period than {self.max_period}")
         return state
 
-    def observe(self, state: State, step: Step) -> Finding | None:
+    def observe(self, state: CycleState, step: Step) -> Finding | None:
         if step.kind == "call":
             return self._call(state, step)
-        if step.kind == "result" and self.result_aware and state["idx"] and step.call_index == state["idx"][-1]:
+        if step.kind == "result" and self.result_aware and state.idx and step.call_index == state.idx[-1]:
             self._result(state, step)
         return None
 
-    def _call(self, state: State, step: Step) -> Finding | None:
-        fps, match = state["fps"], state["match"]
+    def _call(self, state: CycleState, step: Step) -> Finding | None:
+        fps, match = state.fps, state.match
         fingerprint = loose_fp(step) if self.loose else step.call_fp
         # Only a call that repeats one of the last calls can belong to a unit seen twice, so only such
         # calls pay for the per-period comparison, a label, and the mutation and polling checks.
@@ -95,24 +134,24 @@ class CycleDetector(Detector):
             match[1:] = [0] * self.max_period
         limit = self.max_period + 1
         push(fps, fingerprint, limit)
-        push(state["idx"], step.index, limit)
-        push(state["tools"], call_label(step, 60) if repeated else None, limit)
+        push(state.idx, step.index, limit)
+        push(state.tools, call_label(step, 60) if repeated else None, limit)
         # a change's own output (the file it wrote) differs every time; only look-ups and runs tell progress
-        push(state["outs"], "" if repeated and mutates(step) else None, limit)
-        push(state["polls"], repeated and self.polls_exempt and polls(step), limit)
+        push(state.outs, "" if repeated and mutates(step) else None, limit)
+        push(state.polls, repeated and self.polls_exempt and polls(step), limit)
         period = self._period(match) if repeated else None
-        if period is None or any(state["polls"][-period:]):
+        if period is None or any(state.polls[-period:]):
             return None  # a unit with a wait or status check in it is polling, not a loop
         reps = 1 + match[period] // period
         return self._finding(state, step, period, reps)
 
-    def _match(self, state: State, fingerprint: str | None) -> None:
+    def _match(self, state: CycleState, fingerprint: str | None) -> None:
         """Count, per period p, one more call equal to the call p positions earlier (or restart at 0)."""
-        fps, match, starts = state["fps"], state["match"], state["starts"]
+        fps, match, starts = state.fps, state.match, state.starts
         for p in range(1, self.max_period + 1):
             if len(fps) >= p and fps[-p] == fingerprint:
                 if match[p] == 0:
-                    starts[p] = state["idx"][-p]  # the repeated region starts at the call this one repeats
+                    starts[p] = state.idx[-p]  # the repeated region starts at the call this one repeats
                 match[p] += 1
             else:
                 match[p] = 0
@@ -126,8 +165,8 @@ class CycleDetector(Detector):
             return p
         return None
 
-    def _result(self, state: State, step: Step) -> None:
-        outs, match = state["outs"], state["match"]
+    def _result(self, state: CycleState, step: Step) -> None:
+        outs, match = state.outs, state.match
         if outs[-1] == "":
             return
         outs[-1] = step.outcome_fp
@@ -135,13 +174,13 @@ class CycleDetector(Detector):
             if match[p] and len(outs) > p and outs[-1 - p] and outs[-1 - p] != step.outcome_fp:
                 match[p] = 0
 
-    def _finding(self, state: State, step: Step, period: int, reps: int) -> Finding:
-        span = min(len(state["idx"]), state["match"][period] + period)
-        indices = tuple(state["idx"][-span:])
-        start = state["starts"][period]
-        unit = state["tools"][-period:]
+    def _finding(self, state: CycleState, step: Step, period: int, reps: int) -> Finding:
+        span = min(len(state.idx), state.match[period] + period)
+        indices = tuple(state.idx[-span:])
+        start = state.starts[period]
+        unit = state.tools[-period:]
         listing = "\n".join(f"  {i}. {call}" for i, call in enumerate(unit, 1))
-        key = "cycle:" + ",".join(sorted(state["fps"][-period:]))
+        key = "cycle:" + ",".join(sorted(fp or "" for fp in state.fps[-period:]))
         return Finding(
             pattern="cycle",
             count=reps,

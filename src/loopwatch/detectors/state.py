@@ -120,3 +120,27 @@ def listed(value: object, what: str, item: Callable[[object, str], T]) -> list[T
     if not isinstance(value, list):
         raise ValueError(f"{what} must be a list, got {value!r}")
     return [item(v, f"{what}[{i}]") for i, v in enumerate(value)]
+
+
+Reader = Callable[[object, str], Any]
+S = TypeVar("S")
+
+
+def fields_json(state: object) -> dict[str, Any]:
+    """A flat state's JSON form: its fields (a dataclass with slots), in their order, as they are."""
+    return {name: getattr(state, name) for name in type(state).__slots__}  # type: ignore[attr-defined]
+
+
+def from_fields(kind: Callable[..., S], data: Mapping[str, Any], what: str, readers: Mapping[str, Reader]) -> S:
+    """A flat state from its JSON form: each field read by its reader (``readers``); a field missing from ``data``
+    gets its fresh value (check the keys with :func:`keys_of` first)."""
+    return kind(**{name: read(data[name], f"{what}: {name}") for name, read in readers.items() if name in data})
+
+
+def any_value(value: object, what: str) -> object:
+    """Any JSON value, as it is."""
+    return value
+
+
+def optional_flag(value: object, what: str) -> bool | None:
+    return None if value is None else flag(value, what)
