@@ -68,6 +68,13 @@ def integers(value: object, what: str) -> list[int]:
     return list(value)
 
 
+def optional_integers(value: object, what: str) -> list[int | None]:
+    """A list of integers and nulls (a fresh list)."""
+    if not isinstance(value, list) or not all(x is None or type(x) is int for x in value):
+        raise ValueError(f"{what} must be a list of integers, got {value!r}")
+    return list(value)
+
+
 def texts(value: object, what: str) -> list[str]:
     """A list of strings (a fresh list)."""
     if not isinstance(value, list) or not all(type(x) is str for x in value):
@@ -144,3 +151,9 @@ def any_value(value: object, what: str) -> object:
 
 def optional_flag(value: object, what: str) -> bool | None:
     return None if value is None else flag(value, what)
+
+
+def reset(state: S, fresh: S) -> None:
+    """Give every field of ``state`` (a dataclass with slots) its value in ``fresh``."""
+    for name in type(state).__slots__:  # type: ignore[attr-defined]
+        setattr(state, name, getattr(fresh, name))
