@@ -332,7 +332,7 @@ def test_restated_replies_keep_a_small_state_that_old_snapshots_lack() -> None:
     assert len(replies) == 2 and all(isinstance(x, str) for x in replies)  # the last two, quantized
     old = json.loads(json.dumps(engine.dump(session)))
     del old["detectors"][0]["replies"]
-    assert Engine(policy).load(old)["detectors"][0].replies == []
+    assert Engine(policy).load(old)["detectors"][0].replies == ()
     for damaged in (["a", "b", "c"], ["a"], [1], "x"):  # too many; not base64; not text; not a list
         bad = json.loads(json.dumps(engine.dump(session)))
         bad["detectors"][0]["replies"] = damaged

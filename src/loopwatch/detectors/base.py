@@ -16,7 +16,7 @@ from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import islice, repeat
-from typing import Any, ClassVar, Final, Literal
+from typing import Any, ClassVar, Final, Literal, TypeVar
 
 from .. import _kernels
 from .._kernels_py import lines_of as lines_of  # what the lines of a masked text are
@@ -31,6 +31,7 @@ from ..tools import query_hashes, search_query, search_scopes
 
 WORD_CODE: Final = "I" if array("I").itemsize == 4 else "L"
 """The array type code of an unsigned 32-bit integer (a CRC-32): how rules keep sets of word hashes."""
+T = TypeVar("T")
 StepKind = Literal["call", "result", "message", "delta", "usage", "reset"]
 State = dict[str, Any]
 
@@ -365,6 +366,14 @@ def bits_similarity(x: int, y: int) -> float:
     """Jaccard similarity of two folded sets (integers; 0.0 when both are empty)."""
     union = (x | y).bit_count()
     return (x & y).bit_count() / union if union else 0.0
+
+
+def pushed(items: tuple[T, ...], item: T, limit: int) -> tuple[T, ...]:
+    """``items`` and ``item`` after them, keeping at most ``limit`` items (oldest dropped): how rules keep their
+    short histories (a tuple holds no spare room, and no empty tuple costs anything)."""
+    if len(items) < limit:
+        return (*items, item)
+    return (*items[len(items) - limit + 1 :], item)
 
 
 def push(items: list[Any], item: Any, limit: int) -> None:

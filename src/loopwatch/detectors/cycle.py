@@ -8,17 +8,17 @@ from typing import Any, Final
 from ..errors import ConfigError
 from ..ladder import Ladder
 from ..patterns import Pattern
-from .base import Detector, Finding, Step, call_label, mutates, polls, push
+from .base import Detector, Finding, Step, call_label, mutates, polls, pushed
 from .repeat import loose_fp
-from .state import Reader, fields_json, flag, from_fields, integers, keys_of, listed, optional_text
+from .state import Reader, fields_json, flag, from_fields, integer_tuple, integers, keys_of, listed, optional_text
 
 
-def _optional_texts(value: object, what: str) -> list[str | None]:
-    return listed(value, what, optional_text)
+def _optional_texts(value: object, what: str) -> tuple[str | None, ...]:
+    return tuple(listed(value, what, optional_text))
 
 
-def _flags(value: object, what: str) -> list[bool]:
-    return listed(value, what, flag)
+def _flags(value: object, what: str) -> tuple[bool, ...]:
+    return tuple(listed(value, what, flag))
 
 
 @dataclass(slots=True)
@@ -26,20 +26,20 @@ class CycleState:
     """A :class:`CycleDetector`'s session state: the last ``max_period + 1`` calls (oldest first), and per period
     ``p`` (the list index) the calls in a row equal to the call ``p`` earlier and where that began."""
 
-    fps: list[str | None] = field(default_factory=list)
-    idx: list[int] = field(default_factory=list)
-    tools: list[str | None] = field(default_factory=list)
+    fps: tuple[str | None, ...] = ()
+    idx: tuple[int, ...] = ()
+    tools: tuple[str | None, ...] = ()
     """Labels of the calls that repeated an earlier one (for the message)."""
-    outs: list[str | None] = field(default_factory=list)
+    outs: tuple[str | None, ...] = ()
     """Outcome fingerprints (``""``: a change's, not compared)."""
-    polls: list[bool] = field(default_factory=list)
+    polls: tuple[bool, ...] = ()
     match: list[int] = field(default_factory=list)
     starts: list[int] = field(default_factory=list)
 
 
 _READERS: Final[dict[str, Reader]] = {
     "fps": _optional_texts,
-    "idx": integers,
+    "idx": integer_tuple,
     "tools": _optional_texts,
     "outs": _optional_texts,
     "polls": _flags,
@@ -133,12 +133,12 @@ class CycleDetector(Detector):
         else:
             match[1:] = [0] * self.max_period
         limit = self.max_period + 1
-        push(fps, fingerprint, limit)
-        push(state.idx, step.index, limit)
-        push(state.tools, call_label(step, 60) if repeated else None, limit)
+        state.fps = pushed(fps, fingerprint, limit)
+        state.idx = pushed(state.idx, step.index, limit)
+        state.tools = pushed(state.tools, call_label(step, 60) if repeated else None, limit)
         # a change's own output (the file it wrote) differs every time; only look-ups and runs tell progress
-        push(state.outs, "" if repeated and mutates(step) else None, limit)
-        push(state.polls, repeated and self.polls_exempt and polls(step), limit)
+        state.outs = pushed(state.outs, "" if repeated and mutates(step) else None, limit)
+        state.polls = pushed(state.polls, repeated and self.polls_exempt and polls(step), limit)
         period = self._period(match) if repeated else None
         if period is None or any(state.polls[-period:]):
             return None  # a unit with a wait or status check in it is polling, not a loop
@@ -169,7 +169,7 @@ class CycleDetector(Detector):
         outs, match = state.outs, state.match
         if outs[-1] == "":
             return
-        outs[-1] = step.outcome_fp
+        state.outs = (*outs[:-1], step.outcome_fp)
         for p in range(1, self.max_period + 1):
             if match[p] and len(outs) > p and outs[-1 - p] and outs[-1 - p] != step.outcome_fp:
                 match[p] = 0

@@ -30,6 +30,7 @@ from .base import (
     mutates,
     polls,
     push,
+    pushed,
     query_of,
     scopes_of,
     searches,
@@ -39,6 +40,7 @@ from .progress import fruitless
 from .state import (
     flag,
     integer,
+    integer_tuple,
     integers,
     keys_of,
     listed,
@@ -153,11 +155,11 @@ class Streak:
 
     start: int
     """Where the streak began (the first failing call)."""
-    classes: list[int]
+    classes: tuple[int, ...]
     """The sketches (:func:`error_bits`) of its errors: the first, and a second one it may alternate with."""
     n: int = 0
-    idx: list[int] = field(default_factory=list)
-    outcomes: list[str] = field(default_factory=list)
+    idx: tuple[int, ...] = ()
+    outcomes: tuple[str | None, ...] = ()
     """The distinct outcome fingerprints of its failures (the last four)."""
     switch: tuple[int, int] | None = None
     """After a switch to the second error: (failures before it, where it began)."""
@@ -185,9 +187,9 @@ class Streak:
         data: dict[str, Any] = {
             "n": self.n,
             "start": self.start,
-            "idx": self.idx,
+            "idx": list(self.idx),
             "classes": [sketch_json(c) for c in self.classes],
-            "outcomes": self.outcomes,
+            "outcomes": list(self.outcomes),
             "switch": None if self.switch is None else list(self.switch),
             "error": self.error,
         }
@@ -208,10 +210,10 @@ class Streak:
             raise ValueError(f"error_retry: a switch must be [failures before it, index], got {switch!r}")
         return cls(
             start=integer(data["start"], f"{what}: start"),
-            classes=listed(data["classes"], f"{what}: classes", sketch),
+            classes=tuple(listed(data["classes"], f"{what}: classes", sketch)),
             n=integer(data["n"], f"{what}: n"),
-            idx=integers(data["idx"], f"{what}: idx"),
-            outcomes=texts(data["outcomes"], f"{what}: outcomes"),
+            idx=integer_tuple(data["idx"], f"{what}: idx"),
+            outcomes=tuple(listed(data["outcomes"], f"{what}: outcomes", optional_text)),
             switch=None if switch is None else (switch[0], switch[1]),
             error=text(data["error"], f"{what}: error"),
             shape=optional_integer(data.get("shape"), f"{what}: shape"),
@@ -406,12 +408,12 @@ class ErrorRetryDetector(Detector):
                 if len(streak.classes) >= 2:
                     streak = None
                 else:  # a second error: it counts on its own until the first one comes back
-                    streak.classes.append(words)
+                    streak.classes = (*streak.classes, words)
                     streak.switch = (streak.n, where)
             elif similarities.index(best) == 0:
                 streak.switch = None  # the first error again: the streak alternates
         if streak is None:
-            streak = Streak(start=where, classes=[words])
+            streak = Streak(start=where, classes=(words,))
         streak.error = excerpt_of(step)  # the latest failure is the one to quote
         if shape is not None:
             streak.shape = shape
@@ -419,10 +421,10 @@ class ErrorRetryDetector(Detector):
         streak.action = action
         streak.variants = streak.variants or variant
         if step.outcome_fp not in streak.outcomes:
-            push(streak.outcomes, step.outcome_fp, 4)
+            streak.outcomes = pushed(streak.outcomes, step.outcome_fp, 4)
         streak.n += 1
         streak.last = step.index
-        push(streak.idx, where, 8)
+        streak.idx = pushed(streak.idx, where, 8)
         streaks[key] = streak
         while len(streaks) > self.tools:
             del streaks[next(iter(streaks))]
@@ -439,7 +441,7 @@ class ErrorRetryDetector(Detector):
             key=f"error_retry:{key}:{streak.start}",  # one streak, one ladder, whichever error counts
             loop_start=start,
             reason=f"{_label(key)} {verb} with {same}, last: {streak.error}",
-            indices=tuple(streak.idx[-failures:]),
+            indices=streak.idx[-failures:],
             facts={
                 "tool": step.tool or key,
                 "error": streak.error,
@@ -480,16 +482,16 @@ class FailureStreakState:
 
     n: int = 0
     start: int | None = None
-    idx: list[int] = field(default_factory=list)
+    idx: tuple[int, ...] = ()
     file_ops: bool = True
     last: str = ""
-    quiet: list[int] = field(default_factory=list)
+    quiet: tuple[int, ...] = ()
     """Calls whose result may count as empty (not a change, wait or echo), in the order made."""
     items: dict[int, SearchItem] = field(default_factory=dict)
     """What those calls look for and where, by call index."""
     item: SearchItem | None = None
     """What the last empty one looked for."""
-    errors: list[int] = field(default_factory=list)
+    errors: tuple[int, ...] = ()
     """Sketches (:func:`error_bits`) of the streak's distinct errors (the last four)."""
 
 
@@ -535,10 +537,10 @@ class FailureStreakDetector(Detector):
         return {
             "n": state.n,
             "start": state.start,
-            "idx": state.idx,
+            "idx": list(state.idx),
             "file_ops": state.file_ops,
             "last": state.last,
-            "quiet": state.quiet,
+            "quiet": list(state.quiet),
             "items": {str(index): [places, query] for index, (places, query) in state.items.items()},
             "item": None if state.item is None else list(state.item),
             "errors": [sketch_json(e) for e in state.errors],
@@ -553,13 +555,13 @@ class FailureStreakDetector(Detector):
         return FailureStreakState(
             n=integer(data["n"], "failure_streak: n"),
             start=optional_integer(data["start"], "failure_streak: start"),
-            idx=integers(data["idx"], "failure_streak: idx"),
+            idx=integer_tuple(data["idx"], "failure_streak: idx"),
             file_ops=flag(data["file_ops"], "failure_streak: file_ops"),
             last=text(data["last"], "failure_streak: last"),
-            quiet=list(quiet),
+            quiet=tuple(quiet),
             items={_call_index(key): item for key, item in items.items()},
             item=None if data.get("item") is None else _search_item(data["item"], "failure_streak: item"),
-            errors=listed(data.get("errors", []), "failure_streak: errors", sketch),
+            errors=tuple(listed(data.get("errors", []), "failure_streak: errors", sketch)),
         )
 
     def observe(self, state: FailureStreakState, step: Step) -> Finding | None:
@@ -567,7 +569,8 @@ class FailureStreakDetector(Detector):
         items = state.items
         if step.kind == "call":
             if self.empty and not (mutates(step) or polls(step) or _ECHOES.match(step.command or "")):
-                push(quiet, step.index, 8)  # calls may run in parallel: their results come back in any order
+                # calls may run in parallel: their results come back in any order
+                quiet = state.quiet = pushed(quiet, step.index, 8)
                 items[step.index] = (scopes_of(step), query_of(step))
                 for stale in [key for key in items if key not in quiet]:
                     del items[stale]
@@ -578,11 +581,12 @@ class FailureStreakDetector(Detector):
         call = step.call_index if step.call_index is not None else -1  # -1: no call, never in the list
         answers_quiet = call in quiet
         if answers_quiet:
-            quiet.remove(call)
+            at = quiet.index(call)
+            state.quiet = quiet[:at] + quiet[at + 1 :]
         empty = not step.failed and answers_quiet and fruitless(step)
         item = items.pop(call, None)
         if not (step.failed or empty) or (self.shell_only and not shell):
-            state.n, state.start, state.idx, state.file_ops, state.item, state.errors = 0, None, [], True, None, []
+            state.n, state.start, state.idx, state.file_ops, state.item, state.errors = 0, None, (), True, None, ()
             return None
         if empty:
             previous, state.item = state.item, item
@@ -593,13 +597,13 @@ class FailureStreakDetector(Detector):
             errors = state.errors
             known = any(_jaccard(words, other) >= self.similarity for other in errors)
             if not known:
-                push(errors, words, 4)
+                state.errors = pushed(errors, words, 4)
                 if state.n:
                     return None  # a new error: something learned, not one more dead end
         if state.n == 0:
             state.start = step.call_index
         state.n += 1
-        push(state.idx, step.call_index if step.call_index is not None else step.index, 8)
+        state.idx = pushed(state.idx, step.call_index if step.call_index is not None else step.index, 8)
         command = step.command or ""
         state.file_ops = bool(state.file_ops and not empty and _FILE_OPS.match(command))
         state.last = f"nothing back: {preview(step.output or '', 80) or 'no output'}" if empty else excerpt_of(step)
@@ -611,7 +615,7 @@ class FailureStreakDetector(Detector):
             key=f"failure_streak:{state.start}",
             loop_start=state.start,
             reason=f"{n} tool calls in a row {outcome} (last: {state.last})",
-            indices=tuple(state.idx),
+            indices=state.idx,
             facts={"tool": step.tool, "error": state.last, "outcome": outcome, "advice": _advice(state.file_ops)},
         )
 
@@ -755,7 +759,7 @@ class FeedbackState:
     start: int | None = None
     last_action: int | None = None
     text: str = ""
-    idx: list[int] = field(default_factory=list)
+    idx: tuple[int, ...] = ()
     words: int | None = None
     """The reply's sketch (:func:`error_bits`); ``None`` until a reply is counted."""
     attempt: array[int] | None = None
@@ -818,7 +822,7 @@ class FeedbackRepeatDetector(Detector):
             "start": state.start,
             "last_action": state.last_action,
             "text": state.text,
-            "idx": state.idx,
+            "idx": list(state.idx),
             "words": "" if state.words is None else sketch_json(state.words),
             "attempt": words_json(state.attempt),
             "variants": state.variants,
@@ -834,7 +838,7 @@ class FeedbackRepeatDetector(Detector):
             start=optional_integer(data["start"], f"{what}: start"),
             last_action=optional_integer(data["last_action"], f"{what}: last_action"),
             text=text(data["text"], f"{what}: text"),
-            idx=integers(data["idx"], f"{what}: idx"),
+            idx=integer_tuple(data["idx"], f"{what}: idx"),
             words=None if said == "" else sketch(said, f"{what}: words"),
             attempt=optional_words(data.get("attempt"), f"{what}: attempt"),
             variants=flag(data.get("variants", False), f"{what}: variants"),
@@ -848,18 +852,18 @@ class FeedbackRepeatDetector(Detector):
             if signature != state.sig and not (
                 state.words is not None and _jaccard(words, state.words) >= self.similarity
             ):
-                state.sig, state.n, state.start, state.idx = signature, 0, state.last_action, []
+                state.sig, state.n, state.start, state.idx = signature, 0, state.last_action, ()
                 state.words, state.variants = words, False
                 state.text = preview(step.text or "", 160)
             state.n += 1
             return None
         acting = step.kind == "call" or (step.kind == "message" and step.role == "assistant")
         if step.kind == "result" and not step.failed:
-            state.sig, state.n, state.start, state.idx, state.words, state.variants = None, 0, None, [], None, False
+            state.sig, state.n, state.start, state.idx, state.words, state.variants = None, 0, None, (), None, False
         if not acting:
             return None
         state.last_action = step.index
-        push(state.idx, step.index, 8)
+        state.idx = pushed(state.idx, step.index, 8)
         attempt = _attempt_words(step)
         previous = state.attempt
         if (
@@ -883,7 +887,7 @@ class FeedbackRepeatDetector(Detector):
             key=f"feedback:{state.sig}:{state.start}",
             loop_start=state.start,
             reason=f"attempt {n} after the same reply {state.n} times: {state.text}",
-            indices=tuple(state.idx),
+            indices=state.idx,
             facts={
                 "tool": step.tool or "reply",
                 "error": state.text,

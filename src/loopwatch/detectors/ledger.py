@@ -17,15 +17,15 @@ the run is in a loop or not making progress are reported as pattern ``stalled``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from ..errors import ConfigError
 from ..fingerprint import preview
 from ..ladder import Ladder
 from ..patterns import Pattern
-from .base import Detector, Finding, Step, push
-from .state import integer, integers, keys_of, optional_integer
+from .base import Detector, Finding, Step, pushed
+from .state import integer, integer_tuple, keys_of, optional_integer
 
 STALLED = Pattern(
     "stalled",
@@ -78,7 +78,7 @@ class StallState:
 
     n: int = 0
     start: int | None = None
-    idx: list[int] = field(default_factory=list)
+    idx: tuple[int, ...] = ()
 
 
 class SelfReportDetector(Detector):
@@ -99,14 +99,14 @@ class SelfReportDetector(Detector):
         return StallState()
 
     def dump_state(self, state: StallState) -> dict[str, Any]:
-        return {"n": state.n, "start": state.start, "idx": state.idx}
+        return {"n": state.n, "start": state.start, "idx": list(state.idx)}
 
     def load_state(self, data: dict[str, Any]) -> StallState:
         keys_of("self_report", data, ("n", "start", "idx"))
         return StallState(
             integer(data["n"], "self_report: n"),
             optional_integer(data["start"], "self_report: start"),
-            integers(data["idx"], "self_report: idx"),
+            integer_tuple(data["idx"], "self_report: idx"),
         )
 
     def observe(self, state: StallState, step: Step) -> Finding | None:
@@ -117,12 +117,12 @@ class SelfReportDetector(Detector):
             return None
         reason = stalled(ledger)
         if reason is None:
-            state.n, state.start, state.idx = 0, None, []
+            state.n, state.start, state.idx = 0, None, ()
             return None
         if state.n == 0:
             state.start = step.index
         state.n += 1
-        push(state.idx, step.index, 8)
+        state.idx = pushed(state.idx, step.index, 8)
         if state.n < self.threshold:
             return None
         n = state.n
@@ -133,7 +133,7 @@ class SelfReportDetector(Detector):
             loop_start=state.start,
             reason=f"the orchestrator's own progress ledger said {n} times in a row that it is stuck: "
             f"{preview(reason, 160)}",
-            indices=tuple(state.idx),
+            indices=state.idx,
             facts={"ledger": preview(reason, 200)},
         )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice, repeat
 from typing import Any, Final
 
@@ -27,7 +27,7 @@ from .base import (
     line_hashes,
     mutates,
     polls,
-    push,
+    pushed,
     query_of,
     scopes_of,
     searches,
@@ -38,10 +38,12 @@ from .state import (
     flag,
     from_fields,
     integer,
+    integer_tuple,
     integers,
     keys_of,
     listed,
     optional_integer,
+    optional_integer_tuple,
     optional_text,
     reset,
     sketch,
@@ -86,7 +88,7 @@ def _trivial(output: str) -> bool:
     return len(output.strip()) < _MIN_OUTPUT
 
 
-def _near(sketch: int, others: list[int], threshold: float) -> bool:
+def _near(sketch: int, others: tuple[int, ...], threshold: float) -> bool:
     """Is ``sketch`` at least ``threshold`` similar to one of ``others``?"""
     return any(bits_similarity(sketch, other) >= threshold for other in others)
 
@@ -131,19 +133,19 @@ class NoProgressState:
     """The kind of call of the streak (``search`` for look-ups, else the tool key)."""
     n: int = 0
     start: int | None = None
-    idx: list[int] = field(default_factory=list)
-    seen: list[str] = field(default_factory=list)
+    idx: tuple[int, ...] = ()
+    seen: tuple[str | None, ...] = ()
     """The outcome fingerprints of the streak's results (the last 8)."""
     pending: int | None = None
     search: bool = False
     last: str = ""
     repeated: bool = False
-    sketches: list[int] = field(default_factory=list)
+    sketches: tuple[int, ...] = ()
     """Sketches of the streak's last results (:func:`output_bits`)."""
-    searched: list[Searched] = field(default_factory=list)
+    searched: tuple[Searched, ...] = ()
     """The streak's recent calls that ran (the last 8)."""
     current: Current | None = None
-    vain: list[int | None] = field(default_factory=list)
+    vain: tuple[int | None, ...] = ()
     """The latest calls that found nothing (or nothing new)."""
 
 
@@ -166,16 +168,16 @@ _READERS: Final[dict[str, Reader]] = {
     "key": optional_text,
     "n": integer,
     "start": optional_integer,
-    "idx": integers,
-    "seen": texts,
+    "idx": integer_tuple,
+    "seen": lambda value, what: tuple(listed(value, what, optional_text)),
     "pending": optional_integer,
     "search": flag,
     "last": text,
     "repeated": flag,
-    "sketches": lambda value, what: listed(value, what, sketch),
-    "searched": lambda value, what: listed(value, what, _searched),
+    "sketches": lambda value, what: tuple(listed(value, what, sketch)),
+    "searched": lambda value, what: tuple(listed(value, what, _searched)),
     "current": _current,
-    "vain": lambda value, what: listed(value, what, optional_integer),
+    "vain": optional_integer_tuple,
 }
 
 
@@ -251,8 +253,8 @@ class NoProgressDetector(Detector):
     def _call(self, state: NoProgressState, step: Step, search: bool) -> Finding | None:
         key = "search" if search else step.tool_key
         if key != state.key:
-            state.key, state.n, state.start, state.idx, state.seen, state.repeated = key, 0, None, [], [], False
-            state.sketches, state.searched, state.vain = [], [], []
+            state.key, state.n, state.start, state.idx, state.seen, state.repeated = key, 0, None, (), (), False
+            state.sketches, state.searched, state.vain = (), (), ()
         places, query = scopes_of(step), query_of(step)
         repeats = self._repeats(places, query, state.searched)
         state.pending, state.search, state.current = step.index, search, (places, query, repeats)
@@ -261,7 +263,7 @@ class NoProgressDetector(Detector):
             return self._finding(state, step, state.n + 1, step.index, blockable=True)
         return None
 
-    def _repeats(self, places: list[str], query: list[int], searched: list[Searched]) -> list[int]:
+    def _repeats(self, places: list[str], query: list[int], searched: tuple[Searched, ...]) -> list[int]:
         """The earlier calls this one searches again (see :func:`loopwatch.tools.same_search`), latest last."""
         return [
             index
@@ -278,15 +280,15 @@ class NoProgressDetector(Detector):
         empty = state.search and (step.failed or fruitless(step))
         trivial = not step.failed and _trivial(output)
         seen = not (trivial or empty) and self._seen(state, step)
-        push(state.seen, step.outcome_fp, _SEEN)
+        state.seen = pushed(state.seen, step.outcome_fp, _SEEN)
         previous = state.searched[-1][2] if state.searched else None
         if not step.failed:  # a call refused for its arguments searched nowhere
-            push(state.searched, (places, query, step.call_index), _SEEN)
+            state.searched = pushed(state.searched, (places, query, step.call_index), _SEEN)
         if not (seen or empty):
             if state.search and self.leaky and state.n >= 2:
                 state.n //= 2  # one look-up finding something does not end a long fruitless search
                 return None
-            state.n, state.start, state.idx, state.repeated = 0, None, [], False
+            state.n, state.start, state.idx, state.repeated = 0, None, (), False
             return None
         vain = state.vain
         # a re-search counts when what it repeats found nothing either, or came right before it; a second pass over
@@ -296,13 +298,13 @@ class NoProgressDetector(Detector):
             index == previous and set(query) > set(other) for _places, other, index in state.searched
         )
         repeated = [index for index in repeats if index in vain or (index == previous and not narrower)]
-        push(vain, step.call_index, _SEEN)
+        state.vain = pushed(vain, step.call_index, _SEEN)
         if not repeated:
             return None
         if state.n == 0:  # the call it repeats belongs to the loop too
-            state.n, state.start, state.idx = 1, repeated[-1], [repeated[-1]]
+            state.n, state.start, state.idx = 1, repeated[-1], (repeated[-1],)
         state.n += 1
-        push(state.idx, step.call_index, 8)
+        state.idx = pushed(state.idx, step.call_index if step.call_index is not None else step.index, 8)
         state.last = preview(output, 120) or "empty"
         state.repeated = state.repeated or seen
         return self._finding(state, step, state.n, step.index) if self._report(state, state.n) else None
@@ -312,7 +314,7 @@ class NoProgressDetector(Detector):
         sketch = output_bits(step)
         exact = step.outcome_fp in state.seen
         near = not exact and _near(sketch, state.sketches, self.near)
-        push(state.sketches, sketch, 4)
+        state.sketches = pushed(state.sketches, sketch, 4)
         return exact or near
 
     def _report(self, state: NoProgressState, n: int) -> bool:
@@ -327,7 +329,7 @@ class NoProgressDetector(Detector):
             key=f"no_progress:{state.key}:{state.start}",
             loop_start=state.start,
             reason=reason,
-            indices=(*state.idx, index) if blockable else tuple(state.idx),
+            indices=(*state.idx, index) if blockable else state.idx,
             facts={"tool": step.tool, "kind": what, "result": state.last},
             blockable=blockable,
         )

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from ..fingerprint import is_shell_tool, loose_fingerprint
 from ..ladder import Ladder
 from ..patterns import Pattern
 from ..tools import moves_relatively
-from .base import Detector, Finding, Step, call_label, mutates, polls, push
+from .base import Detector, Finding, Step, call_label, mutates, polls, pushed
 from .state import (
     Reader,
     fields_json,
     flag,
     from_fields,
     integer,
-    integers,
+    integer_tuple,
     keys_of,
     optional_flag,
     optional_integer,
@@ -42,7 +42,7 @@ class RepeatState:
     first: int | None = None
     out: str | None = None
     """The outcome fingerprint the calls keep getting."""
-    idx: list[int] = field(default_factory=list)
+    idx: tuple[int, ...] = ()
     last: int = -1
     """The streak's latest call."""
     changes: int = 0
@@ -62,7 +62,7 @@ _READERS: Final[dict[str, Reader]] = {
     "start": optional_integer,
     "first": optional_integer,
     "out": optional_text,
-    "idx": integers,
+    "idx": integer_tuple,
     "last": integer,
     "changes": integer,
     "change": flag,
@@ -159,14 +159,14 @@ class RepeatDetector(Detector):
             state.total += 1
         else:
             state.fp, state.n, state.total, state.start, state.first = step.call_fp, 1, 1, step.index, step.index
-            state.out, state.idx, state.changes = None, [], 0
+            state.out, state.idx, state.changes = None, (), 0
             state.failed = None
             state.loose = loose_fp(step) if self.loose else None
         state.last = step.index
         # an editor's answer shows what it wrote: the same change again is no progress, whatever it answers (a call
         # recorded without its arguments is not known to be the same change: its results must tell)
         state.change = bool(step.args) and mutates(step) and not is_shell_tool(step.tool or "")
-        push(state.idx, step.index, _INDICES)
+        state.idx = pushed(state.idx, step.index, _INDICES)
         n, changes = state.n, state.changes
         if state.total < 2:
             return None  # the first call of a streak: nothing to report, whatever kind of call it is
@@ -201,7 +201,7 @@ class RepeatDetector(Detector):
             key=f"{pattern}:{state.fp}:{start}",
             loop_start=start,
             reason=reason,
-            indices=tuple(state.idx),
+            indices=state.idx,
             facts={"tool": step.tool, "call": call, "fingerprint": state.fp},
             blockable=True,
             hard=pattern == "repeat",

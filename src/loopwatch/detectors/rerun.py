@@ -18,8 +18,8 @@ from ..fingerprint import preview
 from ..ladder import Ladder
 from ..patterns import Pattern
 from ..tools import batch_items, runs_code, same_query, scope_overlaps, search_scopes
-from .base import Detector, Finding, Step, argument_word_array, mutates, polls, push, scopes_of, searches
-from .state import flag, keys_of, optional_integer, optional_integers, optional_text, table, text, texts, words
+from .base import Detector, Finding, Step, argument_word_array, mutates, polls, pushed, scopes_of, searches
+from .state import flag, keys_of, optional_integer, optional_integer_tuple, optional_text, table, text, texts, words
 
 
 @dataclass(slots=True)
@@ -31,13 +31,13 @@ class Run:
     count: int
     changed: bool
     first: int | None
-    indices: list[int | None]
-    targets: list[str] | None = None
+    indices: tuple[int | None, ...]
+    targets: tuple[str, ...] | None = None
 
     def to_json(self) -> list[Any]:
-        data: list[Any] = [self.outcome, self.count, self.changed, self.first, self.indices]
+        data: list[Any] = [self.outcome, self.count, self.changed, self.first, list(self.indices)]
         if self.targets is not None:
-            data.append(self.targets)
+            data.append(list(self.targets))
         return data
 
     @classmethod
@@ -50,7 +50,7 @@ class Run:
         if len(run) == 6 and not (isinstance(run[5], list) and all(isinstance(t, str) for t in run[5])):
             raise ValueError(f"rerun: a run's targets must be a list of paths, got {run[5]!r}")
         outcome = optional_text(run[0], "rerun: a run's outcome")
-        return cls(outcome, run[1], run[2], run[3], list(run[4]), list(run[5]) if len(run) == 6 else None)
+        return cls(outcome, run[1], run[2], run[3], tuple(run[4]), tuple(run[5]) if len(run) == 6 else None)
 
 
 @dataclass(slots=True)
@@ -63,10 +63,10 @@ class Version:
     words: array[int]
     places: list[str]
     first: int | None
-    indices: list[int | None]
+    indices: tuple[int | None, ...]
 
     def to_json(self) -> list[Any]:
-        return [self.outcome, self.count, self.words.tolist(), self.places, self.first, self.indices]
+        return [self.outcome, self.count, self.words.tolist(), self.places, self.first, list(self.indices)]
 
     @classmethod
     def from_json(cls, version: object, what: str) -> Version:
@@ -80,7 +80,7 @@ class Version:
             words(version[2], what),
             texts(version[3], what),
             optional_integer(version[4], what),
-            optional_integers(version[5], what),
+            optional_integer_tuple(version[5], what),
         )
 
 
@@ -219,7 +219,7 @@ class RerunDetector(Detector):
         if not places:
             return
         for key, run in list(state.runs.items()):
-            targets = run.targets or []
+            targets = run.targets or ()
             if any(scope_overlaps(a, b) for a in places for b in targets):
                 del state.runs[key]
 
@@ -239,11 +239,11 @@ class RerunDetector(Detector):
             alike = (rewritten or same_query(words, other)) and not batch_items(places, [], version.places, [])
             if alike:
                 version.count += 1
-                push(version.indices, step.call_index, 8)
+                version.indices = pushed(version.indices, step.call_index, 8)
             else:
                 same = False
         if not same or version is None:
-            version = Version(step.outcome_fp, 1, words, places, step.call_index, [step.call_index])
+            version = Version(step.outcome_fp, 1, words, places, step.call_index, (step.call_index,))
         version.words, version.places = words, places
         versions[key] = version
         while len(versions) > self.calls:
@@ -270,11 +270,11 @@ class RerunDetector(Detector):
             return None  # a run that worked and said something ends the count: not this rule's business
         if run is None or run.outcome != step.outcome_fp:
             targets = [p for p in search_scopes(step.tool or "", {}, step.command) if p not in (".", "..", "~")]
-            run = Run(step.outcome_fp, 1, False, step.call_index, [step.call_index], targets)
+            run = Run(step.outcome_fp, 1, False, step.call_index, (step.call_index,), tuple(targets))
         elif run.changed:
             run.count += 1
             run.changed = False
-            push(run.indices, step.call_index, 8)
+            run.indices = pushed(run.indices, step.call_index, 8)
         runs[key] = run  # most recently run last
         while len(runs) > self.calls:
             del runs[next(iter(runs))]

@@ -10,7 +10,7 @@ from ..ladder import Ladder
 from ..patterns import Pattern
 from ..tools import runs_code
 from .base import Detector, Finding, Step, call_label, mutates, polls, searches
-from .state import integer, integers, keys_of, optional_text, table
+from .state import integer, integer_tuple, keys_of, optional_text, table
 
 _KEPT: Final = 32
 """Distinct calls remembered per session (the least recently made are forgotten first)."""
@@ -34,11 +34,11 @@ class Answered:
     outcome: str | None
     count: int
     first: int
-    indices: list[int]
+    indices: tuple[int, ...]
     label: str | None
 
     def to_json(self) -> list[Any]:
-        return [self.outcome, self.count, self.first, self.indices, self.label]
+        return [self.outcome, self.count, self.first, list(self.indices), self.label]
 
     @classmethod
     def from_json(cls, entry: object, what: str) -> Answered:
@@ -48,7 +48,7 @@ class Answered:
             optional_text(entry[0], what),
             integer(entry[1], what),
             integer(entry[2], what),
-            integers(entry[3], what),
+            integer_tuple(entry[3], what),
             optional_text(entry[4], what),
         )
 
@@ -59,7 +59,7 @@ class RevisitState:
 
     seen: dict[str, Answered] = field(default_factory=dict)
     """By call fingerprint, the least recently made first."""
-    polls: list[int] = field(default_factory=list)
+    polls: tuple[int, ...] = ()
     """The last waits and status checks (their results are left out)."""
     since: int = 0
     """Where the circuit began (the last change): one ladder for all the calls it revisits."""
@@ -95,7 +95,7 @@ class RevisitDetector(Detector):
     def dump_state(self, state: RevisitState) -> dict[str, Any]:
         return {
             "seen": {key: entry.to_json() for key, entry in state.seen.items()},
-            "polls": state.polls,
+            "polls": list(state.polls),
             "since": state.since,
             "fresh": state.fresh,
         }
@@ -107,7 +107,7 @@ class RevisitDetector(Detector):
             raise ValueError(f"revisit: seen must be a table of at most {self.kept} calls")
         return RevisitState(
             seen=table(seen, "revisit: seen", Answered.from_json),
-            polls=integers(data["polls"], "revisit: polls"),
+            polls=integer_tuple(data["polls"], "revisit: polls"),
             since=integer(data["since"], "revisit: since"),
             fresh=integer(data["fresh"], "revisit: fresh"),
         )
@@ -116,7 +116,7 @@ class RevisitDetector(Detector):
         seen = state.seen
         if step.kind == "call":
             if polls(step):
-                state.polls = [*state.polls[-7:], step.index]
+                state.polls = (*state.polls[-7:], step.index)
                 return None
             if mutates(step) or (_runs_program(step) and not searches(step)):
                 for key in [k for k in seen if k != step.call_fp]:
@@ -131,11 +131,11 @@ class RevisitDetector(Detector):
         where = step.call_index if step.call_index is not None else step.index
         entry = seen.pop(step.call_fp, None)
         if entry is None or entry.outcome != step.outcome_fp:
-            entry = Answered(step.outcome_fp, 0, where, [], None)
+            entry = Answered(step.outcome_fp, 0, where, (), None)
             state.fresh = where  # a call not made (or not answered so) since the last change
         previous = entry.indices[-1] if entry.indices else None
         entry.count += 1
-        entry.indices = [*entry.indices[-7:], where]
+        entry.indices = (*entry.indices[-7:], where)
         seen[step.call_fp] = entry  # most recently made last
         while len(seen) > self.kept:
             del seen[next(iter(seen))]
@@ -150,7 +150,7 @@ class RevisitDetector(Detector):
             key=f"revisit:{state.since}",
             loop_start=entry.first,
             reason=f"{step.tool} made {entry.count} times with the same answer each time and nothing changed since",
-            indices=tuple(entry.indices),
+            indices=entry.indices,
             facts={"tool": step.tool, "call": call},
         )
 

@@ -51,9 +51,9 @@ from .base import (
     lines_of,
     masked_of,
     mutates,
-    push,
+    pushed,
 )
-from .state import integer, integers, keys_of, listed, optional_integer, sketch, table, text
+from .state import integer, integer_tuple, keys_of, listed, optional_integer, sketch, table, text
 
 _NOT_LETTERS: Final = bytes(c if 65 <= c <= 90 or 97 <= c <= 122 or c >= 128 else 32 for c in range(256))
 """Every ASCII byte that is not a letter becomes a space (UTF-8 bytes of other scripts stay: word parts)."""
@@ -205,10 +205,10 @@ class Channel:
     """One channel's recent intents (``past``: (index, representation, gain then), the latest last) and its
     streak of repeats."""
 
-    past: list[tuple[int, Rep, int]] = field(default_factory=list)
+    past: tuple[tuple[int, Rep, int], ...] = ()
     n: int = 0
     start: int | None = None
-    idx: list[int] = field(default_factory=list)
+    idx: tuple[int, ...] = ()
     sim: float = 0.0
 
 
@@ -227,7 +227,7 @@ class RephraseState:
     asked: tuple[int, str, str] | None = None
     """The instruction of the call awaiting its result: (index, text, tool)."""
     undecided: int | None = None
-    replies: list[str] = field(default_factory=list)
+    replies: tuple[str, ...] = ()
     """The last user replies' vectors (with an embedder)."""
 
 
@@ -352,7 +352,7 @@ class RephraseDetector(Detector):
                     "past": [[index, self._rep_json(rep), gain] for index, rep, gain in channel.past],
                     "n": channel.n,
                     "start": channel.start,
-                    "idx": channel.idx,
+                    "idx": list(channel.idx),
                     "sim": channel.sim,
                 }
                 for name, channel in state.channels.items()
@@ -360,7 +360,7 @@ class RephraseDetector(Detector):
             "pending": None if state.pending is None else list(state.pending),
             "asked": None if state.asked is None else list(state.asked),
             "undecided": state.undecided,
-            "replies": state.replies,
+            "replies": list(state.replies),
         }
 
     def _rep_json(self, rep: Rep) -> str:
@@ -392,7 +392,7 @@ class RephraseDetector(Detector):
             pending=None if pending is None else (pending[0], pending[1]),
             asked=None if asked is None else (asked[0], asked[1], asked[2]),
             undecided=optional_integer(data["undecided"], "rephrase: undecided"),
-            replies=list(replies),
+            replies=tuple(replies),
         )
 
     def _channel(self, data: object, what: str) -> Channel:
@@ -403,10 +403,10 @@ class RephraseDetector(Detector):
         if type(sim) not in (int, float):
             raise ValueError(f"{what}: sim must be a number, got {sim!r}")
         return Channel(
-            past=listed(data["past"], f"{what}: past", self._past),
+            past=tuple(listed(data["past"], f"{what}: past", self._past)),
             n=integer(data["n"], f"{what}: n"),
             start=optional_integer(data["start"], f"{what}: start"),
-            idx=integers(data["idx"], f"{what}: idx"),
+            idx=integer_tuple(data["idx"], f"{what}: idx"),
             sim=sim,
         )
 
@@ -481,7 +481,7 @@ class RephraseDetector(Detector):
                 replies = state.replies
                 restated = bool(rep) and any(self._compare(rep, other) >= self.reply_threshold for other in replies)
                 if rep:
-                    push(replies, rep, _REPLIES)
+                    state.replies = pushed(replies, str(rep), _REPLIES)
                 if restated and not _DIGIT.search(said):
                     return
         self._observe(state, step)
@@ -520,17 +520,17 @@ class RephraseDetector(Detector):
         while len(channels) > _CHANNELS:
             del channels[next(iter(channels))]
         match, similarity, near = self._match(state, entry.past, rep, threshold, max_gain)
-        push(entry.past, (index, rep, state.gain), self.window)
+        entry.past = pushed(entry.past, (index, rep, state.gain), self.window)
         if match is None:
-            entry.n, entry.start, entry.idx, entry.sim = 0, None, [], 0.0
+            entry.n, entry.start, entry.idx, entry.sim = 0, None, (), 0.0
             if near:
                 state.undecided = index
             return None
         if entry.n == 0:
-            entry.n, entry.start, entry.idx = 1, match, [match]
+            entry.n, entry.start, entry.idx = 1, match, (match,)
         entry.n += 1
         entry.sim = similarity
-        push(entry.idx, index, 8)
+        entry.idx = pushed(entry.idx, index, 8)
         if entry.n < count:
             state.undecided = index
             return None
@@ -551,7 +551,7 @@ class RephraseDetector(Detector):
         return quantized_cosine(str(a), str(b))
 
     def _match(
-        self, state: RephraseState, past: list[tuple[int, Rep, int]], rep: Rep, threshold: float, max_gain: int
+        self, state: RephraseState, past: tuple[tuple[int, Rep, int], ...], rep: Rep, threshold: float, max_gain: int
     ) -> tuple[int | None, float, bool]:
         """(index of the most similar earlier intent that repeats, its similarity, near miss?)."""
         best: tuple[int | None, float] = (None, 0.0)
@@ -581,7 +581,7 @@ class RephraseDetector(Detector):
                 f"the same {what} {n} times in other words ({self.similarity} similarity {entry.sim:.2f}) "
                 f"with {since} in between: {preview(text, 120)}"
             ),
-            indices=tuple(entry.idx),
+            indices=entry.idx,
             facts={"similarity": round(entry.sim, 3), "intent": preview(text, 200), "match": self.similarity},
         )
 

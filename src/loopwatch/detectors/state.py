@@ -75,6 +75,27 @@ def optional_integers(value: object, what: str) -> list[int | None]:
     return list(value)
 
 
+def integer_tuple(value: object, what: str) -> tuple[int, ...]:
+    """A list of integers, as a tuple."""
+    if not isinstance(value, list) or not all(type(x) is int for x in value):
+        raise ValueError(f"{what} must be a list of integers, got {value!r}")
+    return tuple(value)
+
+
+def optional_integer_tuple(value: object, what: str) -> tuple[int | None, ...]:
+    """A list of integers and nulls, as a tuple."""
+    if not isinstance(value, list) or not all(x is None or type(x) is int for x in value):
+        raise ValueError(f"{what} must be a list of integers, got {value!r}")
+    return tuple(value)
+
+
+def text_tuple(value: object, what: str) -> tuple[str, ...]:
+    """A list of strings, as a tuple."""
+    if not isinstance(value, list) or not all(type(x) is str for x in value):
+        raise ValueError(f"{what} must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
 def texts(value: object, what: str) -> list[str]:
     """A list of strings (a fresh list)."""
     if not isinstance(value, list) or not all(type(x) is str for x in value):
@@ -134,8 +155,13 @@ S = TypeVar("S")
 
 
 def fields_json(state: object) -> dict[str, Any]:
-    """A flat state's JSON form: its fields (a dataclass with slots), in their order, as they are."""
-    return {name: getattr(state, name) for name in type(state).__slots__}  # type: ignore[attr-defined]
+    """A flat state's JSON form: its fields (a dataclass with slots), in their order, as they are (a tuple as a
+    list)."""
+    data = {name: getattr(state, name) for name in type(state).__slots__}  # type: ignore[attr-defined]
+    for name, value in data.items():
+        if type(value) is tuple:
+            data[name] = list(value)
+    return data
 
 
 def from_fields(kind: Callable[..., S], data: Mapping[str, Any], what: str, readers: Mapping[str, Reader]) -> S:

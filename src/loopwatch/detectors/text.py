@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 import zlib
 from array import array
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from ..chanting import ChantHit, ChantTracker
@@ -26,7 +26,7 @@ from .base import (
     bits_text,
     bottom_k,
     mutates,
-    push,
+    pushed,
     text_bits,
 )
 from .state import (
@@ -36,13 +36,13 @@ from .state import (
     flag,
     from_fields,
     integer,
-    integers,
+    integer_tuple,
     keys_of,
     listed,
     optional_integer,
     optional_text,
     optional_words,
-    texts,
+    text_tuple,
     words_json,
 )
 
@@ -87,7 +87,7 @@ def word_bits(text: str, k: int) -> int:
     return bottom_k(set(map(zlib.crc32, words)), k)
 
 
-def best_sketch_similarity(bits: int, recent: list[int]) -> float:
+def best_sketch_similarity(bits: int, recent: Sequence[int]) -> float:
     """The highest :func:`~.base.sketch_similarity` of the sketch ``bits`` with the ``recent`` sketches, all
     as integer bit sets (0.0 when ``recent`` is empty)."""
     return max((bits_similarity(prev, bits) for prev in recent), default=0.0)
@@ -110,12 +110,12 @@ _SEEN: Final = 32
 class SimilarTextState:
     """A :class:`SimilarTextDetector`'s session state."""
 
-    history: list[Any] = field(default_factory=list)
+    history: tuple[Any, ...] = ()
     """The recent turns: sketches (integers), word sets or texts, as the metric needs."""
     consecutive: int = 0
     start: int | None = None
-    idx: list[int] = field(default_factory=list)
-    seen: list[str] = field(default_factory=list)
+    idx: tuple[int, ...] = ()
+    seen: tuple[str, ...] = ()
     """What the recent results said (with ``novelty``)."""
     news: bool = False
     """Did a result say something new since the last turn?"""
@@ -124,11 +124,11 @@ class SimilarTextState:
 
 
 _SIMILAR_TEXT_READERS: Final[dict[str, Reader]] = {
-    "history": lambda value, what: listed(value, what, any_value),
+    "history": lambda value, what: tuple(listed(value, what, any_value)),
     "consecutive": integer,
     "start": optional_integer,
-    "idx": integers,
-    "seen": texts,
+    "idx": integer_tuple,
+    "seen": text_tuple,
     "news": flag,
     "asked": optional_words,
 }
@@ -198,7 +198,7 @@ class SimilarTextDetector(Detector):
     def _similarity(self) -> Callable[[Any, Any], float]:
         return fuzz_ratio if self.metric == "fuzz" else jaccard_sets
 
-    def _compare(self, text: str, recent: list[Any]) -> tuple[Any, float | None]:
+    def _compare(self, text: str, recent: Sequence[Any]) -> tuple[Any, float | None]:
         """The history item of ``text`` and its best similarity to the ``recent`` items (None if none)."""
         if self.sketch is not None and self.metric == "jaccard":
             # sketches are kept as integer bit sets (base64 text only in the JSON form)
@@ -217,7 +217,7 @@ class SimilarTextDetector(Detector):
                 said = beyond_echo(step, frozenset(state.asked))
                 if said not in state.seen:  # a result unlike the recent ones: something learned
                     state.news = True
-                    push(state.seen, said, _SEEN)
+                    state.seen = pushed(state.seen, said, _SEEN)
             return None
         if self.novelty and step.kind == "call":
             state.asked = None if mutates(step) else argument_word_array(step)
@@ -226,8 +226,8 @@ class SimilarTextDetector(Detector):
             return None
         history = state.history
         item, best = self._compare(text, history[-self.window :])
-        push(history, item, self.history)
-        push(state.idx, step.index, self.window + 1)
+        state.history = pushed(history, item, self.history)
+        state.idx = pushed(state.idx, step.index, self.window + 1)
         if best is None:
             return None
         news, state.news = state.news, False
@@ -246,7 +246,7 @@ class SimilarTextDetector(Detector):
             key=f"similar_text:{state.start}",
             loop_start=state.start,
             reason=f"{count} consecutive similar turns ({best:.0%} similar to a recent turn)",
-            indices=tuple(state.idx[-(count + 1) :]),
+            indices=state.idx[-(count + 1) :],
             facts={"similarity": round(best, 3), "text": preview(text, 160)},
         )
 
@@ -261,7 +261,7 @@ class SimilarTextDetector(Detector):
         state = from_fields(SimilarTextState, data, "similar_text", _SIMILAR_TEXT_READERS)
         if self.metric == "jaccard":
             load = frozenset if self.sketch is None else _sketch_bits
-            state.history = [load(h) for h in state.history]
+            state.history = tuple(load(h) for h in state.history)
         return state
 
 
@@ -371,7 +371,7 @@ class MonologueState:
     last: int | None = None
     """The hash of the last message (lowercased, blanks removed)."""
     worker: str | None = None
-    idx: list[int] = field(default_factory=list)
+    idx: tuple[int, ...] = ()
 
 
 _MONOLOGUE_READERS: Final[dict[str, Reader]] = {
@@ -381,7 +381,7 @@ _MONOLOGUE_READERS: Final[dict[str, Reader]] = {
     "same": integer,
     "last": optional_integer,
     "worker": optional_text,
-    "idx": integers,
+    "idx": integer_tuple,
 }
 
 
@@ -412,7 +412,7 @@ class MonologueDetector(Detector):
 
     def observe(self, state: MonologueState, step: Step) -> Finding | None:
         if step.kind == "call":
-            state.tools, state.n, state.start, state.same, state.last, state.idx = True, 0, None, 0, None, []
+            state.tools, state.n, state.start, state.same, state.last, state.idx = True, 0, None, 0, None, ()
             return None
         if step.kind == "message" and step.role == "user":
             # someone answered: replying to a user is a conversation, not a monologue (saying the very same
@@ -422,7 +422,7 @@ class MonologueDetector(Detector):
         if step.kind != "message" or step.role != "assistant":
             return None
         if self.per_worker and step.worker != state.worker:
-            state.n, state.start, state.same, state.last, state.idx = 0, None, 0, None, []
+            state.n, state.start, state.same, state.last, state.idx = 0, None, 0, None, ()
             state.worker = None if step.worker is None else sys.intern(step.worker)
         text = (step.text or "")[:4_000]
         normalized = zlib.crc32(text.lower().encode("utf-8", "surrogatepass").translate(None, b" \t\r\n"))
@@ -431,7 +431,7 @@ class MonologueDetector(Detector):
         state.n += 1
         if state.n == 1:
             state.start = step.index
-        push(state.idx, step.index, 8)
+        state.idx = pushed(state.idx, step.index, 8)
         if state.same >= 2:
             return self._finding(state, step, "repeat_message", state.same)
         if state.tools and state.n >= 2:
@@ -451,7 +451,7 @@ class MonologueDetector(Detector):
             key=f"{pattern}:{start if pattern == 'repeat_message' else state.start}",
             loop_start=start,
             reason=reason,
-            indices=tuple(state.idx[-count:]),
+            indices=state.idx[-count:],
             facts={"text": preview(step.text or "", 160)},
         )
 
