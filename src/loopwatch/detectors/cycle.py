@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from ..errors import ConfigError
@@ -10,7 +11,7 @@ from ..ladder import Ladder
 from ..patterns import Pattern
 from .base import Detector, Finding, Step, call_label, mutates, polls, pushed
 from .repeat import loose_fp
-from .state import Reader, fields_json, flag, from_fields, integer_tuple, integers, keys_of, listed, optional_text
+from .state import Reader, fields_json, flag, from_fields, integer_tuple, keys_of, listed, optional_text
 
 
 def _optional_texts(value: object, what: str) -> tuple[str | None, ...]:
@@ -33,8 +34,8 @@ class CycleState:
     outs: tuple[str | None, ...] = ()
     """Outcome fingerprints (``""``: a change's, not compared)."""
     polls: tuple[bool, ...] = ()
-    match: list[int] = field(default_factory=list)
-    starts: list[int] = field(default_factory=list)
+    match: tuple[int, ...] = ()
+    starts: tuple[int, ...] = ()
 
 
 _READERS: Final[dict[str, Reader]] = {
@@ -43,8 +44,8 @@ _READERS: Final[dict[str, Reader]] = {
     "tools": _optional_texts,
     "outs": _optional_texts,
     "polls": _flags,
-    "match": integers,
-    "starts": integers,
+    "match": integer_tuple,
+    "starts": integer_tuple,
 }
 
 CYCLE = Pattern(
@@ -100,10 +101,11 @@ class CycleDetector(Detector):
         self.result_aware = result_aware
         self.loose = loose
         self.polls_exempt = polls_exempt
+        self._zeros = (0,) * (max_period + 1)
+        """No period matched: the tuple every session without a repeated call shares."""
 
     def new_state(self) -> CycleState:
-        periods = self.max_period + 1
-        return CycleState(match=[0] * periods, starts=[0] * periods)
+        return CycleState(match=self._zeros, starts=self._zeros)
 
     def dump_state(self, state: CycleState) -> dict[str, Any]:
         return fields_json(state)
@@ -123,15 +125,17 @@ class CycleDetector(Detector):
         return None
 
     def _call(self, state: CycleState, step: Step) -> Finding | None:
-        fps, match = state.fps, state.match
+        fps = state.fps
         fingerprint = loose_fp(step) if self.loose else step.call_fp
         # Only a call that repeats one of the last calls can belong to a unit seen twice, so only such
         # calls pay for the per-period comparison, a label, and the mutation and polling checks.
         repeated = fingerprint in fps
         if repeated:
             self._match(state, fingerprint)
-        else:
-            match[1:] = [0] * self.max_period
+        elif any(state.match):
+            first = state.match[0]
+            state.match = self._zeros if first == 0 else (first, *self._zeros[1:])
+        match = state.match
         limit = self.max_period + 1
         state.fps = pushed(fps, fingerprint, limit)
         state.idx = pushed(state.idx, step.index, limit)
@@ -147,7 +151,7 @@ class CycleDetector(Detector):
 
     def _match(self, state: CycleState, fingerprint: str | None) -> None:
         """Count, per period p, one more call equal to the call p positions earlier (or restart at 0)."""
-        fps, match, starts = state.fps, state.match, state.starts
+        fps, match, starts = state.fps, list(state.match), list(state.starts)
         for p in range(1, self.max_period + 1):
             if len(fps) >= p and fps[-p] == fingerprint:
                 if match[p] == 0:
@@ -155,8 +159,9 @@ class CycleDetector(Detector):
                 match[p] += 1
             else:
                 match[p] = 0
+        state.match, state.starts = tuple(match), tuple(starts)
 
-    def _period(self, match: list[int]) -> int | None:
+    def _period(self, match: Sequence[int]) -> int | None:
         for p in range(self.min_period, self.max_period + 1):
             if match[p] < p:
                 continue  # not even two full units yet
@@ -166,13 +171,18 @@ class CycleDetector(Detector):
         return None
 
     def _result(self, state: CycleState, step: Step) -> None:
-        outs, match = state.outs, state.match
+        outs = state.outs
         if outs[-1] == "":
             return
         state.outs = (*outs[:-1], step.outcome_fp)
-        for p in range(1, self.max_period + 1):
-            if match[p] and len(outs) > p and outs[-1 - p] and outs[-1 - p] != step.outcome_fp:
-                match[p] = 0
+        match = state.match
+        broken = [
+            p
+            for p in range(1, self.max_period + 1)
+            if match[p] and len(outs) > p and outs[-1 - p] and outs[-1 - p] != step.outcome_fp
+        ]
+        if broken:
+            state.match = tuple(0 if p in broken else m for p, m in enumerate(match))
 
     def _finding(self, state: CycleState, step: Step, period: int, reps: int) -> Finding:
         span = min(len(state.idx), state.match[period] + period)
