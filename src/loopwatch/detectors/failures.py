@@ -19,7 +19,6 @@ from ..tools import batch_items, runs_code
 from .base import (
     Detector,
     Finding,
-    State,
     Step,
     argument_word_array,
     bits_similarity,
@@ -29,7 +28,6 @@ from .base import (
     masked_of,
     mutates,
     polls,
-    push,
     pushed,
     query_of,
     scopes_of,
@@ -38,7 +36,10 @@ from .base import (
 )
 from .progress import fruitless
 from .state import (
+    Reader,
+    fields_json,
     flag,
+    from_fields,
     integer,
     integer_tuple,
     integers,
@@ -647,6 +648,30 @@ def is_test_command(text: str) -> bool:
     return any(hint in head for hint in _TEST_HINTS) and bool(_TEST_COMMAND.search(head))
 
 
+@dataclass(slots=True)
+class TestFixState:
+    """A :class:`TestFixDetector`'s session state."""
+
+    sig: str | None = None
+    """The error signature of the failing runs."""
+    n: int = 0
+    start: int | None = None
+    idx: tuple[int, ...] = ()
+    pending: int | None = None
+    """The test run awaiting its result."""
+    summary: str = ""
+
+
+_TEST_FIX_READERS: Final[dict[str, Reader]] = {
+    "sig": optional_text,
+    "n": integer,
+    "start": optional_integer,
+    "idx": integer_tuple,
+    "pending": optional_integer,
+    "summary": text,
+}
+
+
 class TestFixDetector(Detector):
     """Consecutive failing test runs whose failure stays the same, whatever edits happen in between.
 
@@ -669,37 +694,45 @@ class TestFixDetector(Detector):
         ),
     )
 
-    def new_state(self) -> State:
-        return {"sig": None, "n": 0, "start": None, "idx": [], "pending": None, "summary": ""}
+    def new_state(self) -> TestFixState:
+        return TestFixState()
 
-    def observe(self, state: State, step: Step) -> Finding | None:
+    def dump_state(self, state: TestFixState) -> dict[str, Any]:
+        return fields_json(state)
+
+    def load_state(self, data: dict[str, Any]) -> TestFixState:
+        keys_of("test_fix", data, _TEST_FIX_READERS)
+        return from_fields(TestFixState, data, "test_fix", _TEST_FIX_READERS)
+
+    def observe(self, state: TestFixState, step: Step) -> Finding | None:
         if step.kind == "call":
             command = step.command or step.tool or ""
             # is_test_command reads 400 characters: no need to copy a long command whole
-            state["pending"] = step.index if is_test_command(f"{step.tool} {command[:400]}") else None
+            state.pending = step.index if is_test_command(f"{step.tool} {command[:400]}") else None
             return None
-        if step.kind != "result" or state["pending"] is None or step.call_index != state["pending"]:
+        if step.kind != "result" or state.pending is None or step.call_index != state.pending:
             return None
-        state["pending"] = None
+        state.pending = None
         output = step.output or ""
         if not step.failed and not _TEST_FAILED.search(output[-1500:]):  # the tests passed (or did not run)
-            state.update(sig=None, n=0, start=None, idx=[])
+            state.sig, state.n, state.start, state.idx = None, 0, None, ()
             return None
-        if step.error_sig != state["sig"]:
-            state.update(sig=step.error_sig, n=0, start=step.call_index, idx=[], summary=excerpt_of(step))
-        state["n"] += 1
-        push(state["idx"], step.call_index if step.call_index is not None else step.index, 8)
-        n = state["n"]
+        if step.error_sig != state.sig:
+            state.sig, state.n, state.start, state.idx = step.error_sig, 0, step.call_index, ()
+            state.summary = excerpt_of(step)
+        state.n += 1
+        state.idx = pushed(state.idx, step.call_index if step.call_index is not None else step.index, 8)
+        n = state.n
         if n < 2:
             return None
         return Finding(
             pattern="test_fix",
             count=n,
-            key=f"test_fix:{state['sig']}",
-            loop_start=state["start"],
-            reason=f"the tests failed {n} times in a row with the same failure: {state['summary']}",
-            indices=tuple(state["idx"]),
-            facts={"tool": step.tool, "error": state["summary"]},
+            key=f"test_fix:{state.sig}",
+            loop_start=state.start,
+            reason=f"the tests failed {n} times in a row with the same failure: {state.summary}",
+            indices=state.idx,
+            facts={"tool": step.tool, "error": state.summary},
         )
 
 
