@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from loopwatch.engine import Engine
+from loopwatch.errors import StateError
 from loopwatch.events import Event, Message, TextDelta
 from loopwatch.presets import preset
 from loopwatch.readers import read_runs
@@ -168,3 +169,30 @@ if __name__ == "__main__" and sys.argv[1:] == ["record"]:
     every = _runs()
     RECORDED.write_text(json.dumps({name: digests(name, every) for name in PRESETS}, indent=1) + "\n")
     print(f"wrote {RECORDED}")
+
+
+@pytest.mark.parametrize(
+    ("rule", "key", "damaged"),
+    [
+        ("error_retry", "actions", {"bash": [-1]}),
+        ("error_retry", "actions", {"bash": [1 << 32]}),
+        ("error_retry", "actions", {"bash": ["word"]}),
+        ("error_retry", "streaks", {"bash": {"n": 1}}),
+        ("cycle", "fps", [1]),
+        ("cycle", "polls", ["yes"]),
+        ("similar_text", "history", ["not a sketch!"]),
+        ("repeat", "n", "3"),
+        ("rephrase", "seen", 7),
+        ("no_progress", "searched", [["src", [1], 0]]),
+        ("rerun", "versions", {"bash": ["o", 1, [1.5], [], 0, [0]]}),
+        ("revisit", "seen", {"fp": ["o", 1, 2]}),
+        ("monologue", "unknown", 1),
+    ],
+)
+def test_a_damaged_state_is_refused_with_a_state_error(rule: str, key: str, damaged: object) -> None:
+    engine = Engine(preset("default-lexical"))
+    position = [d.name for d in engine.policy.detectors].index(rule)
+    data = json.loads(json.dumps(engine.dump(engine.new_session())))
+    data["detectors"][position][key] = damaged
+    with pytest.raises(StateError):
+        engine.load(data)

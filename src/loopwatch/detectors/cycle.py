@@ -11,15 +11,7 @@ from ..ladder import Ladder
 from ..patterns import Pattern
 from .base import Detector, Finding, Step, call_label, mutates, polls, pushed
 from .repeat import loose_fp
-from .state import Reader, fields_json, flag, from_fields, integer_tuple, keys_of, listed, optional_text
-
-
-def _optional_texts(value: object, what: str) -> tuple[str | None, ...]:
-    return tuple(listed(value, what, optional_text))
-
-
-def _flags(value: object, what: str) -> tuple[bool, ...]:
-    return tuple(listed(value, what, flag))
+from .state import Reader, fields_json, flag_tuple, from_fields, integer_tuple, keys_of, optional_text_tuple
 
 
 @dataclass(slots=True)
@@ -39,11 +31,11 @@ class CycleState:
 
 
 _READERS: Final[dict[str, Reader]] = {
-    "fps": _optional_texts,
+    "fps": optional_text_tuple,
     "idx": integer_tuple,
-    "tools": _optional_texts,
-    "outs": _optional_texts,
-    "polls": _flags,
+    "tools": optional_text_tuple,
+    "outs": optional_text_tuple,
+    "polls": flag_tuple,
     "match": integer_tuple,
     "starts": integer_tuple,
 }

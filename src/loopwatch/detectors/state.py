@@ -11,18 +11,47 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, TypeVar
+from operator import attrgetter
+from typing import Any, Final, TypeGuard, TypeVar
 
 from .base import SKETCH_BITS, WORD_CODE, bits_text, text_bits
 
 T = TypeVar("T")
 
-_WORD_LIMIT: Final = 1 << 32
-
 
 def packed(words: Iterable[int]) -> array[int]:
     """``words`` (CRC-32s) as a packed array."""
     return array(WORD_CODE, words)
+
+
+_INT: Final = frozenset({int})
+_STR: Final = frozenset({str})
+_INT_OR_NONE: Final = frozenset({int, type(None)})
+_STR_OR_NONE: Final = frozenset({str, type(None)})
+_BOOL: Final = frozenset({bool})
+
+
+# Each checks that ``value`` is a list whose items are all of exactly the types named (listed at C speed).
+
+
+def _ints(value: object) -> TypeGuard[list[int]]:
+    return type(value) is list and set(map(type, value)) <= _INT
+
+
+def _strs(value: object) -> TypeGuard[list[str]]:
+    return type(value) is list and set(map(type, value)) <= _STR
+
+
+def _ints_or_none(value: object) -> TypeGuard[list[int | None]]:
+    return type(value) is list and set(map(type, value)) <= _INT_OR_NONE
+
+
+def _strs_or_none(value: object) -> TypeGuard[list[str | None]]:
+    return type(value) is list and set(map(type, value)) <= _STR_OR_NONE
+
+
+def _bools(value: object) -> TypeGuard[list[bool]]:
+    return type(value) is list and set(map(type, value)) <= _BOOL
 
 
 def keys_of(name: str, data: Mapping[str, Any], required: Iterable[str], optional: Iterable[str] = ()) -> None:
@@ -63,51 +92,68 @@ def optional_text(value: object, what: str) -> str | None:
 
 def integers(value: object, what: str) -> list[int]:
     """A list of integers (a fresh list)."""
-    if not isinstance(value, list) or not all(type(x) is int for x in value):
+    if not _ints(value):
         raise ValueError(f"{what} must be a list of integers, got {value!r}")
     return list(value)
 
 
 def optional_integers(value: object, what: str) -> list[int | None]:
     """A list of integers and nulls (a fresh list)."""
-    if not isinstance(value, list) or not all(x is None or type(x) is int for x in value):
+    if not _ints_or_none(value):
         raise ValueError(f"{what} must be a list of integers, got {value!r}")
     return list(value)
 
 
 def integer_tuple(value: object, what: str) -> tuple[int, ...]:
     """A list of integers, as a tuple."""
-    if not isinstance(value, list) or not all(type(x) is int for x in value):
+    if not _ints(value):
         raise ValueError(f"{what} must be a list of integers, got {value!r}")
     return tuple(value)
 
 
 def optional_integer_tuple(value: object, what: str) -> tuple[int | None, ...]:
     """A list of integers and nulls, as a tuple."""
-    if not isinstance(value, list) or not all(x is None or type(x) is int for x in value):
+    if not _ints_or_none(value):
         raise ValueError(f"{what} must be a list of integers, got {value!r}")
     return tuple(value)
 
 
 def text_tuple(value: object, what: str) -> tuple[str, ...]:
     """A list of strings, as a tuple."""
-    if not isinstance(value, list) or not all(type(x) is str for x in value):
+    if not _strs(value):
         raise ValueError(f"{what} must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def optional_text_tuple(value: object, what: str) -> tuple[str | None, ...]:
+    """A list of strings and nulls, as a tuple."""
+    if not _strs_or_none(value):
+        raise ValueError(f"{what} must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def flag_tuple(value: object, what: str) -> tuple[bool, ...]:
+    """A list of true and false, as a tuple."""
+    if not _bools(value):
+        raise ValueError(f"{what} must be a list of true and false, got {value!r}")
     return tuple(value)
 
 
 def texts(value: object, what: str) -> list[str]:
     """A list of strings (a fresh list)."""
-    if not isinstance(value, list) or not all(type(x) is str for x in value):
+    if not _strs(value):
         raise ValueError(f"{what} must be a list of strings, got {value!r}")
     return list(value)
 
 
 def words(value: object, what: str) -> array[int]:
     """Word hashes from their JSON form (a list of unsigned 32-bit integers)."""
-    if not isinstance(value, list) or not all(type(x) is int and 0 <= x < _WORD_LIMIT for x in value):
-        raise ValueError(f"{what} must be a list of 32-bit word hashes, got {value!r}")
-    return packed(value)
+    if _ints(value):
+        try:
+            return packed(value)
+        except OverflowError:  # negative, or more than 32 bits
+            pass
+    raise ValueError(f"{what} must be a list of 32-bit word hashes, got {value!r}")
 
 
 def optional_words(value: object, what: str) -> array[int] | None:
@@ -154,14 +200,23 @@ Reader = Callable[[object, str], Any]
 S = TypeVar("S")
 
 
+_FIELDS: dict[type, tuple[tuple[str, ...], Callable[[object], tuple[Any, ...]]]] = {}
+"""Per state class: its field names, and a getter of all their values at once."""
+
+
 def fields_json(state: object) -> dict[str, Any]:
     """A flat state's JSON form: its fields (a dataclass with slots), in their order, as they are (a tuple as a
     list)."""
-    data = {name: getattr(state, name) for name in type(state).__slots__}  # type: ignore[attr-defined]
-    for name, value in data.items():
-        if type(value) is tuple:
-            data[name] = list(value)
-    return data
+    kind = type(state)
+    known = _FIELDS.get(kind)
+    if known is None:
+        names: tuple[str, ...] = tuple(kind.__slots__)  # type: ignore[attr-defined]
+        getter = attrgetter(*names) if len(names) > 1 else lambda x: (getattr(x, names[0]),)
+        known = _FIELDS[kind] = (names, getter)
+    names, values = known
+    return {
+        name: list(value) if type(value) is tuple else value for name, value in zip(names, values(state), strict=True)
+    }
 
 
 def from_fields(kind: Callable[..., S], data: Mapping[str, Any], what: str, readers: Mapping[str, Reader]) -> S:
