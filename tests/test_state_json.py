@@ -39,7 +39,7 @@ TRACES = [
     str(ROOT / "tests" / "data" / "formats"),
 ]
 BENCH_SESSIONS = 40
-KEPT_RUNS = 8
+KEPT_RUNS = 3
 """Runs whose final state JSON is kept whole (the first ones whose rules all left something)."""
 
 
