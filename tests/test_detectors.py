@@ -413,7 +413,13 @@ def test_failure_streak_ends_at_a_change_an_echo_or_a_result_with_something_in_i
 def test_failure_streak_loads_a_state_saved_before_empty_results_counted() -> None:
     detector = failure_streak(empty=True)
     old = {"n": 2, "start": 4, "idx": [4, 6], "file_ops": False, "last": "E: Unable to locate package"}
-    assert detector.load_state(old) == {**old, "quiet": []}
+    assert detector.dump_state(detector.load_state(old)) == {
+        **old,
+        "quiet": [],
+        "items": {},
+        "item": None,
+        "errors": [],
+    }
     for damaged in (False, [1, "2"], list(range(9))):
         with pytest.raises(ValueError, match="quiet"):
             detector.load_state({**old, "quiet": damaged})

@@ -87,14 +87,15 @@ def test_a_call_is_read_once_for_its_words_scopes_and_query(monkeypatch: pytest.
     # error_retry, feedback_repeat, rerun and similar_text keep the words; no_progress and failure_streak the search
     assert (len(words), len(scopes), len(query)) == (1, 1, 1)
     states = dict(zip((d.name for d in engine.policy.detectors), session["detectors"], strict=True))
-    places, query_words, _ = states["no_progress"]["current"]
+    places, query_words, _ = states["no_progress"].current
     assert "src" in places
-    assert states["failure_streak"]["items"]["0"] == [places, query_words]
-    assert states["error_retry"]["actions"]["bash:grep"] == states["feedback_repeat"]["attempt"]
+    assert states["failure_streak"].items[0] == (places, query_words)
+    # the call's words are one packed array, shared by the rules that keep them
+    assert states["error_retry"].actions["bash:grep"] is states["feedback_repeat"].attempt
 
 
 def test_a_failure_and_a_reply_are_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    sketches = _counting(monkeypatch, failures, "error_words")
+    sketches = _counting(monkeypatch, failures, "error_bits")
     signatures = _counting(monkeypatch, base, "error_signature")
     engine = Engine(preset("default-lexical"))
     session = engine.new_session()

@@ -10,6 +10,7 @@ audit records it calls for; :meth:`Engine.judged` does the same with a loop judg
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
@@ -112,9 +113,9 @@ class Engine:
             "ladders": {},
             "usage": Limits.new_usage(),
             "calls": {"last": None, "ids": {}},
-            "warned": [],
+            "warned": (),
             "stopped": None,
-            "last_user": [],
+            "last_user": (),
             "last": None,
             "refused": None,
         }
@@ -126,7 +127,7 @@ class Engine:
         session["stopped"] = None
         if limits:
             session["usage"] = Limits.new_usage()
-            session["warned"] = []
+            session["warned"] = ()
 
     def _reset_for_user(self, session: State) -> None:
         states = session["detectors"]
@@ -139,6 +140,7 @@ class Engine:
         """The JSON form of a session (seed 003's toJSON)."""
         out = dict(session)
         out["detectors"] = [d.dump_state(s) for d, s in zip(self._detectors, session["detectors"], strict=True)]
+        out["warned"], out["last_user"] = list(session["warned"]), list(session["last_user"])
         out["policy"] = self.policy.name
         return out
 
@@ -258,11 +260,11 @@ class Engine:
             # prompts of its rounds, "continue" again) is not new information
             signature = signature_of(step)
             recent = session["last_user"]
-            if not isinstance(recent, list):  # a session saved when one reply was kept
+            if not isinstance(recent, (list, tuple)):  # a session saved when one reply was kept
                 recent = [] if recent is None else [recent]
             if signature not in recent:
                 self._reset_for_user(session)
-            session["last_user"] = [*(s for s in recent if s != signature), signature][-_RECENT_REPLIES:]
+            session["last_user"] = (*(s for s in recent if s != signature), signature)[-_RECENT_REPLIES:]
         refusals = self._refusals(session, step)
         best = _stronger(self._run_detectors(session, step), self._check_limits(session, index))
         if best is not None and best.action == "block" and step.kind == "call":
@@ -415,7 +417,7 @@ class Engine:
         if hit.warning:
             if hit.status in session["warned"]:
                 return None
-            session["warned"].append(hit.status)
+            session["warned"] = (*session["warned"], hit.status)
         return self._limit_verdict(hit, index)
 
     def _limit_verdict(self, hit: LimitHit, index: int) -> Verdict:
@@ -456,7 +458,7 @@ class Engine:
         projected = self._projected(tool, args)
         payload, canonical = call_payload(projected)
         command = command_of(args)
-        key = tool_key(tool, args, command=command)
+        key = sys.intern(tool_key(tool, args, command=command))  # one string for all the sessions
         step = Step(index, "call", event, event.worker, tool=tool, tool_key=key, args=args, text=event.thought)
         step.command = command
         step.projected = projected
@@ -476,7 +478,10 @@ class Engine:
 
     def _result_step(self, session: State, event: ToolResult, index: int) -> Step:
         calls = session["calls"]
-        record = calls["ids"].pop(event.id, None) if event.id is not None else None
+        ids = calls["ids"]
+        record = ids.pop(event.id, None) if event.id is not None else None
+        if record is not None and not ids:
+            calls["ids"] = {}  # an emptied table keeps its room: a new one takes less
         if record is None:
             last = calls["last"]
             if last is not None and (event.tool is None or event.tool == last[1]):

@@ -11,7 +11,7 @@ tables below cover the tools of Claude Code, OpenHands, SWE-agent and MCP; a pol
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from ._lazy_re import lazy_compile
@@ -172,7 +172,7 @@ def query_hashes(words: frozenset[str], limit: int = 16) -> list[int]:
     return sorted(zlib.crc32(word.encode("utf-8", "surrogatepass")) for word in words)[:limit]
 
 
-def same_query(a: list[int], b: list[int], similarity: float = 0.5) -> bool:
+def same_query(a: Sequence[int], b: Sequence[int], similarity: float = 0.5) -> bool:
     """Do two look-ups look for the same thing (their query words overlap by at least ``similarity``; two with no
     query words look for the same)?"""
     if not a and not b:

@@ -1,7 +1,8 @@
 """What every detector sees (:class:`Step`) and reports (:class:`Finding`).
 
-Detectors are pure: ``observe(state, step)`` reads one step, updates the detector's own JSON-able state
-(plain dicts and lists, so sessions can be snapshotted and restored anywhere) and may report a finding.
+Detectors are pure: ``observe(state, step)`` reads one step, updates the detector's own per-session state (a
+typed structure, see :mod:`loopwatch.detectors.state`, written out as JSON so sessions can be snapshotted and
+restored anywhere) and may report a finding.
 They never read a clock, a file or the network, and never import their driver.
 """
 
@@ -11,10 +12,11 @@ import binascii
 import re
 import zlib
 from abc import ABC, abstractmethod
+from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import islice, repeat
-from typing import Any, ClassVar, Final, Literal
+from typing import Any, ClassVar, Final, Literal, TypeVar
 
 from .. import _kernels
 from .._kernels_py import lines_of as lines_of  # what the lines of a masked text are
@@ -27,6 +29,9 @@ from ..patterns import REGISTRY, Pattern
 from ..swarm_tally import SwarmTally
 from ..tools import query_hashes, search_query, search_scopes
 
+WORD_CODE: Final = "I" if array("I").itemsize == 4 else "L"
+"""The array type code of an unsigned 32-bit integer (a CRC-32): how rules keep sets of word hashes."""
+T = TypeVar("T")
 StepKind = Literal["call", "result", "message", "delta", "usage", "reset"]
 State = dict[str, Any]
 
@@ -111,25 +116,33 @@ class Detector(Configured, ABC):
         if "patterns" in cls.__dict__:
             cls.patterns = REGISTRY.declare(cls.__dict__["patterns"], by=cls.__name__)
 
-    @abstractmethod
-    def new_state(self) -> State:
-        """A fresh, JSON-serialisable state for one session."""
+    # A rule's state is its own type (a dataclass with slots, or a plain JSON dict): each rule declares it in
+    # its own signatures, which mypy checks; the engine only hands it back.
 
     @abstractmethod
-    def observe(self, state: State, step: Step) -> Finding | None:
+    def new_state(self) -> Any:
+        """A fresh state for one session."""
+
+    @abstractmethod
+    def observe(self, state: Any, step: Step) -> Finding | None:
         """Update ``state`` with ``step`` and report a finding, if any."""
 
-    def suspicion(self, state: State, index: int) -> str | None:
+    def suspicion(self, state: Any, index: int) -> str | None:
         """What this rule found suggestive but not enough at step ``index`` (something an LLM judge may be
         asked about), or ``None``. Most rules are never undecided."""
         return None
 
-    def dump_state(self, state: State) -> dict[str, Any]:
-        """The JSON form of ``state`` (states are plain JSON data unless a detector says otherwise)."""
-        return state
+    def dump_state(self, state: Any) -> dict[str, Any]:
+        """The JSON form of ``state`` (a plain JSON dict state as it is)."""
+        return dict(state)
 
-    def load_state(self, data: dict[str, Any]) -> State:
+    def load_state(self, data: dict[str, Any]) -> Any:
         """The state from its JSON form; raises ``KeyError``/``TypeError``/``ValueError`` when malformed."""
+        return self.load_dict_state(data)
+
+    def load_dict_state(self, data: dict[str, Any]) -> State:
+        """A plain JSON dict state: ``data`` with the keys :meth:`new_state` makes (those of
+        :attr:`optional_state` may be missing: they get their fresh values)."""
         fresh = self.new_state()
         for key in self.optional_state - data.keys():
             data[key] = fresh[key]
@@ -219,6 +232,15 @@ def argument_words(step: Step, limit: int = 64) -> frozenset[int]:
             elif value is not None:
                 texts.append(canonical_json(value)[:600])
         cached = step.extra["argument_words"] = _kernels.alnum_word_hashes(" ".join(texts), limit)
+    return cached
+
+
+def argument_word_array(step: Step) -> array[int]:
+    """:func:`argument_words` sorted and packed into an array of 32-bit integers, made once per step and shared
+    by the rules that keep it (read-only: never change it)."""
+    cached = step.extra.get("argument_word_array")
+    if cached is None:
+        cached = step.extra["argument_word_array"] = array(WORD_CODE, sorted(argument_words(step)))
     return cached
 
 
@@ -344,6 +366,14 @@ def bits_similarity(x: int, y: int) -> float:
     """Jaccard similarity of two folded sets (integers; 0.0 when both are empty)."""
     union = (x | y).bit_count()
     return (x & y).bit_count() / union if union else 0.0
+
+
+def pushed(items: tuple[T, ...], item: T, limit: int) -> tuple[T, ...]:
+    """``items`` and ``item`` after them, keeping at most ``limit`` items (oldest dropped): how rules keep their
+    short histories (a tuple holds no spare room, and no empty tuple costs anything)."""
+    if len(items) < limit:
+        return (*items, item)
+    return (*items[len(items) - limit + 1 :], item)
 
 
 def push(items: list[Any], item: Any, limit: int) -> None:

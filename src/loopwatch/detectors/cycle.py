@@ -2,13 +2,43 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
 
 from ..errors import ConfigError
 from ..ladder import Ladder
 from ..patterns import Pattern
-from .base import Detector, Finding, State, Step, call_label, mutates, polls, push
+from .base import Detector, Finding, Step, call_label, mutates, polls, pushed
 from .repeat import loose_fp
+from .state import Reader, fields_json, flag_tuple, from_fields, integer_tuple, keys_of, optional_text_tuple
+
+
+@dataclass(slots=True)
+class CycleState:
+    """A :class:`CycleDetector`'s session state: the last ``max_period + 1`` calls (oldest first), and per period
+    ``p`` (the list index) the calls in a row equal to the call ``p`` earlier and where that began."""
+
+    fps: tuple[str | None, ...] = ()
+    idx: tuple[int, ...] = ()
+    tools: tuple[str | None, ...] = ()
+    """Labels of the calls that repeated an earlier one (for the message)."""
+    outs: tuple[str | None, ...] = ()
+    """Outcome fingerprints (``""``: a change's, not compared)."""
+    polls: tuple[bool, ...] = ()
+    match: tuple[int, ...] = ()
+    starts: tuple[int, ...] = ()
+
+
+_READERS: Final[dict[str, Reader]] = {
+    "fps": optional_text_tuple,
+    "idx": integer_tuple,
+    "tools": optional_text_tuple,
+    "outs": optional_text_tuple,
+    "polls": flag_tuple,
+    "match": integer_tuple,
+    "starts": integer_tuple,
+}
 
 CYCLE = Pattern(
     "cycle",
@@ -63,61 +93,67 @@ class CycleDetector(Detector):
         self.result_aware = result_aware
         self.loose = loose
         self.polls_exempt = polls_exempt
+        self._zeros = (0,) * (max_period + 1)
+        """No period matched: the tuple every session without a repeated call shares."""
 
-    def new_state(self) -> State:
-        periods = self.max_period + 1
-        return {
-            "fps": [], "idx": [], "tools": [], "outs": [], "polls": [], "match": [0] * periods, "starts": [0] * periods,
-        }  # fmt: skip
+    def new_state(self) -> CycleState:
+        return CycleState(match=self._zeros, starts=self._zeros)
 
-    def load_state(self, data: dict[str, Any]) -> State:
-        state = super().load_state(data)
-        if len(state["match"]) != self.max_period + 1 or len(state["starts"]) != self.max_period + 1:
+    def dump_state(self, state: CycleState) -> dict[str, Any]:
+        return fields_json(state)
+
+    def load_state(self, data: dict[str, Any]) -> CycleState:
+        keys_of("cycle", data, _READERS)
+        state = from_fields(CycleState, data, "cycle", _READERS)
+        if len(state.match) != self.max_period + 1 or len(state.starts) != self.max_period + 1:
             raise ValueError(f"cycle: the state was made for another max_period than {self.max_period}")
         return state
 
-    def observe(self, state: State, step: Step) -> Finding | None:
+    def observe(self, state: CycleState, step: Step) -> Finding | None:
         if step.kind == "call":
             return self._call(state, step)
-        if step.kind == "result" and self.result_aware and state["idx"] and step.call_index == state["idx"][-1]:
+        if step.kind == "result" and self.result_aware and state.idx and step.call_index == state.idx[-1]:
             self._result(state, step)
         return None
 
-    def _call(self, state: State, step: Step) -> Finding | None:
-        fps, match = state["fps"], state["match"]
+    def _call(self, state: CycleState, step: Step) -> Finding | None:
+        fps = state.fps
         fingerprint = loose_fp(step) if self.loose else step.call_fp
         # Only a call that repeats one of the last calls can belong to a unit seen twice, so only such
         # calls pay for the per-period comparison, a label, and the mutation and polling checks.
         repeated = fingerprint in fps
         if repeated:
             self._match(state, fingerprint)
-        else:
-            match[1:] = [0] * self.max_period
+        elif any(state.match):
+            first = state.match[0]
+            state.match = self._zeros if first == 0 else (first, *self._zeros[1:])
+        match = state.match
         limit = self.max_period + 1
-        push(fps, fingerprint, limit)
-        push(state["idx"], step.index, limit)
-        push(state["tools"], call_label(step, 60) if repeated else None, limit)
+        state.fps = pushed(fps, fingerprint, limit)
+        state.idx = pushed(state.idx, step.index, limit)
+        state.tools = pushed(state.tools, call_label(step, 60) if repeated else None, limit)
         # a change's own output (the file it wrote) differs every time; only look-ups and runs tell progress
-        push(state["outs"], "" if repeated and mutates(step) else None, limit)
-        push(state["polls"], repeated and self.polls_exempt and polls(step), limit)
+        state.outs = pushed(state.outs, "" if repeated and mutates(step) else None, limit)
+        state.polls = pushed(state.polls, repeated and self.polls_exempt and polls(step), limit)
         period = self._period(match) if repeated else None
-        if period is None or any(state["polls"][-period:]):
+        if period is None or any(state.polls[-period:]):
             return None  # a unit with a wait or status check in it is polling, not a loop
         reps = 1 + match[period] // period
         return self._finding(state, step, period, reps)
 
-    def _match(self, state: State, fingerprint: str | None) -> None:
+    def _match(self, state: CycleState, fingerprint: str | None) -> None:
         """Count, per period p, one more call equal to the call p positions earlier (or restart at 0)."""
-        fps, match, starts = state["fps"], state["match"], state["starts"]
+        fps, match, starts = state.fps, list(state.match), list(state.starts)
         for p in range(1, self.max_period + 1):
             if len(fps) >= p and fps[-p] == fingerprint:
                 if match[p] == 0:
-                    starts[p] = state["idx"][-p]  # the repeated region starts at the call this one repeats
+                    starts[p] = state.idx[-p]  # the repeated region starts at the call this one repeats
                 match[p] += 1
             else:
                 match[p] = 0
+        state.match, state.starts = tuple(match), tuple(starts)
 
-    def _period(self, match: list[int]) -> int | None:
+    def _period(self, match: Sequence[int]) -> int | None:
         for p in range(self.min_period, self.max_period + 1):
             if match[p] < p:
                 continue  # not even two full units yet
@@ -126,22 +162,27 @@ class CycleDetector(Detector):
             return p
         return None
 
-    def _result(self, state: State, step: Step) -> None:
-        outs, match = state["outs"], state["match"]
+    def _result(self, state: CycleState, step: Step) -> None:
+        outs = state.outs
         if outs[-1] == "":
             return
-        outs[-1] = step.outcome_fp
-        for p in range(1, self.max_period + 1):
-            if match[p] and len(outs) > p and outs[-1 - p] and outs[-1 - p] != step.outcome_fp:
-                match[p] = 0
+        state.outs = (*outs[:-1], step.outcome_fp)
+        match = state.match
+        broken = [
+            p
+            for p in range(1, self.max_period + 1)
+            if match[p] and len(outs) > p and outs[-1 - p] and outs[-1 - p] != step.outcome_fp
+        ]
+        if broken:
+            state.match = tuple(0 if p in broken else m for p, m in enumerate(match))
 
-    def _finding(self, state: State, step: Step, period: int, reps: int) -> Finding:
-        span = min(len(state["idx"]), state["match"][period] + period)
-        indices = tuple(state["idx"][-span:])
-        start = state["starts"][period]
-        unit = state["tools"][-period:]
+    def _finding(self, state: CycleState, step: Step, period: int, reps: int) -> Finding:
+        span = min(len(state.idx), state.match[period] + period)
+        indices = tuple(state.idx[-span:])
+        start = state.starts[period]
+        unit = state.tools[-period:]
         listing = "\n".join(f"  {i}. {call}" for i, call in enumerate(unit, 1))
-        key = "cycle:" + ",".join(sorted(state["fps"][-period:]))
+        key = "cycle:" + ",".join(sorted(fp or "" for fp in state.fps[-period:]))
         return Finding(
             pattern="cycle",
             count=reps,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 import zlib
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .._kernels import error_lines
@@ -16,22 +19,44 @@ from ..tools import batch_items, runs_code
 from .base import (
     Detector,
     Finding,
-    State,
     Step,
+    argument_word_array,
+    bits_similarity,
+    bits_text,
+    bottom_k,
     call_label,
     masked_of,
     mutates,
     polls,
-    push,
+    pushed,
     query_of,
     scopes_of,
     searches,
     signature_of,
-    sketch_of,
-    sketch_similarity,
-    sorted_argument_words,
 )
 from .progress import fruitless
+from .state import (
+    Reader,
+    fields_json,
+    flag,
+    from_fields,
+    integer,
+    integer_tuple,
+    integers,
+    keys_of,
+    listed,
+    optional_integer,
+    optional_text,
+    optional_words,
+    packed,
+    sketch,
+    sketch_json,
+    table,
+    text,
+    texts,
+    words,
+    words_json,
+)
 
 _FILE_OPS: Final = lazy_compile(r"^\s*(cat|echo|sed|printf|tee|head|tail|awk)\b")
 _ECHOES: Final = lazy_compile(r"^\s*(?:echo|printf)\b")
@@ -77,8 +102,9 @@ _ERROR_LINES: Final = 12
 """Error lines a sketch is made of (the last ones: where a run says what finally went wrong)."""
 
 
-def error_words(masked_output: bytes, limit: int = 32) -> str:
-    """A small sketch of an error: the smallest hashes of the distinct words of its (masked) error lines.
+def error_bits(masked_output: bytes, limit: int = 32) -> int:
+    """A small sketch of an error, as a folded set of 1,024 bits: the smallest hashes of the distinct words of its
+    (masked) error lines.
 
     The lines that say something went wrong (an error, a failure, a missing file...) are what two failures must
     share to be the same failure, not the boilerplate around them (a build tool's banner, the echoed command):
@@ -88,20 +114,25 @@ def error_words(masked_output: bytes, limit: int = 32) -> str:
     text = masked_output if len(masked_output) <= 8_192 else masked_output[:4_096] + b"\n" + masked_output[-4_096:]
     lines = error_lines(text)
     if lines:
-        return sketch_of(word_hashes("", b"\n".join(lines[-_ERROR_LINES:])[:1_600]), limit)
+        return bottom_k(word_hashes("", b"\n".join(lines[-_ERROR_LINES:])[:1_600]), limit)
     if _TRUNCATED.search(text[-400:]) or _TRUNCATED.search(text[:400]):
         # cut before it said what went wrong: only the very same output is known to be the same failure
-        return sketch_of([zlib.crc32(masked_output)], limit)
+        return bottom_k([zlib.crc32(masked_output)], limit)
     text = text if len(text) <= 1_600 else text[:800] + b"\n" + text[-800:]
-    return sketch_of(word_hashes("", text), limit)
+    return bottom_k(word_hashes("", text), limit)
 
 
-def error_words_of(step: Step) -> str:
-    """:func:`error_words` of a step's masked output (a message's text), computed once per step."""
-    cached = step.extra.get("error_words")
+def error_words(masked_output: bytes, limit: int = 32) -> str:
+    """:func:`error_bits` as base64 text (how snapshots hold it)."""
+    return bits_text(error_bits(masked_output, limit))
+
+
+def error_bits_of(step: Step) -> int:
+    """:func:`error_bits` of a step's masked output (a message's text), computed once per step."""
+    cached = step.extra.get("error_bits")
     if cached is None:
-        cached = step.extra["error_words"] = error_words(masked_of(step))
-    return str(cached)
+        cached = step.extra["error_bits"] = error_bits(masked_of(step))
+    return int(cached)
 
 
 def _numberless(masked_output: bytes) -> int:
@@ -114,8 +145,101 @@ def _numberless(masked_output: bytes) -> int:
     return zlib.crc32(re.sub(rb"[0-9]+", b"#", text))  # compiled on first use, then cached by re
 
 
-def _jaccard(a: str, b: str) -> float:
-    return 1.0 if a == b else sketch_similarity(a, b)
+def _jaccard(a: int, b: int) -> float:
+    """The similarity of two error sketches (:func:`error_bits`); 1.0 when they are the same."""
+    return 1.0 if a == b else bits_similarity(a, b)
+
+
+@dataclass(slots=True)
+class Streak:
+    """One tool's failures of an error-retry streak."""
+
+    start: int
+    """Where the streak began (the first failing call)."""
+    classes: tuple[int, ...]
+    """The sketches (:func:`error_bits`) of its errors: the first, and a second one it may alternate with."""
+    n: int = 0
+    idx: tuple[int, ...] = ()
+    outcomes: tuple[str | None, ...] = ()
+    """The distinct outcome fingerprints of its failures (the last four)."""
+    switch: tuple[int, int] | None = None
+    """After a switch to the second error: (failures before it, where it began)."""
+    error: str = ""
+    """The latest failure's excerpt (what a message quotes)."""
+    shape: int | None = None
+    """With ``counters``: :func:`_numberless` of the latest failure."""
+    mut: bool = False
+    """Did a call change something since the latest failure?"""
+    action: array[int] | None = None
+    """The argument words of the latest failing call."""
+    variants: bool = False
+    """Were the streak's calls variants of each other (other arguments)?"""
+    last: int = 0
+    """The step of the latest failure."""
+
+    def counted(self) -> tuple[int, int, bool]:
+        """(failures, where they began, alternating?): after a switch to a second error only the failures since,
+        until the first error comes back."""
+        if self.switch is not None:
+            return self.n - self.switch[0], self.switch[1], False
+        return self.n, self.start, len(self.classes) > 1
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "n": self.n,
+            "start": self.start,
+            "idx": list(self.idx),
+            "classes": [sketch_json(c) for c in self.classes],
+            "outcomes": list(self.outcomes),
+            "switch": None if self.switch is None else list(self.switch),
+            "error": self.error,
+        }
+        if self.shape is not None:
+            data["shape"] = self.shape
+        data.update(mut=self.mut, action=words_json(self.action), variants=self.variants, last=self.last)
+        return data
+
+    @classmethod
+    def from_json(cls, data: object, what: str) -> Streak:
+        if not isinstance(data, dict):
+            raise ValueError(f"{what} must be an object, got {data!r}")
+        keys_of(what, data, ("n", "start", "idx", "classes", "outcomes", "error", "mut", "last"), _STREAK_OPTIONAL)
+        switch = data.get("switch")  # missing in streaks saved before second errors were kept apart
+        if switch is not None and not (
+            isinstance(switch, list) and len(switch) == 2 and all(type(x) is int for x in switch)
+        ):
+            raise ValueError(f"error_retry: a switch must be [failures before it, index], got {switch!r}")
+        return cls(
+            start=integer(data["start"], f"{what}: start"),
+            classes=tuple(listed(data["classes"], f"{what}: classes", sketch)),
+            n=integer(data["n"], f"{what}: n"),
+            idx=integer_tuple(data["idx"], f"{what}: idx"),
+            outcomes=tuple(listed(data["outcomes"], f"{what}: outcomes", optional_text)),
+            switch=None if switch is None else (switch[0], switch[1]),
+            error=text(data["error"], f"{what}: error"),
+            shape=optional_integer(data.get("shape"), f"{what}: shape"),
+            mut=flag(data["mut"], f"{what}: mut"),
+            action=optional_words(data.get("action"), f"{what}: action"),
+            variants=flag(data.get("variants", False), f"{what}: variants"),
+            last=integer(data["last"], f"{what}: last"),
+        )
+
+
+_STREAK_OPTIONAL: Final = ("switch", "shape", "action", "variants")
+"""Streak keys older snapshots may lack (``shape`` is only kept with ``counters``)."""
+
+
+@dataclass(slots=True)
+class ErrorRetryState:
+    """An :class:`ErrorRetryDetector`'s session state (per tool key, the least recently used first)."""
+
+    streaks: dict[str, Streak] = field(default_factory=dict)
+    shapes: dict[str, str] = field(default_factory=dict)
+    """The fingerprint of each tool's last call."""
+    change: int | None = None
+    """The call awaiting its result that may change something."""
+    actions: dict[str, array[int]] = field(default_factory=dict)
+    """The argument words of each tool's last call (shared with the step: never changed)."""
 
 
 class ErrorRetryDetector(Detector):
@@ -163,7 +287,6 @@ class ErrorRetryDetector(Detector):
         ),
     )
     reset_on_user = False  # the same call failing the same way after a user reply is still a retry
-    optional_state = frozenset({"change", "actions"})  # snapshots taken before changes and actions were kept
 
     def __init__(
         self,
@@ -184,22 +307,28 @@ class ErrorRetryDetector(Detector):
         self.variant_similarity = variant_similarity
         self.variants = variants
 
-    def new_state(self) -> State:
-        # shapes: tool key -> the fingerprint of its last call; actions: tool key -> its argument words
-        return {"streaks": {}, "shapes": {}, "change": None, "actions": {}}
+    def new_state(self) -> ErrorRetryState:
+        return ErrorRetryState()
 
-    def load_state(self, data: dict[str, Any]) -> State:
-        state = super().load_state(data)
-        for streak in state["streaks"].values():
-            switch = streak.get("switch")  # missing in streaks saved before second errors were kept apart
-            if switch is not None and not (
-                isinstance(switch, list) and len(switch) == 2 and all(type(x) is int for x in switch)
-            ):
-                raise ValueError(f"error_retry: a switch must be [failures before it, index], got {switch!r}")
-        return state
+    def dump_state(self, state: ErrorRetryState) -> dict[str, Any]:
+        return {
+            "streaks": {key: streak.to_json() for key, streak in state.streaks.items()},
+            "shapes": dict(state.shapes),
+            "change": state.change,
+            "actions": {key: action.tolist() for key, action in state.actions.items()},
+        }
 
-    def observe(self, state: State, step: Step) -> Finding | None:
-        streaks: dict[str, State] = state["streaks"]
+    def load_state(self, data: dict[str, Any]) -> ErrorRetryState:
+        keys_of("error_retry", data, ("streaks", "shapes"), ("change", "actions"))
+        return ErrorRetryState(
+            streaks=table(data["streaks"], "error_retry: streaks", Streak.from_json),
+            shapes=table(data["shapes"], "error_retry: shapes", text),
+            change=optional_integer(data.get("change"), "error_retry: change"),
+            actions=table(data.get("actions", {}), "error_retry: actions", words),
+        )
+
+    def observe(self, state: ErrorRetryState, step: Step) -> Finding | None:
+        streaks = state.streaks
         key = step.tool_key or step.tool or "?"
         if step.kind == "call":
             # a call that may change something: a known change, or a command line (or code) that is not a look-up or
@@ -207,31 +336,32 @@ class ErrorRetryDetector(Detector):
             # by its name
             runs_program = (step.tool_key is not None and step.tool_key != step.tool) or runs_code(step.tool or "")
             change = mutates(step) or (runs_program and not (searches(step) or polls(step)))
-            state["change"] = step.index if change else None
+            state.change = step.index if change else None
             if streaks and change:
                 for other_key, other in streaks.items():
-                    other["mut"] = other["mut"] or other_key != key
-            shapes: dict[str, str] = state["shapes"]
+                    other.mut = other.mut or other_key != key
+            shapes = state.shapes
             shape = step.call_fp or ""
             same_shape = shapes.pop(key, None) == shape
             shapes[key] = shape
-            actions: dict[str, list[int]] = state["actions"]
+            actions = state.actions
             actions.pop(key, None)
-            actions[key] = sorted_argument_words(step)
-            for table in (shapes, actions):
-                while len(table) > self.tools:
-                    del table[next(iter(table))]
+            actions[key] = argument_word_array(step)
+            while len(shapes) > self.tools:
+                del shapes[next(iter(shapes))]
+            while len(actions) > self.tools:
+                del actions[next(iter(actions))]
             streak = streaks.get(key)
-            if streak is None or step.index - streak["last"] > self.gap or streak["mut"]:
+            if streak is None or step.index - streak.last > self.gap or streak.mut:
                 return None
-            if same_shape and _counted(streak)[0] + 1 >= self.threshold:
+            if same_shape and streak.counted()[0] + 1 >= self.threshold:
                 # the next attempt at a call that keeps failing the same way: say so before it runs
                 return self._finding(key, streak, step, blockable=True, attempt=True)
             return None
         if step.kind != "result":
             return None
-        if state["change"] is not None and state["change"] == step.call_index:
-            state["change"] = None
+        if state.change is not None and state.change == step.call_index:
+            state.change = None
             if not step.failed:
                 # a change that worked: what fails next is a new attempt (the same failure after each of several
                 # changes is the no_effect rule's business, not a retry)
@@ -240,92 +370,88 @@ class ErrorRetryDetector(Detector):
         if not step.failed or not (step.output or "").strip():
             streaks.pop(key, None)
             return None
-        streak = self._join(streaks, key, step, state["actions"].get(key))
-        failures = _counted(streak)[0]
-        if failures < 2 or (streak.get("variants") and failures < self.variants):
+        streak = self._join(streaks, key, step, state.actions.get(key))
+        failures = streak.counted()[0]
+        if failures < 2 or (streak.variants and failures < self.variants):
             return None
         return self._finding(key, streak, step, blockable=False)
 
-    def _join(self, streaks: dict[str, State], key: str, step: Step, action: list[int] | None) -> State:
-        words = error_words_of(step)
+    def _join(self, streaks: dict[str, Streak], key: str, step: Step, action: array[int] | None) -> Streak:
+        words = error_bits_of(step)
         where = step.call_index if step.call_index is not None else step.index
         streak = streaks.pop(key, None)
-        if streak is not None and step.index - streak["last"] > self.gap:
+        if streak is not None and step.index - streak.last > self.gap:
             streak = None
-        variant = streak is not None and not _same_action(action, streak.get("action"), self.variant_similarity)
+        variant = streak is not None and not _same_action(action, streak.action, self.variant_similarity)
         if (
             variant
             and streak is not None
-            and not _same_action(action, streak.get("action"))
-            and step.outcome_fp not in streak["outcomes"]
+            and not _same_action(action, streak.action)
+            and step.outcome_fp not in streak.outcomes
         ):
             # another action of the tool failing in its own way (another class not found, another package missing):
             # not a retry. The very same error whatever the arguments (a shell refusing the same mistake) still is.
             streak = None
         shape = _numberless(masked_of(step)) if self.counters else None
-        if (
-            shape is not None
-            and streak is not None
-            and step.outcome_fp not in streak["outcomes"]
-            and streak.get("shape") == shape
-        ):
+        same_failure = streak is not None and step.outcome_fp in streak.outcomes
+        if shape is not None and streak is not None and not same_failure and streak.shape == shape:
             # the same failure, but a count in it moved (a build with fewer targets left, one test more passing):
             # counters are content, and this one says the work advanced
             streak = None
-        if streak is not None and streak["mut"]:
+        if streak is not None and streak.mut:
             # something was changed since the last failure: only the very same outcome is no progress
-            if step.outcome_fp not in streak["outcomes"]:
+            if step.outcome_fp not in streak.outcomes:
                 streak = None
         elif streak is not None:
-            similarities = [_jaccard(words, c) for c in streak["classes"]]
+            similarities = [_jaccard(words, c) for c in streak.classes]
             best = max(similarities, default=0.0)
             if best < self.similarity:
-                if len(streak["classes"]) >= 2:
+                if len(streak.classes) >= 2:
                     streak = None
                 else:  # a second error: it counts on its own until the first one comes back
-                    streak["classes"].append(words)
-                    streak["switch"] = [streak["n"], where]
+                    streak.classes = (*streak.classes, words)
+                    streak.switch = (streak.n, where)
             elif similarities.index(best) == 0:
-                streak["switch"] = None  # the first error again: the streak alternates
+                streak.switch = None  # the first error again: the streak alternates
         if streak is None:
-            streak = {"n": 0, "start": where, "idx": [], "classes": [words], "outcomes": [], "switch": None}
-        streak["error"] = excerpt_of(step)  # the latest failure is the one to quote
+            streak = Streak(start=where, classes=(words,))
+        streak.error = excerpt_of(step)  # the latest failure is the one to quote
         if shape is not None:
-            streak["shape"] = shape
-        streak["mut"] = False
-        streak["action"] = action
-        streak["variants"] = bool(streak.get("variants")) or variant
-        if step.outcome_fp not in streak["outcomes"]:
-            push(streak["outcomes"], step.outcome_fp, 4)
-        streak["n"] += 1
-        streak["last"] = step.index
-        push(streak["idx"], where, 8)
+            streak.shape = shape
+        streak.mut = False
+        streak.action = action
+        streak.variants = streak.variants or variant
+        if step.outcome_fp not in streak.outcomes:
+            streak.outcomes = pushed(streak.outcomes, step.outcome_fp, 4)
+        streak.n += 1
+        streak.last = step.index
+        streak.idx = pushed(streak.idx, where, 8)
         streaks[key] = streak
         while len(streaks) > self.tools:
             del streaks[next(iter(streaks))]
         return streak
 
-    def _finding(self, key: str, streak: State, step: Step, *, blockable: bool, attempt: bool = False) -> Finding:
-        failures, start, alternating = _counted(streak)
+    def _finding(self, key: str, streak: Streak, step: Step, *, blockable: bool, attempt: bool = False) -> Finding:
+        failures, start, alternating = streak.counted()
         n = failures + 1 if attempt else failures
         verb = f"is being retried after failing {failures} times" if attempt else f"failed {n} times in a row"
         same = "the same two alternating errors" if alternating else "the same error"
         return Finding(
             pattern="error_retry",
             count=n,
-            key=f"error_retry:{key}:{streak['start']}",  # one streak, one ladder, whichever error counts
+            key=f"error_retry:{key}:{streak.start}",  # one streak, one ladder, whichever error counts
             loop_start=start,
-            reason=f"{_label(key)} {verb} with {same}, last: {streak['error']}",
-            indices=tuple(streak["idx"][-failures:]),
+            reason=f"{_label(key)} {verb} with {same}, last: {streak.error}",
+            indices=streak.idx[-failures:],
             facts={
                 "tool": step.tool or key,
-                "error": streak["error"],
+                "error": streak.error,
                 "call": call_label(step, 120) if step.kind == "call" else step.tool,  # the attempt about to run
                 "failures": failures,
             },
             blockable=blockable,
             # no change worked since the first failure, and the same attempt failed the same way each time
-            hard=not streak.get("variants"),
+            hard=not streak.variants,
         )
 
 
@@ -333,6 +459,41 @@ def _label(key: str) -> str:
     """A tool key as a person reads it: ``bash:python:pytest`` is ``bash (python pytest)``."""
     tool, _, program = key.partition(":")
     return f"{tool} ({program.replace(':', ' ')})" if program else key
+
+
+SearchItem = tuple[list[str], list[int]]
+"""What a call looks for, and where: (places, query word hashes)."""
+
+
+def _search_item(value: object, what: str) -> SearchItem:
+    if not (isinstance(value, list) and len(value) == 2):
+        raise ValueError(f"{what} must be [places, query], got {value!r}")
+    return texts(value[0], f"{what}: places"), integers(value[1], f"{what}: query")
+
+
+def _call_index(key: str) -> int:
+    if not key.isdigit():
+        raise ValueError(f"failure_streak: items must be keyed by call indices, got {key!r}")
+    return int(key)
+
+
+@dataclass(slots=True)
+class FailureStreakState:
+    """A :class:`FailureStreakDetector`'s session state."""
+
+    n: int = 0
+    start: int | None = None
+    idx: tuple[int, ...] = ()
+    file_ops: bool = True
+    last: str = ""
+    quiet: tuple[int, ...] = ()
+    """Calls whose result may count as empty (not a change, wait or echo), in the order made."""
+    items: dict[int, SearchItem] = field(default_factory=dict)
+    """What those calls look for and where, by call index."""
+    item: SearchItem | None = None
+    """What the last empty one looked for."""
+    errors: tuple[int, ...] = ()
+    """Sketches (:func:`error_bits`) of the streak's distinct errors (the last four)."""
 
 
 class FailureStreakDetector(Detector):
@@ -363,7 +524,6 @@ class FailureStreakDetector(Detector):
             evidence=("tool", "error"),
         ),
     )
-    optional_state = frozenset({"quiet", "items", "item", "errors"})  # snapshots taken before these were kept
 
     def __init__(self, *, shell_only: bool = False, empty: bool = False, news: bool = False, similarity: float = 0.5):
         self.shell_only = shell_only
@@ -371,30 +531,49 @@ class FailureStreakDetector(Detector):
         self.news = news
         self.similarity = similarity
 
-    def new_state(self) -> State:
-        # quiet: calls whose result may count as empty (not a change, wait or echo), in the order made;
-        # items: what those calls look for and where ({call index: [places, query]}); item: the last empty one's;
-        # errors: sketches of the streak's distinct errors (the last four)
-        return {
-            "n": 0, "start": None, "idx": [], "file_ops": True, "last": "", "quiet": [], "items": {}, "item": None,
-            "errors": [],
-        }  # fmt: skip
+    def new_state(self) -> FailureStreakState:
+        return FailureStreakState()
 
-    def load_state(self, data: dict[str, Any]) -> State:
-        state = super().load_state(data)
-        quiet = state["quiet"]
+    def dump_state(self, state: FailureStreakState) -> dict[str, Any]:
+        return {
+            "n": state.n,
+            "start": state.start,
+            "idx": list(state.idx),
+            "file_ops": state.file_ops,
+            "last": state.last,
+            "quiet": list(state.quiet),
+            "items": {str(index): [places, query] for index, (places, query) in state.items.items()},
+            "item": None if state.item is None else list(state.item),
+            "errors": [sketch_json(e) for e in state.errors],
+        }
+
+    def load_state(self, data: dict[str, Any]) -> FailureStreakState:
+        keys_of("failure_streak", data, ("n", "start", "idx", "file_ops", "last"), ("quiet", "items", "item", "errors"))
+        quiet = data.get("quiet", [])
         if not (isinstance(quiet, list) and len(quiet) <= 8 and all(type(i) is int for i in quiet)):
             raise ValueError(f"failure_streak: quiet must be a list of at most 8 call indices, got {quiet!r}")
-        return state
+        items = table(data.get("items", {}), "failure_streak: items", _search_item)
+        return FailureStreakState(
+            n=integer(data["n"], "failure_streak: n"),
+            start=optional_integer(data["start"], "failure_streak: start"),
+            idx=integer_tuple(data["idx"], "failure_streak: idx"),
+            file_ops=flag(data["file_ops"], "failure_streak: file_ops"),
+            last=text(data["last"], "failure_streak: last"),
+            quiet=tuple(quiet),
+            items={_call_index(key): item for key, item in items.items()},
+            item=None if data.get("item") is None else _search_item(data["item"], "failure_streak: item"),
+            errors=tuple(listed(data.get("errors", []), "failure_streak: errors", sketch)),
+        )
 
-    def observe(self, state: State, step: Step) -> Finding | None:
-        quiet: list[int] = state["quiet"]  # calls whose result may count as empty (not a change, wait or echo)
-        items: dict[str, Any] = state["items"]
+    def observe(self, state: FailureStreakState, step: Step) -> Finding | None:
+        quiet = state.quiet
+        items = state.items
         if step.kind == "call":
             if self.empty and not (mutates(step) or polls(step) or _ECHOES.match(step.command or "")):
-                push(quiet, step.index, 8)  # calls may run in parallel: their results come back in any order
-                items[str(step.index)] = [scopes_of(step), query_of(step)]
-                for stale in [key for key in items if int(key) not in quiet]:
+                # calls may run in parallel: their results come back in any order
+                quiet = state.quiet = pushed(quiet, step.index, 8)
+                items[step.index] = (scopes_of(step), query_of(step))
+                for stale in [key for key in items if key not in quiet]:
                     del items[stale]
             return None
         if step.kind != "result":
@@ -403,41 +582,42 @@ class FailureStreakDetector(Detector):
         call = step.call_index if step.call_index is not None else -1  # -1: no call, never in the list
         answers_quiet = call in quiet
         if answers_quiet:
-            quiet.remove(call)
+            at = quiet.index(call)
+            state.quiet = quiet[:at] + quiet[at + 1 :]
         empty = not step.failed and answers_quiet and fruitless(step)
-        item = items.pop(str(call), None)
+        item = items.pop(call, None)
         if not (step.failed or empty) or (self.shell_only and not shell):
-            state.update(n=0, start=None, idx=[], file_ops=True, item=None, errors=[])
+            state.n, state.start, state.idx, state.file_ops, state.item, state.errors = 0, None, (), True, None, ()
             return None
         if empty:
-            previous, state["item"] = state["item"], item
+            previous, state.item = state.item, item
             if previous is not None and item is not None and batch_items(*item, *previous):
                 return None  # the same thing looked for in one place after another: a batch, not a dead end
         elif self.news:
-            words = error_words_of(step)
-            errors: list[str] = state["errors"]
+            words = error_bits_of(step)
+            errors = state.errors
             known = any(_jaccard(words, other) >= self.similarity for other in errors)
             if not known:
-                push(errors, words, 4)
-                if state["n"]:
+                state.errors = pushed(errors, words, 4)
+                if state.n:
                     return None  # a new error: something learned, not one more dead end
-        if state["n"] == 0:
-            state["start"] = step.call_index
-        state["n"] += 1
-        push(state["idx"], step.call_index if step.call_index is not None else step.index, 8)
+        if state.n == 0:
+            state.start = step.call_index
+        state.n += 1
+        state.idx = pushed(state.idx, step.call_index if step.call_index is not None else step.index, 8)
         command = step.command or ""
-        state["file_ops"] = bool(state["file_ops"] and not empty and _FILE_OPS.match(command))
-        state["last"] = f"nothing back: {preview(step.output or '', 80) or 'no output'}" if empty else excerpt_of(step)
-        n = state["n"]
+        state.file_ops = bool(state.file_ops and not empty and _FILE_OPS.match(command))
+        state.last = f"nothing back: {preview(step.output or '', 80) or 'no output'}" if empty else excerpt_of(step)
+        n = state.n
         outcome = "failed or found nothing" if self.empty else "failed"
         return Finding(
             pattern="failure_streak",
             count=n,
-            key=f"failure_streak:{state['start']}",
-            loop_start=state["start"],
-            reason=f"{n} tool calls in a row {outcome} (last: {state['last']})",
-            indices=tuple(state["idx"]),
-            facts={"tool": step.tool, "error": state["last"], "outcome": outcome, "advice": _advice(state["file_ops"])},
+            key=f"failure_streak:{state.start}",
+            loop_start=state.start,
+            reason=f"{n} tool calls in a row {outcome} (last: {state.last})",
+            indices=state.idx,
+            facts={"tool": step.tool, "error": state.last, "outcome": outcome, "advice": _advice(state.file_ops)},
         )
 
 
@@ -468,6 +648,30 @@ def is_test_command(text: str) -> bool:
     return any(hint in head for hint in _TEST_HINTS) and bool(_TEST_COMMAND.search(head))
 
 
+@dataclass(slots=True)
+class TestFixState:
+    """A :class:`TestFixDetector`'s session state."""
+
+    sig: str | None = None
+    """The error signature of the failing runs."""
+    n: int = 0
+    start: int | None = None
+    idx: tuple[int, ...] = ()
+    pending: int | None = None
+    """The test run awaiting its result."""
+    summary: str = ""
+
+
+_TEST_FIX_READERS: Final[dict[str, Reader]] = {
+    "sig": optional_text,
+    "n": integer,
+    "start": optional_integer,
+    "idx": integer_tuple,
+    "pending": optional_integer,
+    "summary": text,
+}
+
+
 class TestFixDetector(Detector):
     """Consecutive failing test runs whose failure stays the same, whatever edits happen in between.
 
@@ -490,41 +694,49 @@ class TestFixDetector(Detector):
         ),
     )
 
-    def new_state(self) -> State:
-        return {"sig": None, "n": 0, "start": None, "idx": [], "pending": None, "summary": ""}
+    def new_state(self) -> TestFixState:
+        return TestFixState()
 
-    def observe(self, state: State, step: Step) -> Finding | None:
+    def dump_state(self, state: TestFixState) -> dict[str, Any]:
+        return fields_json(state)
+
+    def load_state(self, data: dict[str, Any]) -> TestFixState:
+        keys_of("test_fix", data, _TEST_FIX_READERS)
+        return from_fields(TestFixState, data, "test_fix", _TEST_FIX_READERS)
+
+    def observe(self, state: TestFixState, step: Step) -> Finding | None:
         if step.kind == "call":
             command = step.command or step.tool or ""
             # is_test_command reads 400 characters: no need to copy a long command whole
-            state["pending"] = step.index if is_test_command(f"{step.tool} {command[:400]}") else None
+            state.pending = step.index if is_test_command(f"{step.tool} {command[:400]}") else None
             return None
-        if step.kind != "result" or state["pending"] is None or step.call_index != state["pending"]:
+        if step.kind != "result" or state.pending is None or step.call_index != state.pending:
             return None
-        state["pending"] = None
+        state.pending = None
         output = step.output or ""
         if not step.failed and not _TEST_FAILED.search(output[-1500:]):  # the tests passed (or did not run)
-            state.update(sig=None, n=0, start=None, idx=[])
+            state.sig, state.n, state.start, state.idx = None, 0, None, ()
             return None
-        if step.error_sig != state["sig"]:
-            state.update(sig=step.error_sig, n=0, start=step.call_index, idx=[], summary=excerpt_of(step))
-        state["n"] += 1
-        push(state["idx"], step.call_index if step.call_index is not None else step.index, 8)
-        n = state["n"]
+        if step.error_sig != state.sig:
+            state.sig, state.n, state.start, state.idx = step.error_sig, 0, step.call_index, ()
+            state.summary = excerpt_of(step)
+        state.n += 1
+        state.idx = pushed(state.idx, step.call_index if step.call_index is not None else step.index, 8)
+        n = state.n
         if n < 2:
             return None
         return Finding(
             pattern="test_fix",
             count=n,
-            key=f"test_fix:{state['sig']}",
-            loop_start=state["start"],
-            reason=f"the tests failed {n} times in a row with the same failure: {state['summary']}",
-            indices=tuple(state["idx"]),
-            facts={"tool": step.tool, "error": state["summary"]},
+            key=f"test_fix:{state.sig}",
+            loop_start=state.start,
+            reason=f"the tests failed {n} times in a row with the same failure: {state.summary}",
+            indices=state.idx,
+            facts={"tool": step.tool, "error": state.summary},
         )
 
 
-def _same_action(action: list[int] | None, other: list[int] | None, similarity: float = 0.5) -> bool:
+def _same_action(action: Sequence[int] | None, other: Sequence[int] | None, similarity: float = 0.5) -> bool:
     """Is a failing call the same action as the streak's last: the words of their argument values overlap by at
     least ``similarity``, or differ in two words at most among three or more shared (``--try 1`` for ``--try 0``,
     another line number)?
@@ -534,16 +746,6 @@ def _same_action(action: list[int] | None, other: list[int] | None, similarity: 
     a, b = set(action), set(other)
     shared = len(a & b)
     return (len(a ^ b) <= 2 and shared >= 3) or shared / len(a | b) >= similarity
-
-
-def _counted(streak: State) -> tuple[int, int, bool]:
-    """(failures, where they began, alternating?) of an error-retry streak: after a switch to a second error
-    only the failures since, until the first error comes back (``switch`` is missing from streaks saved
-    before it was kept)."""
-    switch = streak.get("switch")
-    if switch is not None:
-        return streak["n"] - switch[0], switch[1], False
-    return streak["n"], streak["start"], len(streak["classes"]) > 1
 
 
 def error_retry(
@@ -580,6 +782,25 @@ def test_fix_cycle() -> TestFixDetector:
     return TestFixDetector()
 
 
+@dataclass(slots=True)
+class FeedbackState:
+    """A :class:`FeedbackRepeatDetector`'s session state."""
+
+    sig: str | None = None
+    """The signature of the reply that keeps coming back."""
+    n: int = 0
+    start: int | None = None
+    last_action: int | None = None
+    text: str = ""
+    idx: tuple[int, ...] = ()
+    words: int | None = None
+    """The reply's sketch (:func:`error_bits`); ``None`` until a reply is counted."""
+    attempt: array[int] | None = None
+    """The words of the last attempt (see :func:`_attempt_words`)."""
+    variants: bool = False
+    """Did the streak's attempts differ from each other?"""
+
+
 class FeedbackRepeatDetector(Detector):
     """The environment (or the user) answering every attempt with the same canned complaint.
 
@@ -602,7 +823,6 @@ class FeedbackRepeatDetector(Detector):
     kinds = frozenset({"call", "result", "message"})
     patterns = ErrorRetryDetector.patterns
     reset_on_user = False
-    optional_state = frozenset({"words", "attempt", "variants"})  # snapshots taken before these were kept
 
     def __init__(
         self,
@@ -625,61 +845,87 @@ class FeedbackRepeatDetector(Detector):
         self.variant_similarity = variant_similarity
         self.variants = variants
 
-    def new_state(self) -> State:
-        # attempt: the words of the last attempt; variants: did the streak's attempts differ from each other?
-        return {
-            "sig": None, "n": 0, "start": None, "last_action": None, "text": "", "idx": [], "words": "",
-            "attempt": None, "variants": False,
-        }  # fmt: skip
+    def new_state(self) -> FeedbackState:
+        return FeedbackState()
 
-    def observe(self, state: State, step: Step) -> Finding | None:
+    def dump_state(self, state: FeedbackState) -> dict[str, Any]:
+        return {
+            "sig": state.sig,
+            "n": state.n,
+            "start": state.start,
+            "last_action": state.last_action,
+            "text": state.text,
+            "idx": list(state.idx),
+            "words": "" if state.words is None else sketch_json(state.words),
+            "attempt": words_json(state.attempt),
+            "variants": state.variants,
+        }
+
+    def load_state(self, data: dict[str, Any]) -> FeedbackState:
+        what = "feedback_repeat"
+        keys_of(what, data, ("sig", "n", "start", "last_action", "text", "idx"), ("words", "attempt", "variants"))
+        said = data.get("words", "")
+        return FeedbackState(
+            sig=optional_text(data["sig"], f"{what}: sig"),
+            n=integer(data["n"], f"{what}: n"),
+            start=optional_integer(data["start"], f"{what}: start"),
+            last_action=optional_integer(data["last_action"], f"{what}: last_action"),
+            text=text(data["text"], f"{what}: text"),
+            idx=integer_tuple(data["idx"], f"{what}: idx"),
+            words=None if said == "" else sketch(said, f"{what}: words"),
+            attempt=optional_words(data.get("attempt"), f"{what}: attempt"),
+            variants=flag(data.get("variants", False), f"{what}: variants"),
+        )
+
+    def observe(self, state: FeedbackState, step: Step) -> Finding | None:
         if step.kind == "message" and step.role == "user":
             # the same complaint, or an equivalent one ("found 3 actions", then "found 2 actions")
             signature = signature_of(step)
-            words = error_words_of(step)
-            if signature != state["sig"] and not (
-                state["words"] and _jaccard(words, state["words"]) >= self.similarity
+            words = error_bits_of(step)
+            if signature != state.sig and not (
+                state.words is not None and _jaccard(words, state.words) >= self.similarity
             ):
-                state.update(sig=signature, n=0, start=state["last_action"], idx=[], words=words, variants=False)
-                state["text"] = preview(step.text or "", 160)
-            state["n"] += 1
+                state.sig, state.n, state.start, state.idx = signature, 0, state.last_action, ()
+                state.words, state.variants = words, False
+                state.text = preview(step.text or "", 160)
+            state.n += 1
             return None
         acting = step.kind == "call" or (step.kind == "message" and step.role == "assistant")
         if step.kind == "result" and not step.failed:
-            state.update(sig=None, n=0, start=None, idx=[], words="", variants=False)
+            state.sig, state.n, state.start, state.idx, state.words, state.variants = None, 0, None, (), None, False
         if not acting:
             return None
-        state["last_action"] = step.index
-        push(state["idx"], step.index, 8)
+        state.last_action = step.index
+        state.idx = pushed(state.idx, step.index, 8)
         attempt = _attempt_words(step)
-        previous = state["attempt"]
+        previous = state.attempt
         if (
-            state["sig"] is not None
+            state.sig is not None
             and attempt is not None
             and previous is not None
             and not _same_action(attempt, previous, self.variant_similarity)
         ):
-            state["variants"] = True
-        state["attempt"] = attempt
+            state.variants = True
+        state.attempt = attempt
         unrun = step.kind == "message" and "```" in (step.text or "")  # an action written out, not made
         threshold = self.reply_threshold if unrun and self.reply_threshold is not None else self.threshold
-        if state["variants"]:
+        if state.variants:
             threshold = max(threshold, self.variants)
-        if state["sig"] is None or state["n"] + 1 < threshold:
+        if state.sig is None or state.n + 1 < threshold:
             return None
-        n = state["n"] + 1
+        n = state.n + 1
         return Finding(
             pattern="error_retry",
             count=n,
-            key=f"feedback:{state['sig']}:{state['start']}",
-            loop_start=state["start"],
-            reason=f"attempt {n} after the same reply {state['n']} times: {state['text']}",
-            indices=tuple(state["idx"]),
+            key=f"feedback:{state.sig}:{state.start}",
+            loop_start=state.start,
+            reason=f"attempt {n} after the same reply {state.n} times: {state.text}",
+            indices=state.idx,
             facts={
                 "tool": step.tool or "reply",
-                "error": state["text"],
+                "error": state.text,
                 "call": step.tool or "reply",
-                "failures": state["n"],
+                "failures": state.n,
             },
             blockable=step.kind == "call",
         )
@@ -707,14 +953,14 @@ _WORDS: Final = lazy_compile(r"[^\W_]+")
 _FENCED: Final = lazy_compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
 
 
-def _attempt_words(step: Step, limit: int = 128) -> list[int] | None:
+def _attempt_words(step: Step, limit: int = 128) -> array[int] | None:
     """What an attempt does, as sorted word hashes: a call's argument values, or the code a reply writes out (its
     fenced blocks); ``None`` for a reply without code (talk, not an action to compare)."""
     if step.kind == "call":
-        return sorted_argument_words(step)
+        return argument_word_array(step)
     text = step.text or ""
     if "```" not in text:
         return None
     code = " ".join(_FENCED.findall(text[:8_000]))
     words = dict.fromkeys(_WORDS.findall(code.lower()))
-    return sorted({zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in list(words)[:limit]})
+    return packed(sorted({zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in list(words)[:limit]}))

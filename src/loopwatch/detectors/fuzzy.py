@@ -2,11 +2,68 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Final
+
 from ..canonical import digest
 from ..fingerprint import exact_serialized, normalize_args_seed004, preview, primary_fingerprint
 from ..similarity import jaccard_ws
-from .base import Detector, Finding, State, Step, call_label, push
+from .base import Detector, Finding, Step, call_label, pushed
 from .repeat import REPEAT
+from .state import (
+    Reader,
+    fields_json,
+    from_fields,
+    integer,
+    integer_tuple,
+    keys_of,
+    listed,
+    optional_integer,
+    optional_text,
+    text_tuple,
+)
+
+Action = tuple[str | None, str, int]
+"""A call as seed 004 remembers it: (tool, normalised arguments, index)."""
+
+
+def _action(value: object, what: str) -> Action:
+    if not (isinstance(value, list) and len(value) == 3 and type(value[1]) is str and type(value[2]) is int):
+        raise ValueError(f"{what} must be [tool, arguments, index], got {value!r}")
+    return optional_text(value[0], what), value[1], value[2]
+
+
+@dataclass(slots=True)
+class BehavioralState:
+    """A :class:`BehavioralDetector`'s session state: the last ``window`` calls and the run of similar ones."""
+
+    window: tuple[Action, ...] = ()
+    run: int = 0
+    anchor: str | None = None
+    """The normalised arguments of the call that started the run."""
+    tool: str | None = None
+    start: int | None = None
+
+
+_BEHAVIORAL_READERS: Final[dict[str, Reader]] = {
+    "window": lambda value, what: tuple(listed(value, what, _action)),
+    "run": integer,
+    "anchor": optional_text,
+    "tool": optional_text,
+    "start": optional_integer,
+}
+
+
+@dataclass(slots=True)
+class DoomLoopState:
+    """A :class:`DoomLoopDetector`'s session state: the last ``window`` calls' exact and structural fingerprints,
+    and where the current run of each began."""
+
+    exact: tuple[str, ...] = ()
+    fuzzy: tuple[str, ...] = ()
+    idx: tuple[int, ...] = ()
+    exact_start: int | None = None
+    fuzzy_start: int | None = None
 
 
 class BehavioralDetector(Detector):
@@ -24,31 +81,40 @@ class BehavioralDetector(Detector):
         self.threshold = threshold
         self.window = window
 
-    def new_state(self) -> State:
-        return {"window": [], "run": 0, "anchor": None, "tool": None, "start": None}
+    def new_state(self) -> BehavioralState:
+        return BehavioralState()
 
-    def observe(self, state: State, step: Step) -> Finding | None:
+    def dump_state(self, state: BehavioralState) -> dict[str, Any]:
+        data = fields_json(state)
+        data["window"] = [list(entry) for entry in state.window]
+        return data
+
+    def load_state(self, data: dict[str, Any]) -> BehavioralState:
+        keys_of("behavioral", data, _BEHAVIORAL_READERS)
+        return from_fields(BehavioralState, data, "behavioral", _BEHAVIORAL_READERS)
+
+    def observe(self, state: BehavioralState, step: Step) -> Finding | None:
         if step.kind != "call":
             return None
         normalized = normalize_args_seed004(step.args or {})
-        push(state["window"], [step.tool, normalized, step.index], self.window)
-        if state["anchor"] is None:
-            state.update(anchor=normalized, tool=step.tool, run=1, start=step.index)
+        state.window = pushed(state.window, (step.tool, normalized, step.index), self.window)
+        if state.anchor is None:
+            state.anchor, state.tool, state.run, state.start = normalized, step.tool, 1, step.index
             return None
-        score = jaccard_ws(state["anchor"], normalized)
-        if step.tool == state["tool"] and score >= self.threshold:
-            state["run"] += 1
+        score = jaccard_ws(state.anchor, normalized)
+        if step.tool == state.tool and score >= self.threshold:
+            state.run += 1
         else:
-            state.update(anchor=normalized, tool=step.tool, run=1, start=step.index)
-        if state["run"] < 2:
+            state.anchor, state.tool, state.run, state.start = normalized, step.tool, 1, step.index
+        if state.run < 2:
             return None
         return Finding(
             pattern="repeat",
-            count=state["run"],
-            key=f"behavioral:{state['tool']}:{state['start']}",
-            loop_start=state["start"],
-            reason=f"{state['run']} similar {step.tool} actions in a row (Jaccard {score:.2f})",
-            indices=tuple(entry[2] for entry in state["window"][-state["run"] :]),
+            count=state.run,
+            key=f"behavioral:{state.tool}:{state.start}",
+            loop_start=state.start,
+            reason=f"{state.run} similar {step.tool} actions in a row (Jaccard {score:.2f})",
+            indices=tuple(entry[2] for entry in state.window[-state.run :]),
             facts={
                 "tool": step.tool,
                 "call": call_label(step, 120),
@@ -75,31 +141,55 @@ class DoomLoopDetector(Detector):
         self.fuzzy_threshold = fuzzy_threshold
         self.window = window
 
-    def new_state(self) -> State:
-        return {"exact": [], "fuzzy": [], "idx": [], "starts": {"exact": None, "fuzzy": None}}
+    def new_state(self) -> DoomLoopState:
+        return DoomLoopState()
 
-    def observe(self, state: State, step: Step) -> Finding | None:
+    def dump_state(self, state: DoomLoopState) -> dict[str, Any]:
+        return {
+            "exact": list(state.exact),
+            "fuzzy": list(state.fuzzy),
+            "idx": list(state.idx),
+            "starts": {"exact": state.exact_start, "fuzzy": state.fuzzy_start},
+        }
+
+    def load_state(self, data: dict[str, Any]) -> DoomLoopState:
+        keys_of("doom_loop", data, ("exact", "fuzzy", "idx", "starts"))
+        starts = data["starts"]
+        if not isinstance(starts, dict):
+            raise ValueError(f"doom_loop: starts must be an object, got {starts!r}")
+        keys_of("doom_loop: starts", starts, ("exact", "fuzzy"))
+        return DoomLoopState(
+            exact=text_tuple(data["exact"], "doom_loop: exact"),
+            fuzzy=text_tuple(data["fuzzy"], "doom_loop: fuzzy"),
+            idx=integer_tuple(data["idx"], "doom_loop: idx"),
+            exact_start=optional_integer(starts["exact"], "doom_loop: starts"),
+            fuzzy_start=optional_integer(starts["fuzzy"], "doom_loop: starts"),
+        )
+
+    def observe(self, state: DoomLoopState, step: Step) -> Finding | None:
         if step.kind != "call":
             return None
         tool, args = step.tool or "", step.args or {}
-        for kind, fingerprint in (("exact", exact_serialized(tool, args)), ("fuzzy", primary_fingerprint(tool, args))):
-            hashed = digest(fingerprint)
-            if not state[kind] or state[kind][-1] != hashed:
-                state["starts"][kind] = step.index  # a new run of this fingerprint starts here
-            push(state[kind], hashed, self.window)
-        push(state["idx"], step.index, self.window)
-        exact, fuzzy = _tail_run(state["exact"]), _tail_run(state["fuzzy"])
+        exact_fp, fuzzy_fp = digest(exact_serialized(tool, args)), digest(primary_fingerprint(tool, args))
+        if not state.exact or state.exact[-1] != exact_fp:
+            state.exact_start = step.index  # a new run of this fingerprint starts here
+        state.exact = pushed(state.exact, exact_fp, self.window)
+        if not state.fuzzy or state.fuzzy[-1] != fuzzy_fp:
+            state.fuzzy_start = step.index
+        state.fuzzy = pushed(state.fuzzy, fuzzy_fp, self.window)
+        state.idx = pushed(state.idx, step.index, self.window)
+        exact, fuzzy = _tail_run(state.exact), _tail_run(state.fuzzy)
         if exact >= self.threshold:
-            count, kind = exact, "exact"
+            count, kind, last, start = exact, "exact", state.exact[-1], state.exact_start
         elif fuzzy >= self.fuzzy_threshold:
-            count, kind = fuzzy, "fuzzy"
+            count, kind, last, start = fuzzy, "fuzzy", state.fuzzy[-1], state.fuzzy_start
         else:
             return None
-        indices = tuple(state["idx"][-count:])
+        indices = state.idx[-count:]
         return Finding(
             pattern="repeat",
             count=count,
-            key=f"doom:{kind}:{state[kind][-1]}:{state['starts'][kind]}",
+            key=f"doom:{kind}:{last}:{start}",
             loop_start=indices[0],
             reason=f"{tool} called {count} times with the same {'arguments' if kind == 'exact' else 'primary keys'}",
             indices=indices,
@@ -109,7 +199,7 @@ class DoomLoopDetector(Detector):
         )
 
 
-def _tail_run(items: list[str]) -> int:
+def _tail_run(items: tuple[str, ...]) -> int:
     """How many items at the end of ``items`` equal the last one."""
     if not items:
         return 0

@@ -17,13 +17,15 @@ the run is in a loop or not making progress are reported as pattern ``stalled``.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Final
 
 from ..errors import ConfigError
 from ..fingerprint import preview
 from ..ladder import Ladder
 from ..patterns import Pattern
-from .base import Detector, Finding, State, Step, push
+from .base import Detector, Finding, Step, pushed
+from .state import integer, integer_tuple, keys_of, optional_integer
 
 STALLED = Pattern(
     "stalled",
@@ -70,6 +72,15 @@ def stalled(ledger: dict[str, Any]) -> str | None:
     return None
 
 
+@dataclass(slots=True)
+class StallState:
+    """A :class:`SelfReportDetector`'s session state: the ledgers in a row that said the run is stuck."""
+
+    n: int = 0
+    start: int | None = None
+    idx: tuple[int, ...] = ()
+
+
 class SelfReportDetector(Detector):
     """``threshold`` progress ledgers in a row (see the module docstring) that say the run is stuck; a ledger
     that says it is making progress, outside a loop, ends the streak."""
@@ -84,10 +95,21 @@ class SelfReportDetector(Detector):
             raise ConfigError(f"must be at least 1, got {threshold!r}", field="self_report.threshold")
         self.threshold = threshold
 
-    def new_state(self) -> State:
-        return {"n": 0, "start": None, "idx": []}
+    def new_state(self) -> StallState:
+        return StallState()
 
-    def observe(self, state: State, step: Step) -> Finding | None:
+    def dump_state(self, state: StallState) -> dict[str, Any]:
+        return {"n": state.n, "start": state.start, "idx": list(state.idx)}
+
+    def load_state(self, data: dict[str, Any]) -> StallState:
+        keys_of("self_report", data, ("n", "start", "idx"))
+        return StallState(
+            integer(data["n"], "self_report: n"),
+            optional_integer(data["start"], "self_report: start"),
+            integer_tuple(data["idx"], "self_report: idx"),
+        )
+
+    def observe(self, state: StallState, step: Step) -> Finding | None:
         if step.role != "assistant" or not step.text:
             return None
         ledger = ledger_of(step.text)
@@ -95,23 +117,23 @@ class SelfReportDetector(Detector):
             return None
         reason = stalled(ledger)
         if reason is None:
-            state.update(n=0, start=None, idx=[])
+            state.n, state.start, state.idx = 0, None, ()
             return None
-        if state["n"] == 0:
-            state["start"] = step.index
-        state["n"] += 1
-        push(state["idx"], step.index, 8)
-        if state["n"] < self.threshold:
+        if state.n == 0:
+            state.start = step.index
+        state.n += 1
+        state.idx = pushed(state.idx, step.index, 8)
+        if state.n < self.threshold:
             return None
-        n = state["n"]
+        n = state.n
         return Finding(
             pattern="stalled",
             count=n,
-            key=f"stalled:{state['start']}",
-            loop_start=state["start"],
+            key=f"stalled:{state.start}",
+            loop_start=state.start,
             reason=f"the orchestrator's own progress ledger said {n} times in a row that it is stuck: "
             f"{preview(reason, 160)}",
-            indices=tuple(state["idx"]),
+            indices=state.idx,
             facts={"ledger": preview(reason, 200)},
         )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from dataclasses import dataclass
 from itertools import islice, repeat
 from typing import Any, Final
 
@@ -20,18 +21,35 @@ from ..tools import same_query, same_search
 from .base import (
     Detector,
     Finding,
-    State,
     Step,
     bits_similarity,
+    bottom_k,
     line_hashes,
     mutates,
     polls,
-    push,
+    pushed,
     query_of,
     scopes_of,
     searches,
-    sketch_of,
-    text_bits,
+)
+from .state import (
+    Reader,
+    fields_json,
+    flag,
+    from_fields,
+    integer,
+    integer_tuple,
+    integers,
+    keys_of,
+    listed,
+    optional_integer,
+    optional_integer_tuple,
+    optional_text,
+    reset,
+    sketch,
+    sketch_json,
+    text,
+    texts,
 )
 
 _NO_RESULT: Final = lazy_compile(
@@ -56,9 +74,10 @@ def _words(text: str, limit: int = 64) -> list[int]:
 _SKETCH: Final = 24
 
 
-def output_sketch(step: Step) -> str:
-    """A bottom-k sketch of the distinct lines of a result (masked, lowercased, blanks ignored)."""
-    return sketch_of(line_hashes(step), _SKETCH)
+def output_bits(step: Step) -> int:
+    """A bottom-k sketch of the distinct lines of a result (masked, lowercased, blanks ignored), folded into 1,024
+    bits."""
+    return bottom_k(line_hashes(step), _SKETCH)
 
 
 def _trivial(output: str) -> bool:
@@ -69,12 +88,9 @@ def _trivial(output: str) -> bool:
     return len(output.strip()) < _MIN_OUTPUT
 
 
-def _near(sketch: str, others: list[str], threshold: float) -> bool:
-    """Is ``sketch`` at least ``threshold`` similar to one of ``others`` (``sketch_similarity``, decoded once)?"""
-    if not others:
-        return False
-    x = text_bits(sketch)
-    return any(bits_similarity(x, text_bits(other)) >= threshold for other in others)
+def _near(sketch: int, others: tuple[int, ...], threshold: float) -> bool:
+    """Is ``sketch`` at least ``threshold`` similar to one of ``others``?"""
+    return any(bits_similarity(sketch, other) >= threshold for other in others)
 
 
 def fruitless_output(output: str) -> bool:
@@ -101,6 +117,68 @@ NO_PROGRESS = Pattern(
     evidence=("tool",),
 )
 """Different look-ups in a row that all bring nothing new."""
+
+
+Searched = tuple[list[str], list[int], int | None]
+"""A call of the streak that ran: (places, query word hashes, call index)."""
+Current = tuple[list[str], list[int], list[int]]
+"""The pending call: (places, query, indices of the earlier calls it searches again)."""
+
+
+@dataclass(slots=True)
+class NoProgressState:
+    """A :class:`NoProgressDetector`'s session state."""
+
+    key: str | None = None
+    """The kind of call of the streak (``search`` for look-ups, else the tool key)."""
+    n: int = 0
+    start: int | None = None
+    idx: tuple[int, ...] = ()
+    seen: tuple[str | None, ...] = ()
+    """The outcome fingerprints of the streak's results (the last 8)."""
+    pending: int | None = None
+    search: bool = False
+    last: str = ""
+    repeated: bool = False
+    sketches: tuple[int, ...] = ()
+    """Sketches of the streak's last results (:func:`output_bits`)."""
+    searched: tuple[Searched, ...] = ()
+    """The streak's recent calls that ran (the last 8)."""
+    current: Current | None = None
+    vain: tuple[int | None, ...] = ()
+    """The latest calls that found nothing (or nothing new)."""
+
+
+def _searched(value: object, what: str) -> Searched:
+    if not (isinstance(value, list) and len(value) == 3):
+        raise ValueError(f"{what} must be [places, query, index], got {value!r}")
+    return texts(value[0], what), integers(value[1], what), optional_integer(value[2], what)
+
+
+def _current(value: object, what: str) -> Current | None:
+    if value is None:
+        return None
+    if not (isinstance(value, list) and len(value) == 3):
+        raise ValueError(f"{what} must be [places, query, repeats], got {value!r}")
+    return texts(value[0], what), integers(value[1], what), integers(value[2], what)
+
+
+_REQUIRED: Final = ("key", "n", "start", "idx", "seen", "pending", "search", "last", "repeated", "sketches")
+_READERS: Final[dict[str, Reader]] = {
+    "key": optional_text,
+    "n": integer,
+    "start": optional_integer,
+    "idx": integer_tuple,
+    "seen": lambda value, what: tuple(listed(value, what, optional_text)),
+    "pending": optional_integer,
+    "search": flag,
+    "last": text,
+    "repeated": flag,
+    "sketches": lambda value, what: tuple(listed(value, what, sketch)),
+    "searched": lambda value, what: tuple(listed(value, what, _searched)),
+    "current": _current,
+    "vain": optional_integer_tuple,
+}
 
 
 class NoProgressDetector(Detector):
@@ -144,111 +222,115 @@ class NoProgressDetector(Detector):
         self.near = near
         self.leaky = leaky
 
-    def new_state(self) -> State:
-        # searched: [places, query word hashes, call index] of the streak's recent calls that ran (last 8)
-        # current: the pending call's [places, query, indices of the earlier calls it searches again]
-        # vain: the latest calls that found nothing (or nothing new)
-        return {
-            "key": None, "n": 0, "start": None, "idx": [], "seen": [], "pending": None, "search": False,
-            "last": "", "repeated": False, "sketches": [], "searched": [], "current": None, "vain": [],
-        }  # fmt: skip
+    def new_state(self) -> NoProgressState:
+        return NoProgressState()
 
-    def load_state(self, data: dict[str, Any]) -> State:
+    def dump_state(self, state: NoProgressState) -> dict[str, Any]:
+        data = fields_json(state)
+        data["sketches"] = [sketch_json(x) for x in state.sketches]
+        data["searched"] = [list(item) for item in state.searched]
+        data["current"] = None if state.current is None else list(state.current)
+        return data
+
+    def load_state(self, data: dict[str, Any]) -> NoProgressState:
         for stale in ("calls", "changed", "words", "scopes", "looking"):  # kept by an earlier release
             data.pop(stale, None)
-        return super().load_state(data)
+        keys_of("no_progress", data, _REQUIRED, ("searched", "current", "vain"))
+        return from_fields(NoProgressState, data, "no_progress", _READERS)
 
-    def observe(self, state: State, step: Step) -> Finding | None:
+    def observe(self, state: NoProgressState, step: Step) -> Finding | None:
         if step.kind == "call":
             search = searches(step)
             if polls(step) or (not search and mutates(step)):
                 # a wait or a status check is expected to repeat; a change's result shows what was written
-                state.update(self.new_state())
+                reset(state, NoProgressState())
                 return None
             return self._call(state, step, search)
-        if step.kind == "result" and step.call_index is not None and step.call_index == state["pending"]:
+        if step.kind == "result" and step.call_index is not None and step.call_index == state.pending:
             return self._result(state, step)
         return None
 
-    def _call(self, state: State, step: Step, search: bool) -> Finding | None:
+    def _call(self, state: NoProgressState, step: Step, search: bool) -> Finding | None:
         key = "search" if search else step.tool_key
-        if key != state["key"]:
-            state.update(key=key, n=0, start=None, idx=[], seen=[], repeated=False, sketches=[], searched=[], vain=[])
+        if key != state.key:
+            state.key, state.n, state.start, state.idx, state.seen, state.repeated = key, 0, None, (), (), False
+            state.sketches, state.searched, state.vain = (), (), ()
         places, query = scopes_of(step), query_of(step)
-        repeats = self._repeats(places, query, state["searched"])
-        state.update(pending=step.index, search=search, current=[places, query, repeats])
-        if repeats and self._report(state, state["n"]):
+        repeats = self._repeats(places, query, state.searched)
+        state.pending, state.search, state.current = step.index, search, (places, query, repeats)
+        if repeats and self._report(state, state.n):
             # another re-search in a streak that has brought nothing new for a while
-            return self._finding(state, step, state["n"] + 1, step.index, blockable=True)
+            return self._finding(state, step, state.n + 1, step.index, blockable=True)
         return None
 
-    def _repeats(self, places: list[str], query: list[int], searched: list[list[Any]]) -> list[int]:
+    def _repeats(self, places: list[str], query: list[int], searched: tuple[Searched, ...]) -> list[int]:
         """The earlier calls this one searches again (see :func:`loopwatch.tools.same_search`), latest last."""
         return [
-            int(index)
+            index
             for other_places, other_query, index in searched
-            if same_query(query, other_query, self.similarity) and same_search(places, [], other_places, [])
+            if index is not None  # (a result is only judged with its call)
+            and same_query(query, other_query, self.similarity)
+            and same_search(places, [], other_places, [])
         ]
 
-    def _result(self, state: State, step: Step) -> Finding | None:
-        state["pending"] = None
-        places, query, repeats = state["current"] or ([], [], [])
+    def _result(self, state: NoProgressState, step: Step) -> Finding | None:
+        state.pending = None
+        places, query, repeats = state.current or ([], [], [])
         output = step.output or ""
-        empty = state["search"] and (step.failed or fruitless(step))
+        empty = state.search and (step.failed or fruitless(step))
         trivial = not step.failed and _trivial(output)
         seen = not (trivial or empty) and self._seen(state, step)
-        push(state["seen"], step.outcome_fp, _SEEN)
-        previous = state["searched"][-1][2] if state["searched"] else None
+        state.seen = pushed(state.seen, step.outcome_fp, _SEEN)
+        previous = state.searched[-1][2] if state.searched else None
         if not step.failed:  # a call refused for its arguments searched nowhere
-            push(state["searched"], [places, query, step.call_index], _SEEN)
+            state.searched = pushed(state.searched, (places, query, step.call_index), _SEEN)
         if not (seen or empty):
-            if state["search"] and self.leaky and state["n"] >= 2:
-                state["n"] //= 2  # one look-up finding something does not end a long fruitless search
+            if state.search and self.leaky and state.n >= 2:
+                state.n //= 2  # one look-up finding something does not end a long fruitless search
                 return None
-            state.update(n=0, start=None, idx=[], repeated=False)
+            state.n, state.start, state.idx, state.repeated = 0, None, (), False
             return None
-        vain = state["vain"]
+        vain = state.vain
         # a re-search counts when what it repeats found nothing either, or came right before it; a second pass over
         # items that each brought something is work, like a new search, and so is a narrower look-up in what the one
         # before it found (its words and more: the class found, then a method of it)
         narrower = previous is not None and any(
-            index == previous and set(query) > set(other) for _places, other, index in state["searched"]
+            index == previous and set(query) > set(other) for _places, other, index in state.searched
         )
         repeated = [index for index in repeats if index in vain or (index == previous and not narrower)]
-        push(vain, step.call_index, _SEEN)
+        state.vain = pushed(vain, step.call_index, _SEEN)
         if not repeated:
             return None
-        if state["n"] == 0:  # the call it repeats belongs to the loop too
-            state.update(n=1, start=repeated[-1], idx=[repeated[-1]])
-        state["n"] += 1
-        push(state["idx"], step.call_index, 8)
-        state["last"] = preview(output, 120) or "empty"
-        state["repeated"] = state["repeated"] or seen
-        return self._finding(state, step, state["n"], step.index) if self._report(state, state["n"]) else None
+        if state.n == 0:  # the call it repeats belongs to the loop too
+            state.n, state.start, state.idx = 1, repeated[-1], (repeated[-1],)
+        state.n += 1
+        state.idx = pushed(state.idx, step.call_index if step.call_index is not None else step.index, 8)
+        state.last = preview(output, 120) or "empty"
+        state.repeated = state.repeated or seen
+        return self._finding(state, step, state.n, step.index) if self._report(state, state.n) else None
 
-    def _seen(self, state: State, step: Step) -> bool:
+    def _seen(self, state: NoProgressState, step: Step) -> bool:
         """Was this result (or nearly this result) already returned in the streak?"""
-        sketch = output_sketch(step)
-        exact = step.outcome_fp in state["seen"]
-        near = not exact and _near(sketch, state["sketches"], self.near)
-        if sketch:
-            push(state["sketches"], sketch, 4)
+        sketch = output_bits(step)
+        exact = step.outcome_fp in state.seen
+        near = not exact and _near(sketch, state.sketches, self.near)
+        state.sketches = pushed(state.sketches, sketch, 4)
         return exact or near
 
-    def _report(self, state: State, n: int) -> bool:
-        return n >= (self.seen_threshold if state["repeated"] else self.empty_threshold)
+    def _report(self, state: NoProgressState, n: int) -> bool:
+        return n >= (self.seen_threshold if state.repeated else self.empty_threshold)
 
-    def _finding(self, state: State, step: Step, n: int, index: int, *, blockable: bool = False) -> Finding:
-        what = "look-ups" if state["search"] else f"{step.tool} calls"
-        reason = f"{n} {what} for the same thing in the same place brought nothing new (last result: {state['last']})"
+    def _finding(self, state: NoProgressState, step: Step, n: int, index: int, *, blockable: bool = False) -> Finding:
+        what = "look-ups" if state.search else f"{step.tool} calls"
+        reason = f"{n} {what} for the same thing in the same place brought nothing new (last result: {state.last})"
         return Finding(
             pattern="no_progress",
             count=n,
-            key=f"no_progress:{state['key']}:{state['start']}",
-            loop_start=state["start"],
+            key=f"no_progress:{state.key}:{state.start}",
+            loop_start=state.start,
             reason=reason,
-            indices=(*state["idx"], index) if blockable else tuple(state["idx"]),
-            facts={"tool": step.tool, "kind": what, "result": state["last"]},
+            indices=(*state.idx, index) if blockable else state.idx,
+            facts={"tool": step.tool, "kind": what, "result": state.last},
             blockable=blockable,
         )
 

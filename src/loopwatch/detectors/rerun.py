@@ -9,6 +9,8 @@ run may well succeed (an empty output), so no failure rule does either.
 
 from __future__ import annotations
 
+from array import array
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
@@ -16,7 +18,104 @@ from ..fingerprint import preview
 from ..ladder import Ladder
 from ..patterns import Pattern
 from ..tools import batch_items, runs_code, same_query, scope_overlaps, search_scopes
-from .base import Detector, Finding, State, Step, mutates, polls, push, scopes_of, searches, sorted_argument_words
+from .base import Detector, Finding, Step, argument_word_array, mutates, polls, pushed, scopes_of, searches
+from .state import flag, keys_of, optional_integer, optional_integer_tuple, optional_text, table, text, texts, words
+
+
+@dataclass(slots=True)
+class Run:
+    """A call run again and again: its outcome, the runs counted, whether a change worked since the last one, where
+    the count began, the last runs, and the paths the run names (``None`` in runs saved before they were kept)."""
+
+    outcome: str | None
+    count: int
+    changed: bool
+    first: int | None
+    indices: tuple[int | None, ...]
+    targets: tuple[str, ...] | None = None
+
+    def to_json(self) -> list[Any]:
+        data: list[Any] = [self.outcome, self.count, self.changed, self.first, list(self.indices)]
+        if self.targets is not None:
+            data.append(list(self.targets))
+        return data
+
+    @classmethod
+    def from_json(cls, run: object) -> Run:
+        # runs saved before their targets were kept have five fields
+        if not (isinstance(run, list) and len(run) in (5, 6) and type(run[1]) is int and type(run[2]) is bool):
+            raise ValueError(f"rerun: a run must be [outcome, count, changed, first, indices, paths], got {run!r}")
+        if type(run[3]) is not int or not isinstance(run[4], list) or not all(type(i) is int for i in run[4]):
+            raise ValueError(f"rerun: a run's first index and indices must be integers, got {run[3:5]!r}")
+        if len(run) == 6 and not (isinstance(run[5], list) and all(isinstance(t, str) for t in run[5])):
+            raise ValueError(f"rerun: a run's targets must be a list of paths, got {run[5]!r}")
+        outcome = optional_text(run[0], "rerun: a run's outcome")
+        return cls(outcome, run[1], run[2], run[3], tuple(run[4]), tuple(run[5]) if len(run) == 6 else None)
+
+
+@dataclass(slots=True)
+class Version:
+    """The last version of an action (a tool key): its outcome, the versions counted, its argument words and
+    places, where the count began, the last versions."""
+
+    outcome: str | None
+    count: int
+    words: array[int]
+    places: list[str]
+    first: int | None
+    indices: tuple[int | None, ...]
+
+    def to_json(self) -> list[Any]:
+        return [self.outcome, self.count, self.words.tolist(), self.places, self.first, list(self.indices)]
+
+    @classmethod
+    def from_json(cls, version: object, what: str) -> Version:
+        if not (isinstance(version, list) and len(version) == 6 and type(version[1]) is int):
+            raise ValueError(
+                f"rerun: a version must be [outcome, count, words, places, first, indices], got {version!r}"
+            )
+        return cls(
+            optional_text(version[0], what),
+            version[1],
+            words(version[2], what),
+            texts(version[3], what),
+            optional_integer(version[4], what),
+            optional_integer_tuple(version[5], what),
+        )
+
+
+@dataclass(slots=True)
+class Pending:
+    """The call awaiting its result: does it change something? If not, its argument words and places."""
+
+    index: int
+    changes: bool
+    words: array[int] | None = None
+    places: list[str] | None = None
+
+    def look_json(self) -> list[Any]:
+        return [] if self.words is None else [self.words.tolist(), self.places]
+
+    @classmethod
+    def from_json(cls, pending: list[Any]) -> Pending:
+        if len(pending) == 2:
+            return cls(pending[0], flag(pending[1], "rerun: pending"))
+        return cls(
+            pending[0],
+            flag(pending[1], "rerun: pending"),
+            words(pending[2], "rerun: pending words"),
+            texts(pending[3], "rerun: pending places"),
+        )
+
+
+@dataclass(slots=True)
+class RerunState:
+    """A :class:`RerunDetector`'s session state: runs by call fingerprint and versions by tool key (the least
+    recently used first), and the call awaiting its result."""
+
+    runs: dict[str, Run] = field(default_factory=dict)
+    pending: Pending | None = None
+    versions: dict[str, Version] = field(default_factory=dict)
 
 
 class RerunDetector(Detector):
@@ -50,7 +149,6 @@ class RerunDetector(Detector):
         ),
     )
     reset_on_user = False  # a reply does not make the changes reach what runs: the same output is still the same
-    optional_state = frozenset({"versions"})  # snapshots taken before versions of a call were counted
 
     def __init__(self, *, threshold: int = 3, calls: int = 4) -> None:
         if threshold < 2 or calls < 1:
@@ -60,137 +158,137 @@ class RerunDetector(Detector):
         self.threshold = threshold
         self.calls = calls
 
-    def new_state(self) -> State:
-        # runs: call fingerprint -> [outcome fingerprint, runs counted, changed since?, first run, last runs,
-        #                            the paths the run names (the script or test it runs)]
-        # versions: tool key -> [outcome fingerprint, versions counted, argument words, places, first, last runs]
-        # pending: [index of the call awaiting its result, does it change something?, its argument words, places]
-        return {"runs": {}, "pending": None, "versions": {}}
+    def new_state(self) -> RerunState:
+        return RerunState()
 
-    def load_state(self, data: dict[str, Any]) -> State:
-        state = super().load_state(data)
-        runs, pending = state["runs"], state["pending"]
+    def dump_state(self, state: RerunState) -> dict[str, Any]:
+        pending = state.pending
+        return {
+            "runs": {key: run.to_json() for key, run in state.runs.items()},
+            "pending": None if pending is None else [pending.index, pending.changes, *pending.look_json()],
+            "versions": {key: version.to_json() for key, version in state.versions.items()},
+        }
+
+    def load_state(self, data: dict[str, Any]) -> RerunState:
+        keys_of("rerun", data, ("runs", "pending"), ("versions",))  # snapshots taken before versions were counted
+        runs, pending = data["runs"], data["pending"]
         if not isinstance(runs, dict):
             raise ValueError("rerun: runs must be an object")
         if pending is not None and not (
             isinstance(pending, list) and len(pending) in (2, 4) and type(pending[0]) is int
         ):
             raise ValueError(f"rerun: pending must be [index, changes?, words, places] or null, got {pending!r}")
-        for version in state["versions"].values():
-            if not (isinstance(version, list) and len(version) == 6 and type(version[1]) is int):
-                raise ValueError(
-                    f"rerun: a version must be [outcome, count, words, places, first, indices], got {version!r}"
-                )
-        for run in runs.values():  # runs saved before their targets were kept have five fields
-            if not (isinstance(run, list) and len(run) in (5, 6) and type(run[1]) is int and type(run[2]) is bool):
-                raise ValueError(f"rerun: a run must be [outcome, count, changed, first, indices, paths], got {run!r}")
-            if type(run[3]) is not int or not isinstance(run[4], list) or not all(type(i) is int for i in run[4]):
-                raise ValueError(f"rerun: a run's first index and indices must be integers, got {run[3:5]!r}")
-            if len(run) == 6 and not (isinstance(run[5], list) and all(isinstance(t, str) for t in run[5])):
-                raise ValueError(f"rerun: a run's targets must be a list of paths, got {run[5]!r}")
-        return state
+        return RerunState(
+            runs={text(key, "rerun: runs"): Run.from_json(run) for key, run in runs.items()},
+            pending=None if pending is None else Pending.from_json(pending),
+            versions=table(data.get("versions", {}), "rerun: versions", Version.from_json),
+        )
 
-    def observe(self, state: State, step: Step) -> Finding | None:
+    def observe(self, state: RerunState, step: Step) -> Finding | None:
         if step.kind == "call":
             changes = mutates(step)
-            if searches(step) and state["runs"]:
+            if searches(step) and state.runs:
                 self._investigated(state, step)
             counted = changes or not (searches(step) or polls(step))
             if counted and not changes:
                 places = [p for p in scopes_of(step) if p not in ".."]
-                state["pending"] = [step.index, False, sorted_argument_words(step), places]
+                state.pending = Pending(step.index, False, argument_word_array(step), places)
             else:
-                state["pending"] = [step.index, changes] if counted else None
+                state.pending = Pending(step.index, changes) if counted else None
             return None
-        pending = state["pending"]
-        if pending is None or step.call_index != pending[0]:
+        pending = state.pending
+        if pending is None or step.call_index != pending.index:
             return None
-        state["pending"] = None
-        if pending[1]:
+        state.pending = None
+        if pending.changes:
             if not step.failed:  # a change that worked: the next runs may show its effect
-                for run in state["runs"].values():
-                    run[2] = True
+                for run in state.runs.values():
+                    run.changed = True
             return None
-        versions = self._versions(state, step, pending[2], pending[3]) if len(pending) == 4 else None
+        versions = (
+            self._versions(state, step, pending.words, pending.places)
+            if pending.words is not None and pending.places is not None
+            else None
+        )
         return self._result(state, step) or versions
 
-    def _investigated(self, state: State, step: Step) -> None:
-        """A look at what a run runs (the script or test it names) is the investigation its sameness called for:
+    def _investigated(self, state: RerunState, step: Step) -> None:
+        """A look at what a run runs (the script or test file it names) is the investigation its sameness called for:
         that run's count starts over."""
         places = scopes_of(step)
         if not places:
             return
-        for key, run in list(state["runs"].items()):
-            targets = run[5] if len(run) > 5 else []
+        for key, run in list(state.runs.items()):
+            targets = run.targets or ()
             if any(scope_overlaps(a, b) for a in places for b in targets):
-                del state["runs"][key]
+                del state.runs[key]
 
-    def _versions(self, state: State, step: Step, words: list[int], places: list[str]) -> Finding | None:
+    def _versions(self, state: RerunState, step: Step, words: array[int], places: list[str]) -> Finding | None:
         """Another version of the same action (its arguments changed, most of their words kept: a rewritten script,
         a re-escaped filter) giving the very same result as the last: the change did not reach what matters. A
         version that looks at other files than the last (one input after another) is a batch, not a version."""
-        versions: dict[str, list[Any]] = state["versions"]
+        versions = state.versions
         key = step.tool_key or step.tool or ""
         version = versions.pop(key, None)
-        same = version is not None and version[0] == step.outcome_fp
-        if same and version is not None and words != version[2]:
-            other = version[2]
+        same = version is not None and version.outcome == step.outcome_fp
+        if same and version is not None and words != version.words:
+            other = version.words
             # a rewritten piece of code that prints the very same thing again (not nothing: a cell that assigns
             # prints nothing whatever it does) is another version of it, however many of its words changed
             rewritten = runs_code(step.tool or "") and len((step.output or "").strip()) >= 16
-            alike = (rewritten or same_query(words, other)) and not batch_items(places, [], version[3], [])
+            alike = (rewritten or same_query(words, other)) and not batch_items(places, [], version.places, [])
             if alike:
-                version[1] += 1
-                push(version[5], step.call_index, 8)
+                version.count += 1
+                version.indices = pushed(version.indices, step.call_index, 8)
             else:
                 same = False
         if not same or version is None:
-            version = [step.outcome_fp, 1, words, places, step.call_index, [step.call_index]]
-        version[2], version[3] = words, places
+            version = Version(step.outcome_fp, 1, words, places, step.call_index, (step.call_index,))
+        version.words, version.places = words, places
         versions[key] = version
         while len(versions) > self.calls:
             del versions[next(iter(versions))]
-        count: int = version[1]
+        count = version.count
         if count < self.threshold:
             return None
         return Finding(
             pattern="no_effect",
             count=count,
-            key=f"versions:{key}:{version[4]}",
-            loop_start=version[4],
+            key=f"versions:{key}:{version.first}",
+            loop_start=version.first,
             reason=f"{count} versions of the {step.tool} call in a row gave the very same result",
-            indices=tuple(version[5]),
+            indices=tuple(i for i in version.indices if i is not None),
             facts={"tool": step.tool, "result": preview(step.output or "", 120) or "empty"},
         )
 
-    def _result(self, state: State, step: Step) -> Finding | None:
-        runs: dict[str, list[Any]] = state["runs"]
+    def _result(self, state: RerunState, step: Step) -> Finding | None:
+        runs = state.runs
         key = step.call_fp or ""
         run = runs.pop(key, None)
         output = step.output
         if not step.failed and output and not output.isspace():
             return None  # a run that worked and said something ends the count: not this rule's business
-        if run is None or run[0] != step.outcome_fp:
+        if run is None or run.outcome != step.outcome_fp:
             targets = [p for p in search_scopes(step.tool or "", {}, step.command) if p not in (".", "..", "~")]
-            run = [step.outcome_fp, 1, False, step.call_index, [step.call_index], targets]
-        elif run[2]:
-            run[1] += 1
-            run[2] = False
-            push(run[4], step.call_index, 8)
+            run = Run(step.outcome_fp, 1, False, step.call_index, (step.call_index,), tuple(targets))
+        elif run.changed:
+            run.count += 1
+            run.changed = False
+            run.indices = pushed(run.indices, step.call_index, 8)
         runs[key] = run  # most recently run last
         while len(runs) > self.calls:
             del runs[next(iter(runs))]
-        count: int = run[1]
+        count = run.count
         if count < self.threshold:
             return None
         what = preview(step.command, 80) if step.command else step.tool
         return Finding(
             pattern="no_effect",
             count=count,
-            key=f"rerun:{key}:{run[3]}",
-            loop_start=run[3],
+            key=f"rerun:{key}:{run.first}",
+            loop_start=run.first,
             reason=f"{what} gave the same result {count} times although changes worked in between",
-            indices=tuple(run[4]),
+            indices=tuple(i for i in run.indices if i is not None),
             facts={"tool": step.tool, "result": preview(step.output or "", 120) or "empty"},
         )
 

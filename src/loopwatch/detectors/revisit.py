@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..errors import ConfigError
 from ..ladder import Ladder
 from ..patterns import Pattern
 from ..tools import runs_code
-from .base import Detector, Finding, State, Step, call_label, mutates, polls, searches
+from .base import Detector, Finding, Step, call_label, mutates, polls, searches
+from .state import integer, integer_tuple, keys_of, optional_text, table
 
 _KEPT: Final = 32
 """Distinct calls remembered per session (the least recently made are forgotten first)."""
@@ -22,6 +24,47 @@ REVISIT = Pattern(
     evidence=("tool", "call"),
 )
 """The same look-up made again, here and there, with the same answer each time."""
+
+
+@dataclass(slots=True)
+class Answered:
+    """A call and how it was answered: the outcome, the times answered so, the first time, the last times (8), and
+    its label once it is close to being reported."""
+
+    outcome: str | None
+    count: int
+    first: int
+    indices: tuple[int, ...]
+    label: str | None
+
+    def to_json(self) -> list[Any]:
+        return [self.outcome, self.count, self.first, list(self.indices), self.label]
+
+    @classmethod
+    def from_json(cls, entry: object, what: str) -> Answered:
+        if not (isinstance(entry, list) and len(entry) == 5):
+            raise ValueError(f"{what} must be [outcome, count, first, indices, label], got {entry!r}")
+        return cls(
+            optional_text(entry[0], what),
+            integer(entry[1], what),
+            integer(entry[2], what),
+            integer_tuple(entry[3], what),
+            optional_text(entry[4], what),
+        )
+
+
+@dataclass(slots=True)
+class RevisitState:
+    """A :class:`RevisitDetector`'s session state."""
+
+    seen: dict[str, Answered] = field(default_factory=dict)
+    """By call fingerprint, the least recently made first."""
+    polls: tuple[int, ...] = ()
+    """The last waits and status checks (their results are left out)."""
+    since: int = 0
+    """Where the circuit began (the last change): one ladder for all the calls it revisits."""
+    fresh: int = -1
+    """The last call answered for the first time since the last change."""
 
 
 class RevisitDetector(Detector):
@@ -46,58 +89,68 @@ class RevisitDetector(Detector):
         self.threshold = threshold
         self.kept = kept
 
-    def new_state(self) -> State:
-        # seen: call fingerprint -> [outcome fingerprint, times answered so, first index, indices (last 8), label]
-        # since: where the circuit began (the last change): one ladder for all the calls it revisits
-        # fresh: the last call answered for the first time since the last change
-        return {"seen": {}, "polls": [], "since": 0, "fresh": -1}
+    def new_state(self) -> RevisitState:
+        return RevisitState()
 
-    def load_state(self, data: dict[str, Any]) -> State:
-        state = super().load_state(data)
-        seen = state["seen"]
+    def dump_state(self, state: RevisitState) -> dict[str, Any]:
+        return {
+            "seen": {key: entry.to_json() for key, entry in state.seen.items()},
+            "polls": list(state.polls),
+            "since": state.since,
+            "fresh": state.fresh,
+        }
+
+    def load_state(self, data: dict[str, Any]) -> RevisitState:
+        keys_of("revisit", data, ("seen", "polls", "since", "fresh"))
+        seen = data["seen"]
         if not isinstance(seen, dict) or len(seen) > self.kept:
             raise ValueError(f"revisit: seen must be a table of at most {self.kept} calls")
-        return state
+        return RevisitState(
+            seen=table(seen, "revisit: seen", Answered.from_json),
+            polls=integer_tuple(data["polls"], "revisit: polls"),
+            since=integer(data["since"], "revisit: since"),
+            fresh=integer(data["fresh"], "revisit: fresh"),
+        )
 
-    def observe(self, state: State, step: Step) -> Finding | None:
-        seen: dict[str, list[Any]] = state["seen"]
+    def observe(self, state: RevisitState, step: Step) -> Finding | None:
+        seen = state.seen
         if step.kind == "call":
             if polls(step):
-                state["polls"] = [*state["polls"][-7:], step.index]
+                state.polls = (*state.polls[-7:], step.index)
                 return None
             if mutates(step) or (_runs_program(step) and not searches(step)):
                 for key in [k for k in seen if k != step.call_fp]:
                     del seen[key]
-                state["since"] = step.index
+                state.since = step.index
             entry = seen.get(step.call_fp or "")
-            if entry is not None and entry[1] + 1 >= self.threshold:
-                entry[4] = call_label(step, 120)  # for the report, should the answer be the same again
+            if entry is not None and entry.count + 1 >= self.threshold:
+                entry.label = call_label(step, 120)  # for the report, should the answer be the same again
             return None
-        if step.kind != "result" or step.call_fp is None or step.call_index in state["polls"]:
+        if step.kind != "result" or step.call_fp is None or step.call_index in state.polls:
             return None
         where = step.call_index if step.call_index is not None else step.index
         entry = seen.pop(step.call_fp, None)
-        if entry is None or entry[0] != step.outcome_fp:
-            entry = [step.outcome_fp, 0, where, [], None]
-            state["fresh"] = where  # a call not made (or not answered so) since the last change
-        previous = entry[3][-1] if entry[3] else None
-        entry[1] += 1
-        entry[3] = [*entry[3][-7:], where]
+        if entry is None or entry.outcome != step.outcome_fp:
+            entry = Answered(step.outcome_fp, 0, where, (), None)
+            state.fresh = where  # a call not made (or not answered so) since the last change
+        previous = entry.indices[-1] if entry.indices else None
+        entry.count += 1
+        entry.indices = (*entry.indices[-7:], where)
         seen[step.call_fp] = entry  # most recently made last
         while len(seen) > self.kept:
             del seen[next(iter(seen))]
-        if entry[1] < self.threshold or previous is None or state["fresh"] < previous:
+        if entry.count < self.threshold or previous is None or state.fresh < previous:
             # the same call right again is the repeat rule's, a round of calls all made before is the cycle rule's:
             # a circuit goes somewhere new (another file, another search) and comes back
             return None
-        call = entry[4] or f"{step.tool}(...)"
+        call = entry.label or f"{step.tool}(...)"
         return Finding(
             pattern="revisit",
-            count=entry[1],
-            key=f"revisit:{state['since']}",
-            loop_start=entry[2],
-            reason=f"{step.tool} made {entry[1]} times with the same answer each time and nothing changed since",
-            indices=tuple(entry[3]),
+            count=entry.count,
+            key=f"revisit:{state.since}",
+            loop_start=entry.first,
+            reason=f"{step.tool} made {entry.count} times with the same answer each time and nothing changed since",
+            indices=entry.indices,
             facts={"tool": step.tool, "call": call},
         )
 

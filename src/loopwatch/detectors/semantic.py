@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import binascii
 import re
+import sys
 import zlib
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from ..errors import ConfigError
@@ -40,19 +42,18 @@ from .base import (
     EMPTY_LINE,
     Detector,
     Finding,
-    State,
     Step,
+    bits_similarity,
     bits_text,
+    bottom_k,
     fold,
     line_hashes,
     lines_of,
     masked_of,
     mutates,
-    push,
-    sketch_of,
-    sketch_similarity,
-    text_bits,
+    pushed,
 )
+from .state import integer, integer_tuple, keys_of, listed, optional_integer, sketch, table, text
 
 _NOT_LETTERS: Final = bytes(c if 65 <= c <= 90 or 97 <= c <= 122 or c >= 128 else 32 for c in range(256))
 """Every ASCII byte that is not a letter becomes a space (UTF-8 bytes of other scripts stay: word parts)."""
@@ -62,6 +63,8 @@ _QUOTES: Final = re.compile(rb'"[^"\n]*"|\'[^\'\n]*\'|`[^`\n]*`')
 _CODE: Final = re.compile(r"```.*?(?:```|\Z)", re.S)
 _LABEL: Final = re.compile(r"^\s*(?:THOUGHT|DISCUSSION|Thought|Reasoning|REASONING)\s*:?\s*")
 _SEEN_BITS: Final = 1024
+_SKETCH_BITS: Final = 512
+"""The bits an intent's word sketch is folded into."""
 _SEEN_FULL: Final = _SEEN_BITS // 2
 """When half the bits of the seen-lines filter are set it starts afresh: "new" means new lately."""
 _SHORT: Final = 600
@@ -192,6 +195,42 @@ def quantized_cosine(a: str, b: str) -> float:
     return sum(map(int.__mul__, x, y)) / norms if norms else 0.0
 
 
+Rep = int | str
+"""An intent as compared: a sketch of its words (a folded set of 512 bits) or, with an embedder, its quantized
+vector (:func:`quantize`)."""
+
+
+@dataclass(slots=True)
+class Channel:
+    """One channel's recent intents (``past``: (index, representation, gain then), the latest last) and its
+    streak of repeats."""
+
+    past: tuple[tuple[int, Rep, int], ...] = ()
+    n: int = 0
+    start: int | None = None
+    idx: tuple[int, ...] = ()
+    sim: float = 0.0
+
+
+@dataclass(slots=True)
+class RephraseState:
+    """A :class:`RephraseDetector`'s session state."""
+
+    seen: int | None = None
+    """The lines observed so far, folded into 1,024 bits (``None``: nothing observed yet)."""
+    gain: int = 0
+    """New lines observed so far (each observation's capped)."""
+    channels: dict[str, Channel] = field(default_factory=dict)
+    """The channels, the least recently used first."""
+    pending: tuple[int, str] | None = None
+    """The call awaiting its result: (index, its reasoning)."""
+    asked: tuple[int, str, str] | None = None
+    """The instruction of the call awaiting its result: (index, text, tool)."""
+    undecided: int | None = None
+    replies: tuple[str, ...] = ()
+    """The last user replies' vectors (with an embedder)."""
+
+
 REPHRASE = Pattern(
     "rephrase",
     "You have stated the same intent {count} times in different words and learned nothing new in between "
@@ -212,7 +251,7 @@ class RephraseDetector(Detector):
     ``lexical_threshold`` word overlap) to one of the channel's last ``window`` intents and the observations
     since that one brought at most ``max_gain`` new lines. ``count`` repeats in a row (the earlier occurrence
     counts) are reported as pattern ``rephrase``; an intent that does not repeat ends the streak.
-    ``state["undecided"]`` is set on a step where the cheap evidence is suggestive but not enough (a streak of
+    ``undecided`` (in the state) is set on a step where the cheap evidence is suggestive but not enough (a streak of
     repeats short of ``count``, or a similarity within ``margin`` under the threshold with no new
     information): what an LLM judge may be asked about.
 
@@ -244,7 +283,6 @@ class RephraseDetector(Detector):
     kinds = frozenset({"call", "result", "message"})
     patterns = (REPHRASE,)
     reset_on_user = False
-    optional_state = frozenset({"asked", "replies"})  # snapshots taken before instructions, replies were compared
 
     def __init__(
         self,
@@ -295,7 +333,6 @@ class RephraseDetector(Detector):
         self.instruction_count = instruction_count
         self.instruction_gain = instruction_gain
         self.reply_threshold = reply_threshold
-        self._compare: Callable[[str, str], float] = quantized_cosine if embedder is not None else sketch_similarity
 
     def _params(self) -> dict[str, Any]:
         params = super()._params()
@@ -303,14 +340,36 @@ class RephraseDetector(Detector):
             params["embedder"] = self._embedder
         return params
 
-    def new_state(self) -> State:
-        return {
-            "seen": "", "gain": 0, "channels": {}, "pending": None, "asked": None, "undecided": None, "replies": [],
-        }  # fmt: skip
+    def new_state(self) -> RephraseState:
+        return RephraseState()
 
-    def load_state(self, data: dict[str, Any]) -> State:
-        state = super().load_state(data)
-        asked = state["asked"]
+    def dump_state(self, state: RephraseState) -> dict[str, Any]:
+        return {
+            "seen": "" if state.seen is None else bits_text(state.seen, _SEEN_BITS),
+            "gain": state.gain,
+            "channels": {
+                name: {
+                    "past": [[index, self._rep_json(rep), gain] for index, rep, gain in channel.past],
+                    "n": channel.n,
+                    "start": channel.start,
+                    "idx": list(channel.idx),
+                    "sim": channel.sim,
+                }
+                for name, channel in state.channels.items()
+            },
+            "pending": None if state.pending is None else list(state.pending),
+            "asked": None if state.asked is None else list(state.asked),
+            "undecided": state.undecided,
+            "replies": list(state.replies),
+        }
+
+    def _rep_json(self, rep: Rep) -> str:
+        return bits_text(rep, _SKETCH_BITS) if isinstance(rep, int) else rep
+
+    def load_state(self, data: dict[str, Any]) -> RephraseState:
+        keys_of("rephrase", data, ("seen", "gain", "channels", "pending", "undecided"), ("asked", "replies"))
+        seen = data["seen"]
+        asked = data.get("asked")
         if asked is not None and not (
             isinstance(asked, list)
             and len(asked) == 3
@@ -318,23 +377,58 @@ class RephraseDetector(Detector):
             and all(type(x) is str for x in asked[1:])
         ):
             raise ValueError(f"rephrase: a pending instruction must be [index, text, tool], got {asked!r}")
-        replies = state["replies"]
+        replies = data.get("replies", [])
         if not (isinstance(replies, list) and len(replies) <= _REPLIES and all(map(_is_vector, replies))):
             raise ValueError(f"rephrase: replies must be a list of at most {_REPLIES} vectors, got {replies!r}")
-        return state
+        pending = data["pending"]
+        if pending is not None and not (
+            isinstance(pending, list) and len(pending) == 2 and type(pending[0]) is int and type(pending[1]) is str
+        ):
+            raise ValueError(f"rephrase: a pending intent must be [index, text], got {pending!r}")
+        return RephraseState(
+            seen=None if seen == "" else sketch(seen, "rephrase: seen", _SEEN_BITS),
+            gain=integer(data["gain"], "rephrase: gain"),
+            channels=table(data["channels"], "rephrase: channels", self._channel),
+            pending=None if pending is None else (pending[0], pending[1]),
+            asked=None if asked is None else (asked[0], asked[1], asked[2]),
+            undecided=optional_integer(data["undecided"], "rephrase: undecided"),
+            replies=tuple(replies),
+        )
 
-    def observe(self, state: State, step: Step) -> Finding | None:
-        state["undecided"] = None
+    def _channel(self, data: object, what: str) -> Channel:
+        if not isinstance(data, dict):
+            raise ValueError(f"{what} must be an object, got {data!r}")
+        keys_of(what, data, ("past", "n", "start", "idx", "sim"))
+        sim = data["sim"]
+        if type(sim) not in (int, float):
+            raise ValueError(f"{what}: sim must be a number, got {sim!r}")
+        return Channel(
+            past=tuple(listed(data["past"], f"{what}: past", self._past)),
+            n=integer(data["n"], f"{what}: n"),
+            start=optional_integer(data["start"], f"{what}: start"),
+            idx=integer_tuple(data["idx"], f"{what}: idx"),
+            sim=sim,
+        )
+
+    def _past(self, data: object, what: str) -> tuple[int, Rep, int]:
+        if not (isinstance(data, list) and len(data) == 3):
+            raise ValueError(f"{what} must be [index, intent, gain], got {data!r}")
+        index, rep, gain = data
+        read = text(rep, what) if self._embedder is not None else sketch(rep, what, _SKETCH_BITS)
+        return integer(index, what), read, integer(gain, what)
+
+    def observe(self, state: RephraseState, step: Step) -> Finding | None:
+        state.undecided = None
         if step.kind == "call":
             # kept raw: the work (and the embedding) waits for the result, off the tool call's path
             text = step.text
-            state["pending"] = (
-                [step.index, text[: self.max_chars if "```" not in text[: self.max_chars] else 2 * self.max_chars]]
+            state.pending = (
+                (step.index, text[: self.max_chars if "```" not in text[: self.max_chars] else 2 * self.max_chars])
                 if text and len(text) >= self.min_chars
                 else None
             )
             asked = instruction_of(step.args, self.min_chars) if self.instructions else None
-            state["asked"] = [step.index, asked[: self.max_chars], step.tool or ""] if asked else None
+            state.asked = (step.index, asked[: self.max_chars], step.tool or "") if asked else None
             return None
         if step.kind == "result":
             return self._result(state, step)
@@ -348,15 +442,15 @@ class RephraseDetector(Detector):
             self._reply(state, step)
         return None
 
-    def _result(self, state: State, step: Step) -> Finding | None:
+    def _result(self, state: RephraseState, step: Step) -> Finding | None:
         """Judge the intent of the call this result answers, then (after counting what the result brought) the
         instruction the call handed over."""
-        pending, state["pending"] = state["pending"], None
-        asked, state["asked"] = state["asked"], None
+        pending, state.pending = state.pending, None
+        asked, state.asked = state.asked, None
         finding = None
         if pending is not None and pending[0] == step.call_index:
             if not step.failed and (mutates(step) or moves(step.tool_key)):
-                state["gain"] += self.gain_cap  # a change that worked, or a move elsewhere: something new happened
+                state.gain += self.gain_cap  # a change that worked, or a move elsewhere: something new happened
             text = intent_text(pending[1], self.max_chars)
             if len(text) >= self.min_chars:
                 finding = self._intent(state, "calls", text, pending[0], step.index)
@@ -368,14 +462,14 @@ class RephraseDetector(Detector):
                 finding = self._intent(state, _ASKS + asked[2], text, asked[0], step.index, rule)
         return finding
 
-    def suspicion(self, state: State, index: int) -> str | None:
-        if state["undecided"] != index:
+    def suspicion(self, state: RephraseState, index: int) -> str | None:
+        if state.undecided != index:
             return None
         return "the agent may be restating an earlier intent in other words, with nothing new learned since"
 
     # -- information gain --------------------------------------------------------------------------------
 
-    def _reply(self, state: State, step: Step) -> None:
+    def _reply(self, state: RephraseState, step: Step) -> None:
         """A user reply: its new lines are news, unless (with an embedder) it restates one of the last replies
         in other words (cosine at least ``reply_threshold``): a user saying once more, in new sentences, that
         they do not have the number brings nothing new. A reply with a digit in it (an ID, a date, an amount)
@@ -384,30 +478,30 @@ class RephraseDetector(Detector):
             said = intent_text(step.text or "", self.max_chars)
             if len(said) >= self.min_chars:
                 rep = self._represent(said)
-                replies: list[str] = state["replies"]
+                replies = state.replies
                 restated = bool(rep) and any(self._compare(rep, other) >= self.reply_threshold for other in replies)
                 if rep:
-                    push(replies, rep, _REPLIES)
+                    state.replies = pushed(replies, str(rep), _REPLIES)
                 if restated and not _DIGIT.search(said):
                     return
         self._observe(state, step)
 
-    def _observe(self, state: State, step: Step) -> None:
+    def _observe(self, state: RephraseState, step: Step) -> None:
         """Count the lines of an observation the session has not seen before, and remember them."""
-        seen = text_bits(state["seen"])
+        seen = state.seen or 0
         if seen.bit_count() >= _SEEN_FULL:
             seen = 0
         lines = fold(observation_lines(step), _SEEN_BITS)
         new = (lines & ~seen).bit_count()
         seen |= lines
-        state["gain"] += min(new, self.gain_cap)
-        state["seen"] = bits_text(seen, _SEEN_BITS)
+        state.gain += min(new, self.gain_cap)
+        state.seen = seen
 
     # -- intents -----------------------------------------------------------------------------------------
 
     def _intent(
         self,
-        state: State,
+        state: RephraseState,
         channel: str,
         text: str,
         index: int,
@@ -420,43 +514,50 @@ class RephraseDetector(Detector):
         rep = self._represent(text)
         if not rep:
             return None
-        channels: dict[str, Any] = state["channels"]
-        entry = channels.pop(channel, None) or {"past": [], "n": 0, "start": None, "idx": [], "sim": 0.0}
-        channels[channel] = entry  # most recently used last
+        channels = state.channels
+        entry = channels.pop(channel, None) or Channel()
+        channels[sys.intern(channel)] = entry  # most recently used last (a name shared by the sessions)
         while len(channels) > _CHANNELS:
             del channels[next(iter(channels))]
-        match, similarity, near = self._match(state, entry["past"], rep, threshold, max_gain)
-        push(entry["past"], [index, rep, state["gain"]], self.window)
+        match, similarity, near = self._match(state, entry.past, rep, threshold, max_gain)
+        entry.past = pushed(entry.past, (index, rep, state.gain), self.window)
         if match is None:
-            entry.update(n=0, start=None, idx=[], sim=0.0)
+            entry.n, entry.start, entry.idx, entry.sim = 0, None, (), 0.0
             if near:
-                state["undecided"] = index
+                state.undecided = index
             return None
-        if entry["n"] == 0:
-            entry.update(n=1, start=match, idx=[match])
-        entry["n"] += 1
-        entry["sim"] = similarity
-        push(entry["idx"], index, 8)
-        if entry["n"] < count:
-            state["undecided"] = index
+        if entry.n == 0:
+            entry.n, entry.start, entry.idx = 1, match, (match,)
+        entry.n += 1
+        entry.sim = similarity
+        entry.idx = pushed(entry.idx, index, 8)
+        if entry.n < count:
+            state.undecided = index
             return None
         return self._finding(entry, text, report_at, channel)
 
-    def _represent(self, text: str) -> str:
+    def _represent(self, text: str) -> Rep:
+        """A sketch of the words of ``text`` (0 when it has none), or with an embedder its quantized vector."""
         if self._embedder is None:
             words = word_set(text, self.max_chars)
-            return sketch_of(words, 48, bits=512) if words else ""
+            return bottom_k(words, 48, bits=_SKETCH_BITS) if words else 0
         vectors = self._embedder.embed([text])
         return quantize(vectors[0]) if vectors else ""
 
+    def _compare(self, a: Rep, b: Rep) -> float:
+        """How similar two intents are: the cosine of their vectors, or the overlap of their word sketches."""
+        if isinstance(a, int) and isinstance(b, int):
+            return bits_similarity(a, b)
+        return quantized_cosine(str(a), str(b))
+
     def _match(
-        self, state: State, past: list[Any], rep: str, threshold: float, max_gain: int
+        self, state: RephraseState, past: tuple[tuple[int, Rep, int], ...], rep: Rep, threshold: float, max_gain: int
     ) -> tuple[int | None, float, bool]:
         """(index of the most similar earlier intent that repeats, its similarity, near miss?)."""
         best: tuple[int | None, float] = (None, 0.0)
         near = False
         for index, other, gain_then in reversed(past):
-            if state["gain"] - gain_then > max_gain:
+            if state.gain - gain_then > max_gain:
                 break  # older intents are further back still: new information came since
             similarity = self._compare(rep, other)
             if similarity >= threshold and similarity > best[1]:
@@ -465,8 +566,8 @@ class RephraseDetector(Detector):
                 near = True
         return best[0], best[1], near and best[0] is None
 
-    def _finding(self, entry: dict[str, Any], text: str, index: int, channel: str) -> Finding:
-        n = entry["n"]
+    def _finding(self, entry: Channel, text: str, index: int, channel: str) -> Finding:
+        n = entry.n
         if channel.startswith(_ASKS):
             what, since = f"instruction to {channel[len(_ASKS) :]}", "only its replies"
         else:
@@ -474,14 +575,14 @@ class RephraseDetector(Detector):
         return Finding(
             pattern="rephrase",
             count=n,
-            key=f"rephrase:{entry['start']}",
-            loop_start=entry["start"],
+            key=f"rephrase:{entry.start}",
+            loop_start=entry.start,
             reason=(
-                f"the same {what} {n} times in other words ({self.similarity} similarity {entry['sim']:.2f}) "
+                f"the same {what} {n} times in other words ({self.similarity} similarity {entry.sim:.2f}) "
                 f"with {since} in between: {preview(text, 120)}"
             ),
-            indices=tuple(entry["idx"]),
-            facts={"similarity": round(entry["sim"], 3), "intent": preview(text, 200), "match": self.similarity},
+            indices=entry.idx,
+            facts={"similarity": round(entry.sim, 3), "intent": preview(text, 200), "match": self.similarity},
         )
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..ladder import Ladder
 from ..patterns import Pattern
 from ..swarm_tally import SwarmTally as SwarmTally
-from .base import Detector, Finding, State, Step, call_label
+from .base import Detector, Finding, Step, call_label
+from .state import keys_of
 
 _SWARM = (
     "GLOBAL DOOM LOOP: {count} calls to {tool} across {workers} workers. The entire swarm is stuck on this "
@@ -39,10 +42,16 @@ class SwarmDetector(Detector):
         self.threshold = threshold
         self.min_workers = min_workers
 
-    def new_state(self) -> State:
+    def new_state(self) -> None:
+        return None  # the backend keeps the counts: nothing per session (``{}`` in a snapshot)
+
+    def dump_state(self, state: None) -> dict[str, Any]:
         return {}
 
-    def observe(self, state: State, step: Step) -> Finding | None:
+    def load_state(self, data: dict[str, Any]) -> None:
+        keys_of("swarm", data, ())
+
+    def observe(self, state: None, step: Step) -> Finding | None:
         tally = step.swarm
         if tally is None or step.kind != "call":
             return None

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 import zlib
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from .. import _kernels
@@ -17,16 +20,31 @@ from .base import (
     SKETCH_BITS,
     Detector,
     Finding,
-    State,
     Step,
+    argument_word_array,
     beyond_echo,
     bits_similarity,
     bits_text,
     bottom_k,
     mutates,
-    push,
-    sorted_argument_words,
+    pushed,
     text_bits,
+)
+from .state import (
+    Reader,
+    any_value,
+    fields_json,
+    flag,
+    from_fields,
+    integer,
+    integer_tuple,
+    keys_of,
+    listed,
+    optional_integer,
+    optional_text,
+    optional_words,
+    text_tuple,
+    words_json,
 )
 
 Metric = Literal["jaccard", "fuzz"]
@@ -72,7 +90,7 @@ def word_bits(text: str, k: int) -> int:
     return bottom_k(set(map(zlib.crc32, words)), k)
 
 
-def best_sketch_similarity(bits: int, recent: list[int]) -> float:
+def best_sketch_similarity(bits: int, recent: Sequence[int]) -> float:
     """The highest :func:`~.base.sketch_similarity` of the sketch ``bits`` with the ``recent`` sketches, all
     as integer bit sets (0.0 when ``recent`` is empty)."""
     return max((bits_similarity(prev, bits) for prev in recent), default=0.0)
@@ -89,6 +107,34 @@ def turn_text(step: Step, include_thoughts: bool) -> str | None:
 
 _SEEN: Final = 32
 """Recent results (their fingerprints) a turn's result is compared with to tell whether it is new."""
+
+
+@dataclass(slots=True)
+class SimilarTextState:
+    """A :class:`SimilarTextDetector`'s session state."""
+
+    history: tuple[Any, ...] = ()
+    """The recent turns: sketches (integers), word sets or texts, as the metric needs."""
+    consecutive: int = 0
+    start: int | None = None
+    idx: tuple[int, ...] = ()
+    seen: tuple[str, ...] = ()
+    """What the recent results said (with ``novelty``)."""
+    news: bool = False
+    """Did a result say something new since the last turn?"""
+    asked: array[int] | None = None
+    """The argument words of the call awaiting its result (shared with the step: never changed)."""
+
+
+_SIMILAR_TEXT_READERS: Final[dict[str, Reader]] = {
+    "history": lambda value, what: tuple(listed(value, what, any_value)),
+    "consecutive": integer,
+    "start": optional_integer,
+    "idx": integer_tuple,
+    "seen": text_tuple,
+    "news": flag,
+    "asked": optional_words,
+}
 
 
 class SimilarTextDetector(Detector):
@@ -111,7 +157,6 @@ class SimilarTextDetector(Detector):
     name = "similar_text"
     kinds = frozenset({"call", "message", "result"})  # results: only with novelty
     patterns = (SIMILAR_TEXT,)
-    optional_state = frozenset({"seen", "news", "asked"})  # snapshots taken before novelty was kept
 
     def __init__(
         self,
@@ -142,8 +187,8 @@ class SimilarTextDetector(Detector):
         self.min_chars = min_chars
         self.novelty = novelty
 
-    def new_state(self) -> State:
-        return {"history": [], "consecutive": 0, "start": None, "idx": [], "seen": [], "news": False, "asked": None}
+    def new_state(self) -> SimilarTextState:
+        return SimilarTextState()
 
     def _item(self, text: str) -> Any:
         """The history item of ``text`` when it is not a sketch: the text (fuzz) or its word set (jaccard)."""
@@ -156,7 +201,7 @@ class SimilarTextDetector(Detector):
     def _similarity(self) -> Callable[[Any, Any], float]:
         return fuzz_ratio if self.metric == "fuzz" else jaccard_sets
 
-    def _compare(self, text: str, recent: list[Any]) -> tuple[Any, float | None]:
+    def _compare(self, text: str, recent: Sequence[Any]) -> tuple[Any, float | None]:
         """The history item of ``text`` and its best similarity to the ``recent`` items (None if none)."""
         if self.sketch is not None and self.metric == "jaccard":
             # sketches are kept as integer bit sets (base64 text only in the JSON form)
@@ -165,57 +210,61 @@ class SimilarTextDetector(Detector):
         item, similarity = self._item(text), self._similarity()
         return item, max(similarity(prev, item) for prev in recent) if recent else None
 
-    def observe(self, state: State, step: Step) -> Finding | None:
+    def observe(self, state: SimilarTextState, step: Step) -> Finding | None:
         if step.kind == "result":
             if not self.novelty:
                 return None
             # what a change answers shows what was written, not something learned: an edit undone and redone
             # answers something different each time
-            if state["asked"] is not None:
-                said = beyond_echo(step, frozenset(state["asked"]))
-                if said not in state["seen"]:  # a result unlike the recent ones: something learned
-                    state["news"] = True
-                    push(state["seen"], said, _SEEN)
+            if state.asked is not None:
+                said = beyond_echo(step, frozenset(state.asked))
+                if said not in state.seen:  # a result unlike the recent ones: something learned
+                    state.news = True
+                    state.seen = pushed(state.seen, said, _SEEN)
             return None
         if self.novelty and step.kind == "call":
-            state["asked"] = None if mutates(step) else sorted_argument_words(step)
+            state.asked = None if mutates(step) else argument_word_array(step)
         text = turn_text(step, self.include_thoughts)
         if text is None or (self.min_chars and len(text.strip()) < self.min_chars):
             return None
-        history = state["history"]
+        history = state.history
         item, best = self._compare(text, history[-self.window :])
-        push(history, item, self.history)
-        push(state["idx"], step.index, self.window + 1)
+        state.history = pushed(history, item, self.history)
+        state.idx = pushed(state.idx, step.index, self.window + 1)
         if best is None:
             return None
-        news, state["news"] = state["news"], False
+        news, state.news = state.news, False
         if best < self.threshold or news:
             # a turn much like the last ones after something new came back is the same template on new
             # ground (paging through a file, the next item of a list), not a loop
-            state.update(consecutive=0, start=None)
+            state.consecutive, state.start = 0, None
             return None
-        if state["consecutive"] == 0:
-            state["start"] = state["idx"][-2] if len(state["idx"]) > 1 else step.index
-        state["consecutive"] = state["consecutive"] + 1 if self.mode == "consecutive" else 1
-        count = state["consecutive"]
+        if state.consecutive == 0:
+            state.start = state.idx[-2] if len(state.idx) > 1 else step.index
+        state.consecutive = state.consecutive + 1 if self.mode == "consecutive" else 1
+        count = state.consecutive
         return Finding(
             pattern="similar_text",
             count=count,
-            key=f"similar_text:{state['start']}",
-            loop_start=state["start"],
+            key=f"similar_text:{state.start}",
+            loop_start=state.start,
             reason=f"{count} consecutive similar turns ({best:.0%} similar to a recent turn)",
-            indices=tuple(state["idx"][-(count + 1) :]),
+            indices=state.idx[-(count + 1) :],
             facts={"similarity": round(best, 3), "text": preview(text, 160)},
         )
 
-    def dump_state(self, state: State) -> dict[str, Any]:
-        return {**state, "history": [_history_json(h) for h in state["history"]]}
+    def dump_state(self, state: SimilarTextState) -> dict[str, Any]:
+        data = fields_json(state)
+        data["history"] = [_history_json(h) for h in state.history]
+        data["asked"] = words_json(state.asked)
+        return data
 
-    def load_state(self, data: dict[str, Any]) -> State:
-        state = super().load_state(data)
+    def load_state(self, data: dict[str, Any]) -> SimilarTextState:
+        keys_of("similar_text", data, ("history", "consecutive", "start", "idx"), ("seen", "news", "asked"))
+        state = from_fields(SimilarTextState, data, "similar_text", _SIMILAR_TEXT_READERS)
         if self.metric == "jaccard":
             load = frozenset if self.sketch is None else _sketch_bits
-            state["history"] = [load(h) for h in state["history"]]
+            state.history = tuple(load(h) for h in state.history)
         return state
 
 
@@ -234,6 +283,15 @@ def _history_json(item: Any) -> Any:
     if isinstance(item, frozenset):
         return sorted(item)
     return bits_text(item) if isinstance(item, int) else item
+
+
+@dataclass(slots=True)
+class ChantingState:
+    """A :class:`ChantingDetector`'s session state: the streamed message being read."""
+
+    tracker: ChantTracker | None = None
+    start: int | None = None
+    done: bool = False
 
 
 class ChantingDetector(Detector):
@@ -256,29 +314,29 @@ class ChantingDetector(Detector):
             chunk_size=self.chunk_size, threshold=self.threshold, max_mean_distance=self.max_mean_distance
         )
 
-    def new_state(self) -> State:
-        return {"tracker": None, "start": None, "done": False}
+    def new_state(self) -> ChantingState:
+        return ChantingState()
 
-    def observe(self, state: State, step: Step) -> Finding | None:
+    def observe(self, state: ChantingState, step: Step) -> Finding | None:
         if step.kind == "delta":
-            if state["tracker"] is None:
-                state.update(tracker=self._tracker(), start=step.index, done=False)
-            return None if state["done"] else self._feed(state, step.text or "", step)
-        if state["tracker"] is not None or state["start"] is not None or state["done"]:
-            state.update(tracker=None, start=None, done=False)  # any other event ends a streamed message
+            if state.tracker is None:
+                state.tracker, state.start, state.done = self._tracker(), step.index, False
+            return None if state.done else self._feed(state, step.text or "", step)
+        if state.tracker is not None or state.start is not None or state.done:
+            state.tracker, state.start, state.done = None, None, False  # any other event ends a streamed message
         if step.kind == "message" and step.role == "assistant" and step.text:
             hit = self._tracker().feed(step.text)  # a whole message: its tracker is not kept
             return None if hit is None else self._finding(hit, step.index, step)
         return None
 
-    def _feed(self, state: State, text: str, step: Step) -> Finding | None:
-        hit = state["tracker"].feed(text)
+    def _feed(self, state: ChantingState, text: str, step: Step) -> Finding | None:
+        hit = state.tracker.feed(text) if state.tracker is not None else None
         if hit is None:
             return None
-        state["done"] = True
-        return self._finding(hit, state["start"], step)
+        state.done = True
+        return self._finding(hit, state.start, step)
 
-    def _finding(self, hit: ChantHit, start: int, step: Step) -> Finding:
+    def _finding(self, hit: ChantHit, start: int | None, step: Step) -> Finding:
         return Finding(
             pattern="chanting",
             count=hit.count,
@@ -289,15 +347,45 @@ class ChantingDetector(Detector):
             facts={"chunk": hit.chunk, "offset": hit.first_offset},
         )
 
-    def dump_state(self, state: State) -> dict[str, Any]:
-        tracker = state["tracker"]
-        return {**state, "tracker": tracker.to_json() if tracker is not None else None}
+    def dump_state(self, state: ChantingState) -> dict[str, Any]:
+        tracker = state.tracker
+        return {"tracker": tracker.to_json() if tracker is not None else None, "start": state.start, "done": state.done}
 
-    def load_state(self, data: dict[str, Any]) -> State:
-        state = super().load_state(data)
-        if state["tracker"] is not None:
-            state["tracker"] = ChantTracker.from_json(state["tracker"])
-        return state
+    def load_state(self, data: dict[str, Any]) -> ChantingState:
+        keys_of("chanting", data, ("tracker", "start", "done"))
+        tracker = data["tracker"]
+        return ChantingState(
+            tracker=None if tracker is None else ChantTracker.from_json(tracker),
+            start=optional_integer(data["start"], "chanting: start"),
+            done=flag(data["done"], "chanting: done"),
+        )
+
+
+@dataclass(slots=True)
+class MonologueState:
+    """A :class:`MonologueDetector`'s session state."""
+
+    tools: bool = False
+    """Has the session used tools?"""
+    n: int = 0
+    start: int | None = None
+    same: int = 0
+    """The same message in a row."""
+    last: int | None = None
+    """The hash of the last message (lowercased, blanks removed)."""
+    worker: str | None = None
+    idx: tuple[int, ...] = ()
+
+
+_MONOLOGUE_READERS: Final[dict[str, Reader]] = {
+    "tools": flag,
+    "n": integer,
+    "start": optional_integer,
+    "same": integer,
+    "last": optional_integer,
+    "worker": optional_text,
+    "idx": integer_tuple,
+}
 
 
 class MonologueDetector(Detector):
@@ -315,50 +403,58 @@ class MonologueDetector(Detector):
     def __init__(self, *, per_worker: bool = True) -> None:
         self.per_worker = per_worker
 
-    def new_state(self) -> State:
-        return {"tools": False, "n": 0, "start": None, "same": 0, "last": None, "worker": None, "idx": []}
+    def new_state(self) -> MonologueState:
+        return MonologueState()
 
-    def observe(self, state: State, step: Step) -> Finding | None:
+    def dump_state(self, state: MonologueState) -> dict[str, Any]:
+        return fields_json(state)
+
+    def load_state(self, data: dict[str, Any]) -> MonologueState:
+        keys_of("monologue", data, _MONOLOGUE_READERS)
+        return from_fields(MonologueState, data, "monologue", _MONOLOGUE_READERS)
+
+    def observe(self, state: MonologueState, step: Step) -> Finding | None:
         if step.kind == "call":
-            state.update(tools=True, n=0, start=None, same=0, last=None, idx=[])
+            state.tools, state.n, state.start, state.same, state.last, state.idx = True, 0, None, 0, None, ()
             return None
         if step.kind == "message" and step.role == "user":
             # someone answered: replying to a user is a conversation, not a monologue (saying the very same
             # thing again after the answer still counts as a repeated message)
-            state.update(n=0, start=None)
+            state.n, state.start = 0, None
             return None
         if step.kind != "message" or step.role != "assistant":
             return None
-        if self.per_worker and step.worker != state["worker"]:
-            state.update(n=0, start=None, same=0, last=None, idx=[], worker=step.worker)
+        if self.per_worker and step.worker != state.worker:
+            state.n, state.start, state.same, state.last, state.idx = 0, None, 0, None, ()
+            state.worker = None if step.worker is None else sys.intern(step.worker)
         text = (step.text or "")[:4_000]
         normalized = zlib.crc32(text.lower().encode("utf-8", "surrogatepass").translate(None, b" \t\r\n"))
-        state["same"] = state["same"] + 1 if normalized == state["last"] else 1
-        state["last"] = normalized
-        state["n"] += 1
-        if state["n"] == 1:
-            state["start"] = step.index
-        push(state["idx"], step.index, 8)
-        if state["same"] >= 2:
-            return self._finding(state, step, "repeat_message", state["same"])
-        if state["tools"] and state["n"] >= 2:
-            return self._finding(state, step, "monologue", state["n"])
+        state.same = state.same + 1 if normalized == state.last else 1
+        state.last = normalized
+        state.n += 1
+        if state.n == 1:
+            state.start = step.index
+        state.idx = pushed(state.idx, step.index, 8)
+        if state.same >= 2:
+            return self._finding(state, step, "repeat_message", state.same)
+        if state.tools and state.n >= 2:
+            return self._finding(state, step, "monologue", state.n)
         return None
 
-    def _finding(self, state: State, step: Step, pattern: str, count: int) -> Finding:
+    def _finding(self, state: MonologueState, step: Step, pattern: str, count: int) -> Finding:
         if pattern == "repeat_message":
             reason = f"the same assistant message {count} times in a row"
         else:
             reason = f"{count} assistant messages in a row without using a tool"
-        start = state["idx"][-count] if len(state["idx"]) >= count else state["start"]
+        start = state.idx[-count] if len(state.idx) >= count else state.start
         return Finding(
             pattern=pattern,
             count=count,
             hard=pattern == "repeat_message",  # the very same message again; talking on is not
-            key=f"{pattern}:{start if pattern == 'repeat_message' else state['start']}",
+            key=f"{pattern}:{start if pattern == 'repeat_message' else state.start}",
             loop_start=start,
             reason=reason,
-            indices=tuple(state["idx"][-count:]),
+            indices=state.idx[-count:],
             facts={"text": preview(step.text or "", 160)},
         )
 
