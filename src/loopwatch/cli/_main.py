@@ -1,4 +1,5 @@
-"""The ``loopwatch`` command line. It drives; the rules never import it.
+"""The ``loopwatch`` command line's parser and commands. It drives; the engine, the rules and the guard never
+import it.
 
     loopwatch scan PATH... [--format NAME] [--preset NAME] [--config FILE] [--json] [-j N] [--html FILE]
                            [--fail-on ACTION]
@@ -31,11 +32,15 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, TextIO
 
-from . import __version__
-from .batch import Scanned, keep_all, scan_files
-from .cli_options import add_json_option, add_policy_options, add_store_option
-from .errors import ConfigError, InputError, LoopwatchError
-from .evaluation import (
+from .. import __version__
+from .._cli_options import add_json_option, add_policy_options, add_store_option
+from ..errors import ConfigError, InputError, LoopwatchError
+from ..policy import Policy
+from ..policy_spec import PolicySpec
+from ..readers import FORMATS, Run, expand_paths, read_file, read_meter
+from ..verdict import SEVERITY
+from ._batch import Scanned, keep_all, scan_files
+from ._evaluation import (
     Evaluation,
     Sweep,
     compare_json,
@@ -48,15 +53,11 @@ from .evaluation import (
     sweep_point,
     sweep_table,
 )
-from .explain import explain_run, explanation_json
-from .labelfile import read_labels
-from .metrics import Label, LabelError
-from .policy import Policy
-from .policy_spec import PolicySpec
-from .progress import Progress, progress_bar
-from .readers import FORMATS, Run, expand_paths, read_file, read_meter
-from .summary import RunDigest, ScanTotals, episodes
-from .verdict import SEVERITY
+from ._explain import explain_run, explanation_json
+from ._labelfile import read_labels
+from ._metrics import Label, LabelError
+from ._progress import Progress, progress_bar
+from ._summary import RunDigest, ScanTotals, episodes
 
 FAIL_ON: tuple[str, ...] = ("nudge", "block", "stop")
 
@@ -178,15 +179,15 @@ def _no_progress(command: argparse.ArgumentParser) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["hook"]:  # the hook parses its own options (the console script gets here sooner)
-        from .adapters.claude_code import main as hook_main
+        from ..adapters.claude_code import main as hook_main
 
         return hook_main(arguments[1:])
     if arguments[:1] == ["mcp-proxy"]:  # the proxy parses its own options (its command follows --)
-        from .adapters.mcp import main as mcp_main
+        from ..adapters.mcp import main as mcp_main
 
         return mcp_main(arguments[1:])
     if arguments[:1] == ["serve"]:  # the service parses its own options
-        from .server.run import main as serve_main
+        from ..server.run import main as serve_main
 
         return serve_main(arguments[1:])
     args = _parser().parse_args(arguments)
@@ -333,7 +334,7 @@ def _keep_none(report: Any) -> bool:
 
 
 def _html_report(currency: str = "USD") -> Any:
-    from .report import HtmlReport
+    from ._report import HtmlReport
 
     return HtmlReport(currency=currency)
 
@@ -602,7 +603,7 @@ def _eval_html(
     sweeps: list[Any],
     about: list[tuple[str, str]] | None,
 ) -> None:
-    from .eval_report import write_eval_report
+    from ._eval_report import write_eval_report
 
     write_eval_report(path, evaluation, runs, labels, sweeps=sweeps, about=about)
     print(f"loopwatch: wrote {path}", file=sys.stderr)
@@ -657,8 +658,8 @@ def _the_run(run_id: str | None, runs: Iterator[Run]) -> Run | None:
 
 
 def _sessions(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors: _Errors) -> int:
-    from .guard import Guard
-    from .stores import StoreError, store_from_url
+    from ..guard import Guard
+    from ..stores import StoreError, store_from_url
 
     if args.clear and not args.swarm:
         raise ConfigError("--clear needs --swarm ID", field="clear")
@@ -711,7 +712,7 @@ def _swarm(guard: Any, args: argparse.Namespace) -> int:
 
 
 def _list_sessions(guard: Any, as_json: bool) -> None:
-    from .stored import DamagedStateError
+    from ..stored import DamagedStateError
 
     rows: list[dict[str, Any]] = []
     for name in sorted(guard.sessions()):
@@ -752,7 +753,3 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, PolicySpec, Policy, _Errors],
     "explain": _explain,
     "sessions": _sessions,
 }
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
