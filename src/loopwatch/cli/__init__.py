@@ -8,8 +8,9 @@ stores, the adapters or the service imports it.
 
     status = main(["scan", "runs/", "--json"])
 
-The modules inside are the command line's own (private): the scans, the evaluation against labels, the HTML report
-(its style sheet, script and head are package data in ``assets/``), the summaries and the progress bar.
+The modules inside are the command line's own (private): one per command (``_scan_command``, ``_eval_command``,
+``_explain_command``, ``_sessions_command``) and what they use: the scans, the evaluation against labels, the HTML
+report (its style sheet, script and head are package data in ``assets/``), the summaries and the progress bar.
 """
 
 from ._main import main
