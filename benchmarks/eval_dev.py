@@ -18,8 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from loopwatch.evaluation import evaluate_policy, labelled_runs
-from loopwatch.metrics import parse_labels
+from loopwatch.cli._evaluation import evaluate_policy, labelled_runs
+from loopwatch.cli._metrics import parse_labels
 from loopwatch.presets import PRESETS, preset
 from loopwatch.readers import read_runs
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopwatch.batch import scan_files
+from loopwatch.cli._batch import scan_files
 from loopwatch.errors import InputError
 from loopwatch.guard import Guard
 from loopwatch.policy import Policy

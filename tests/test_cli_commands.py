@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from loopwatch import batch
+from loopwatch.cli import _batch as batch
 from loopwatch.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]

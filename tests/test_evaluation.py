@@ -9,9 +9,7 @@ from typing import Any
 
 import pytest
 
-from loopwatch.detectors import chanting, error_retry
-from loopwatch.errors import ConfigError
-from loopwatch.evaluation import (
+from loopwatch.cli._evaluation import (
     Evaluation,
     Sweep,
     choose,
@@ -25,12 +23,14 @@ from loopwatch.evaluation import (
     sweep_point,
     sweep_table,
 )
+from loopwatch.cli._explain import explain_run, explanation_json, find_run
+from loopwatch.cli._metrics import Detection, RunOutcome, evaluate, parse_labels, run_outcome_from_trajectory
+from loopwatch.cli._scan import scan_runs
+from loopwatch.detectors import chanting, error_retry
+from loopwatch.errors import ConfigError
 from loopwatch.events import Message, ToolCall, ToolResult
-from loopwatch.explain import explain_run, explanation_json, find_run
-from loopwatch.metrics import Detection, RunOutcome, evaluate, parse_labels, run_outcome_from_trajectory
 from loopwatch.presets import preset
 from loopwatch.readers import Run, read_runs, trajectory_run
-from loopwatch.scan import scan_runs
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 SWE = CORPUS / "swe_agent_java.jsonl.gz"

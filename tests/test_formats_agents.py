@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 
 from loopwatch import formats, readers
+from loopwatch.cli._scan import scan_events, scan_runs
 from loopwatch.engine import Engine
 from loopwatch.errors import InputError
 from loopwatch.events import Event, Message, ToolCall, ToolResult, Usage
 from loopwatch.formats import mini_swe_agent, openhands, otel, swe_agent, tau_bench
 from loopwatch.presets import default
 from loopwatch.readers import Run, open_text, step_event
-from loopwatch.scan import scan_events, scan_runs
 from loopwatch.verdict import Verdict
 
 DATA = Path(__file__).resolve().parent / "data" / "formats"

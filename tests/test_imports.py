@@ -38,10 +38,10 @@ DEFERRED_BY_IMPORT = (
 )
 NOT_IN_A_HOOK_RUN = (
     "loopwatch.config",  # found by walking up the directories; loaded only when a configuration file is there
-    "loopwatch.cli",
-    "loopwatch.batch",
+    "loopwatch.cli",  # the command line's package: loaded by any of its modules (scans, reports, evaluation)
+    "loopwatch._cli_options",  # the hook reads its few options without argparse
+    "loopwatch._timeline",  # how the report and the dashboard draw a step
     "loopwatch.readers",
-    "loopwatch.report",
     "loopwatch.judge",
     "argparse",
     "pathlib",

@@ -51,6 +51,8 @@ def test_the_wheel_carries_the_one_version_and_the_licence(dist: Path) -> None:
     assert metadata["Version"] == loopwatch.__version__
     assert "License-File" in metadata and any(n.endswith("licenses/LICENSE") for n in names)
     assert "loopwatch/py.typed" in names and "loopwatch/server/static/index.html" in names
+    report_assets = {f"loopwatch/cli/assets/{n}" for n in ("report-head.html", "report.css", "report.js")}
+    assert report_assets <= set(names)  # the HTML report's page, style sheet and script are package data
     assert not any(n.startswith(("tests/", "examples/")) for n in names)
 
 
@@ -58,8 +60,8 @@ def test_the_sdist_has_what_a_build_from_source_needs(dist: Path) -> None:
     sdist = _one(dist, "loopwatch-*.tar.gz")
     with tarfile.open(sdist) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
-    needed_files = ("pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "mkdocs.yml", "src/loopwatch/cli.py")
-    for needed in (*needed_files, "hatch_build.py", "src/loopwatch/_kernels_c.c"):
+    needed_files = ("pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "mkdocs.yml", "hatch_build.py")
+    for needed in (*needed_files, "src/loopwatch/cli/_main.py", "src/loopwatch/_kernels_c.c"):
         assert needed in names, needed
     assert any(n.startswith("docs/") for n in names) and any(n.startswith("examples/") for n in names)
     assert not any("node_modules" in n for n in names)
@@ -116,6 +118,20 @@ def test_the_wheel_installed_outside_the_checkout_scans_the_examples(dist: Path,
         [str(bin_dir / "loopwatch"), "scan", "examples"], capture_output=True, text=True, cwd=work, env=env, check=False
     )
     assert summary.returncode == 0 and "runs with loops" in summary.stdout  # plain text: rich is an extra
+    page = work / "report.html"
+    drawn = subprocess.run(
+        [str(bin_dir / "loopwatch"), "scan", "examples", "--no-config", "--html", str(page)],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=env,
+        check=False,
+    )
+    assert drawn.returncode == 0, drawn.stderr
+    html = page.read_text(encoding="utf-8")
+    assets = REPO / "src" / "loopwatch" / "cli" / "assets"
+    for asset in ("report.css", "report.js"):  # inlined from the installed package's data files
+        assert assets.joinpath(asset).read_text(encoding="utf-8") in html, asset
 
 
 def test_the_version_is_written_once() -> None:

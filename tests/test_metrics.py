@@ -1,4 +1,5 @@
-"""Tests for loopwatch.metrics: each metric of docs/labels.md (section 5) on hand-built runs and the real dev labels."""
+"""Tests for the command line's metrics (loopwatch.cli._metrics): each metric of docs/labels.md (section 5) on
+hand-built runs and the real dev labels."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loopwatch.errors import ConfigError, LoopwatchError
-from loopwatch.metrics import (
+from loopwatch.cli._metrics import (
     Detection,
     Label,
     LabelError,
@@ -28,6 +28,7 @@ from loopwatch.metrics import (
     resolved_from_labels,
     run_outcome_from_trajectory,
 )
+from loopwatch.errors import ConfigError, LoopwatchError
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 DEV_LABELS = CORPUS / "labels" / "dev.jsonl"

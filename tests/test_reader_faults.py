@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopwatch.cli import main
+from loopwatch.cli._scan import scan_runs
 from loopwatch.errors import InputError
 from loopwatch.presets import preset
 from loopwatch.readers import read_runs
-from loopwatch.scan import scan_runs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from trace_corruption import HOSTILE, canonical_seeds, corrupt, corrupt_text, sample_files

@@ -1,4 +1,4 @@
-"""The HTML report (:mod:`loopwatch.report`): its API, its escaping, its totals, and the page in a real browser.
+"""The HTML report (:mod:`loopwatch.cli._report`): its API, its escaping, its totals, and the page in a real browser.
 
 The browser test opens the generated file in headless Chromium (driven by Playwright), takes a screenshot, checks
 the expected elements are there and visible, clicks a run, and checks there were no console errors and no network
@@ -26,12 +26,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from browser import CHROMIUM_ARGS, chromium
+from loopwatch._timeline import ACTION_COLOURS
+from loopwatch.cli._report import HtmlReport, SweepPoint, middle_ellipsis, scan_with_runs
+from loopwatch.cli._scan import RunReport, scan_runs
+from loopwatch.cli._summary import model_of
 from loopwatch.events import Event, Message, ToolCall, ToolResult, Usage
 from loopwatch.presets import preset
 from loopwatch.readers import Run, read_runs
-from loopwatch.report import ACTION_COLOURS, HtmlReport, SweepPoint, middle_ellipsis, scan_with_runs
-from loopwatch.scan import RunReport, scan_runs
-from loopwatch.summary import model_of
 from loopwatch.verdict import Verdict
 
 if TYPE_CHECKING:

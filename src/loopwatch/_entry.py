@@ -1,5 +1,7 @@
-"""The ``loopwatch`` console script: ``loopwatch hook ...`` goes straight to the hook, without loading the
-command line's scan, report and evaluation modules (a hook is a new process on every tool call)."""
+"""The ``loopwatch`` console script (and ``python -m loopwatch``): ``loopwatch hook ...`` goes straight to the
+Claude Code hook and ``loopwatch mcp-proxy ...`` to the MCP proxy, without loading the command line's package
+(:mod:`loopwatch.cli`: its scans, reports and evaluation); everything else goes to the command line. It lives
+outside that package for this reason: a hook is a new process on every tool call."""
 
 from __future__ import annotations
 

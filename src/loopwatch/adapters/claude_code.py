@@ -680,7 +680,7 @@ def _settings_command(args: argparse.Namespace, stdout: IO[str]) -> int:
 def _parser() -> argparse.ArgumentParser:
     import argparse
 
-    from ..cli_options import add_policy_options, add_store_option
+    from .._cli_options import add_policy_options, add_store_option
 
     parser = argparse.ArgumentParser(
         prog="loopwatch hook",

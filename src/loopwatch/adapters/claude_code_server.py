@@ -31,7 +31,7 @@ from .claude_code import SERVICE_PATH, answer, decode_input
 if TYPE_CHECKING:
     from ..guard import Guard
 
-__all__ = ["DEFAULT_PORT", "PATH", "HookServer", "hook_answer", "make_server"]
+__all__ = ["DEFAULT_PORT", "PATH", "HookServer", "hook_answer", "make_server", "serve"]
 
 PATH: Final = SERVICE_PATH
 """The URL path the service answers on (``--install --http`` URLs end with it)."""

@@ -632,7 +632,7 @@ def run_proxy(
 def _parser() -> argparse.ArgumentParser:
     import argparse
 
-    from ..cli_options import add_audit_option, add_policy_options, add_store_option
+    from .._cli_options import add_audit_option, add_policy_options, add_store_option
 
     parser = argparse.ArgumentParser(
         prog="loopwatch mcp-proxy",

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 if TYPE_CHECKING:
     from ..readers import ErrorHandler, Run
 
+__all__ = ["REGISTRY", "FormatReader", "load", "modules", "reader"]
+
 REGISTRY: dict[str, str] = {
     "claude_code": "loopwatch.formats.claude_code",
     "swe_agent": "loopwatch.formats.swe_agent",

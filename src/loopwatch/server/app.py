@@ -30,11 +30,11 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .. import __version__
+from .._timeline import ACTION_COLOURS, KIND_COLOURS, KIND_NAMES, OTHER_TOOL, TOOL_PALETTE
 from ..errors import EventError, LoopwatchError, StateError
 from ..events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, event_type, parse_event
 from ..guard import Guard
 from ..policy_spec import PolicySpec
-from ..report import ACTION_COLOURS, KIND_COLOURS, KIND_NAMES, OTHER_TOOL, TOOL_PALETTE
 from ..stores import StoreError
 from ..verdict import Verdict
 from .board import DIMENSIONS, Board, make_note

@@ -17,9 +17,9 @@ from collections import OrderedDict, deque
 from collections.abc import Mapping
 from typing import Any, Final
 
+from .._timeline import describe
 from ..events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
 from ..redact import REDACTED, Redactor
-from ..report import _describe
 from ..verdict import Verdict
 
 __all__ = ["DIMENSIONS", "Board", "make_note"]
@@ -50,7 +50,7 @@ def _clean_event(event: Event) -> Event:
 def _label(event: Event) -> tuple[str, str | None, str, bool]:
     """(kind, tool, label, failed) as the HTML report shows a step, secrets redacted. The label is redacted once it
     is cut; a long word cut at its end is dropped, since a secret cut in two may no longer look like one."""
-    kind, tool, label, failed = _describe(_clean_event(event))
+    kind, tool, label, failed = describe(_clean_event(event))
     label = _redactor.scrub(label)
     if label.endswith("…"):
         head, _, last = label[:-1].rpartition(" ")

@@ -12,13 +12,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .engine import Engine
-from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
-from .fingerprint import preview
-from .policy import Policy
-from .readers import Run
-from .scan import scan_runs
-from .verdict import Verdict
+from ..engine import Engine
+from ..events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
+from ..fingerprint import preview
+from ..policy import Policy
+from ..readers import Run
+from ..verdict import Verdict
+from ._scan import scan_runs
 
 _CONTEXT: Final = 2
 _MAX_LISTED: Final = 40

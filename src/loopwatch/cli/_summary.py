@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .events import Usage
-from .readers import Run
-from .scan import RunReport
-from .verdict import SEVERITY, Verdict
+from ..events import Usage
+from ..readers import Run
+from ..verdict import SEVERITY, Verdict
+from ._scan import RunReport
 
 
 def model_of(meta: Mapping[str, Any]) -> str | None:

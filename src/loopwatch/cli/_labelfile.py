@@ -1,5 +1,5 @@
 """Reading a labels file for ``loopwatch eval`` (the label format: docs/labels.md): every problem is a
-:class:`~loopwatch.metrics.LabelError` naming the file and line, and the field when one is at fault.
+:class:`~loopwatch.cli._metrics.LabelError` naming the file and line, and the field when one is at fault.
 
 Labels are strict where trace files are lenient: a field the format does not define is an error, with the
 closest defined field suggested, because a misspelt ``detectable_at`` or ``episodes`` would otherwise be
@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .metrics import Label, LabelError, parse_labels
+from ._metrics import Label, LabelError, parse_labels
 
 LABEL_FIELDS: Final = ("id", "verdict", "episodes", "confidence", "note")
 EPISODE_FIELDS: Final = ("start", "detectable_at", "end", "unit_len", "pattern", "reps", "note")

@@ -42,7 +42,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .errors import ConfigError, LoopwatchError
+from ..errors import ConfigError, LoopwatchError
 
 ACTIONS: Final = ("nudge", "block", "stop")
 VERDICTS: Final = ("stuck", "recovered", "clean")

@@ -1,7 +1,7 @@
 """Detection quality on labelled runs: one preset, presets side by side, or one threshold swept.
 
-This drives the engine over recorded runs (as :mod:`loopwatch.scan` does) and hands the verdicts to
-:func:`loopwatch.metrics.evaluate` (see the docs' labels page). Runs without a label are read and skipped
+This drives the engine over recorded runs (as :mod:`loopwatch.cli._scan` does) and hands the verdicts to
+:func:`loopwatch.cli._metrics.evaluate` (see the docs' labels page). Runs without a label are read and skipped
 without being scanned; labels without a run are counted by the report.
 """
 
@@ -12,17 +12,17 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .detectors.base import Detector
-from .errors import ConfigError
-from .metrics import Detection, Label, Metrics, Report, RunOutcome, evaluate, resolved_from_labels, source_from_id
-from .policy import Policy
-from .readers import Run
-from .scan import RunReport, scan_runs
+from ..detectors.base import Detector
+from ..errors import ConfigError
+from ..policy import Policy
+from ..readers import Run
+from ._metrics import Detection, Label, Metrics, Report, RunOutcome, evaluate, resolved_from_labels, source_from_id
+from ._scan import RunReport, scan_runs
 
 
 @dataclass(frozen=True)
 class Evaluation:
-    """A preset's :class:`~loopwatch.metrics.Report` and the scan reports of the labelled runs behind it."""
+    """A preset's :class:`~loopwatch.cli._metrics.Report` and the scan reports of the labelled runs behind it."""
 
     policy: Policy
     report: Report

@@ -1,6 +1,8 @@
 """Options shared by every ``loopwatch`` command, so each is spelled, explained and shown the same way everywhere
-(``--preset NAME``, ``--config FILE``, ``--no-config``, ``--store URL``, ``--json``, ``--audit FILE``). The
-configuration file they name is found by :mod:`loopwatch.policy_spec`, the same way everywhere.
+(``--preset NAME``, ``--config FILE``, ``--no-config``, ``--store URL``, ``--json``, ``--audit FILE``): the command
+line's (:mod:`loopwatch.cli`), the Claude Code hook's, the MCP proxy's and the service's, which is why they live
+outside the command line's package. The configuration file they name is found by :mod:`loopwatch.policy_spec`,
+the same way everywhere.
 """
 
 from __future__ import annotations

@@ -7,12 +7,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .engine import Engine
-from .errors import InputError
-from .events import Event
-from .policy import Policy
-from .readers import ErrorHandler, Run
-from .verdict import Verdict
+from ..engine import Engine
+from ..errors import InputError
+from ..events import Event
+from ..policy import Policy
+from ..readers import ErrorHandler, Run
+from ..verdict import Verdict
 
 
 @dataclass

@@ -14,17 +14,17 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .evaluation import Evaluation
-from .metrics import Label, Metrics, PatternMetrics, Ratio
-from .readers import Run
-from .report import HtmlReport, LabelSpan, _e, _RunView, middle_ellipsis
-from .summary import digest_run
+from ..readers import Run
+from ._evaluation import Evaluation
+from ._metrics import Label, Metrics, PatternMetrics, Ratio
+from ._report import HtmlReport, LabelSpan, _e, _RunView, middle_ellipsis
+from ._summary import digest_run
 
 __all__ = ["EvalReport", "write_eval_report"]
 
 
 class EvalReport(HtmlReport):
-    """An :class:`~loopwatch.report.HtmlReport` of labelled runs with the evaluation's metrics and misses."""
+    """An :class:`~loopwatch.cli._report.HtmlReport` of labelled runs with the evaluation's metrics and misses."""
 
     title = "loopwatch eval"
     default_show = ""

@@ -1,0 +1,395 @@
+"""The public surface, pinned (as httpx's ``test_exported_members``): the exact ``loopwatch.__all__``, the exact
+``__all__`` of each public subpackage and module users import from (the adapters, the stores, the sinks, the trace
+formats, the rules, the embedders, the service, the command line's entry point), and the list of modules whose
+dotted path has no private part. Adding or removing a public name, or a public module, is a change to this file:
+a deliberate one, seen in review.
+
+Inside each pinned module, every class and function it defines without a leading underscore is exported (nothing
+is public by accident), and every exported name can be read from it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import loopwatch
+
+PACKAGE = Path(loopwatch.__file__).parent
+
+LOOPWATCH = [
+    "LOOP_DETECTED",
+    "PRESETS",
+    "AsyncGuard",
+    "ConfigError",
+    "Engine",
+    "Event",
+    "EventError",
+    "Guard",
+    "InputError",
+    "JudgeAnswer",
+    "JudgeRequest",
+    "Ladder",
+    "Limits",
+    "LoopJudge",
+    "LoopStopped",
+    "LoopwatchError",
+    "Message",
+    "Messages",
+    "MissingExtraError",
+    "Policy",
+    "Reset",
+    "Rung",
+    "StateError",
+    "TextDelta",
+    "ToolCall",
+    "ToolResult",
+    "ToolSettings",
+    "UnknownPresetError",
+    "Usage",
+    "Verdict",
+    "__version__",
+    "event_to_json",
+    "max_consecutive_failures",
+    "max_cost",
+    "max_iterations",
+    "max_runtime",
+    "max_tokens",
+    "parse_event",
+    "preset",
+]
+
+EXPORTS: dict[str, list[str]] = {
+    # the command line: one entry point; its scans, evaluation and report are its own (loopwatch.cli._*)
+    "loopwatch.cli": ["main"],
+    # the framework adapters, one module per framework
+    "loopwatch.adapters.autogen": [
+        "DEFAULT_SESSION",
+        "STOP_SOURCE",
+        "LoopStopped",
+        "LoopwatchAutoGen",
+        "LoopwatchModelContext",
+        "LoopwatchTermination",
+        "LoopwatchWorkbench",
+    ],
+    "loopwatch.adapters.claude_agent_sdk": ["HOOK_EVENTS", "hook_callback", "hook_output", "loopwatch_hooks"],
+    "loopwatch.adapters.claude_code": [
+        "HOOK_EVENTS",
+        "HookInputError",
+        "SettingsError",
+        "answer",
+        "decode_input",
+        "default_store_path",
+        "event_of",
+        "handle",
+        "hook_command",
+        "install_hooks",
+        "is_loopwatch_hook",
+        "main",
+        "response_for",
+        "response_text",
+        "run_hook",
+        "session_of",
+        "settings_path",
+        "stop_reason",
+        "uninstall_hooks",
+    ],
+    "loopwatch.adapters.claude_code_server": [
+        "DEFAULT_PORT",
+        "PATH",
+        "HookServer",
+        "hook_answer",
+        "make_server",
+        "serve",
+    ],
+    "loopwatch.adapters.crewai": ["DEFAULT_SESSION", "CrewRun", "LoopStopped", "LoopwatchCrewAI"],
+    "loopwatch.adapters.langchain": ["LoopStopped", "LoopwatchMiddleware", "LoopwatchState", "stop_verdict"],
+    "loopwatch.adapters.litellm": ["MARK", "LoopStopped", "LoopwatchGuardrail", "default_session"],
+    "loopwatch.adapters.mcp": [
+        "DEFAULT_SESSION",
+        "GRACE",
+        "SERVER_GONE",
+        "McpProxy",
+        "main",
+        "refusal_text",
+        "result_text",
+        "run_proxy",
+        "stop_text",
+    ],
+    "loopwatch.adapters.openai_agents": ["DEFAULT_SESSION", "LoopStopped", "LoopwatchGuard", "LoopwatchHooks"],
+    "loopwatch.adapters.pydantic_ai": ["DEFAULT_SESSION", "LoopStopped", "LoopwatchCapability"],
+    "loopwatch.adapters.smolagents": ["DEFAULT_SESSION", "LoopStopped", "LoopwatchAgent", "LoopwatchCallback"],
+    # the stores
+    "loopwatch.stores": [
+        "NO_STATE",
+        "AsyncMemoryStore",
+        "AsyncStore",
+        "MemoryStore",
+        "Store",
+        "StoreError",
+        "SwarmTally",
+        "Versioned",
+        "async_store_from_url",
+        "from_storable",
+        "new_token",
+        "register",
+        "storable",
+        "store_from_url",
+    ],
+    "loopwatch.stores.redis": ["AsyncRedisStore", "RedisStore", "async_from_url", "from_url"],
+    "loopwatch.stores.sqlite": ["SCHEMA_VERSION", "AsyncSqliteStore", "SqliteStore", "async_from_url", "from_url"],
+    # the sinks
+    "loopwatch.sinks": [
+        "ACTIONS",
+        "FORMATS",
+        "AuditWriteError",
+        "CallbackSink",
+        "JsonlAuditSink",
+        "MemorySink",
+        "Sink",
+        "WebhookFormat",
+        "WebhookSink",
+        "action_of",
+        "summarize",
+    ],
+    # the trace formats' registry (each format module has NAMES, sniff and read)
+    "loopwatch.formats": ["REGISTRY", "FormatReader", "load", "modules", "reader"],
+    # the rules
+    "loopwatch.detectors": [
+        "BehavioralDetector",
+        "ChantingDetector",
+        "CycleDetector",
+        "Detector",
+        "DoomLoopDetector",
+        "ErrorRetryDetector",
+        "FailureStreakDetector",
+        "FeedbackRepeatDetector",
+        "Finding",
+        "MonologueDetector",
+        "NoProgressDetector",
+        "RepeatDetector",
+        "RephraseDetector",
+        "RerunDetector",
+        "RevisitDetector",
+        "SelfReportDetector",
+        "SimilarTextDetector",
+        "Step",
+        "SwarmDetector",
+        "TestFixDetector",
+        "behavioral",
+        "chanting",
+        "cycle",
+        "doom_loop",
+        "error_retry",
+        "failure_streak",
+        "feedback_repeat",
+        "monologue",
+        "no_progress",
+        "repeat",
+        "rephrase",
+        "rerun",
+        "revisit",
+        "self_report",
+        "similar_text",
+        "swarm",
+        "test_fix_cycle",
+    ],
+    # the embedders of the rephrase rule
+    "loopwatch.semantic": [
+        "MAX_LENGTH",
+        "MODEL_DISTRIBUTION",
+        "MODEL_NAME",
+        "CacheInfo",
+        "CachedEmbedder",
+        "CallableEmbedder",
+        "Embedder",
+        "EmbeddingError",
+        "EmbeddingInputError",
+        "EncodeEmbedder",
+        "MethodEmbedder",
+        "MiniLMEmbedder",
+        "OpenAIEmbedder",
+        "Vector",
+        "WordPieceTokenizer",
+        "builtin_embedder",
+        "cosine",
+        "embedder_from",
+        "packaged_model_path",
+        "shared_minilm",
+        "text_key",
+        "to_vector",
+        "to_vectors",
+    ],
+    # the service
+    "loopwatch.server": ["ServiceSettings", "Tokens", "create_app", "serve"],
+}
+
+PUBLIC_MODULES = {
+    "": [
+        "loopwatch",
+        "loopwatch.audit",
+        "loopwatch.canonical",
+        "loopwatch.chanting",
+        "loopwatch.config",
+        "loopwatch.configured",
+        "loopwatch.engine",
+        "loopwatch.errors",
+        "loopwatch.events",
+        "loopwatch.fingerprint",
+        "loopwatch.guard",
+        "loopwatch.judge",
+        "loopwatch.ladder",
+        "loopwatch.limits",
+        "loopwatch.masking",
+        "loopwatch.memory",
+        "loopwatch.messages",
+        "loopwatch.patterns",
+        "loopwatch.policy",
+        "loopwatch.policy_spec",
+        "loopwatch.presets",
+        "loopwatch.readers",
+        "loopwatch.redact",
+        "loopwatch.remote",
+        "loopwatch.session_backend",
+        "loopwatch.similarity",
+        "loopwatch.sinks",
+        "loopwatch.stored",
+        "loopwatch.swarm_tally",
+        "loopwatch.telemetry",
+        "loopwatch.tools",
+        "loopwatch.verdict",
+    ],
+    "adapters": [
+        "loopwatch.adapters",
+        "loopwatch.adapters.autogen",
+        "loopwatch.adapters.claude_agent_sdk",
+        "loopwatch.adapters.claude_code",
+        "loopwatch.adapters.claude_code_server",
+        "loopwatch.adapters.crewai",
+        "loopwatch.adapters.langchain",
+        "loopwatch.adapters.litellm",
+        "loopwatch.adapters.mcp",
+        "loopwatch.adapters.openai_agents",
+        "loopwatch.adapters.pydantic_ai",
+        "loopwatch.adapters.smolagents",
+    ],
+    "cli": ["loopwatch.cli"],
+    "detectors": [
+        "loopwatch.detectors",
+        "loopwatch.detectors.base",
+        "loopwatch.detectors.cycle",
+        "loopwatch.detectors.failures",
+        "loopwatch.detectors.fuzzy",
+        "loopwatch.detectors.ledger",
+        "loopwatch.detectors.progress",
+        "loopwatch.detectors.repeat",
+        "loopwatch.detectors.rerun",
+        "loopwatch.detectors.revisit",
+        "loopwatch.detectors.semantic",
+        "loopwatch.detectors.swarm",
+        "loopwatch.detectors.text",
+    ],
+    "formats": [
+        "loopwatch.formats",
+        "loopwatch.formats.anthropic",
+        "loopwatch.formats.autogen",
+        "loopwatch.formats.claude_code",
+        "loopwatch.formats.langfuse",
+        "loopwatch.formats.langsmith",
+        "loopwatch.formats.mini_swe_agent",
+        "loopwatch.formats.openai",
+        "loopwatch.formats.openai_responses",
+        "loopwatch.formats.openhands",
+        "loopwatch.formats.otel",
+        "loopwatch.formats.swe_agent",
+        "loopwatch.formats.tau_bench",
+        "loopwatch.formats.who_and_when",
+    ],
+    "semantic": [
+        "loopwatch.semantic",
+        "loopwatch.semantic.adapters",
+        "loopwatch.semantic.base",
+        "loopwatch.semantic.cache",
+        "loopwatch.semantic.minilm",
+        "loopwatch.semantic.tokenizer",
+    ],
+    "server": [
+        "loopwatch.server",
+        "loopwatch.server.app",
+        "loopwatch.server.board",
+        "loopwatch.server.errors",
+        "loopwatch.server.openapi",
+        "loopwatch.server.prometheus",
+        "loopwatch.server.ratelimit",
+        "loopwatch.server.relay",
+        "loopwatch.server.run",
+        "loopwatch.server.settings",
+    ],
+    "stores": ["loopwatch.stores", "loopwatch.stores.redis", "loopwatch.stores.sqlite"],
+}
+"""Every module whose dotted path has no part starting with an underscore, by subpackage ("" is the package root)."""
+
+
+def _module_names() -> list[str]:
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        names.append(".".join(parts))
+    return names
+
+
+def _defined_but_not_exported(module: ModuleType) -> list[str]:
+    """The classes and functions ``module`` defines without a leading underscore and leaves out of ``__all__``."""
+    exported = set(getattr(module, "__all__", ()))
+    return sorted(
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and (inspect.isclass(value) or inspect.isfunction(value))
+        and value.__module__ == module.__name__
+        and name not in exported
+    )
+
+
+def _private(module: str) -> bool:
+    return any(part.startswith("_") for part in module.split("."))
+
+
+def test_the_package_exports_exactly_these_names() -> None:
+    assert loopwatch.__all__ == LOOPWATCH
+
+
+@pytest.mark.parametrize("module", sorted(EXPORTS))
+def test_each_public_module_exports_exactly_its_pinned_names(module: str) -> None:
+    loaded = importlib.import_module(module)
+    exported = getattr(loaded, "__all__", None)
+    assert exported is not None, f"{module} has no __all__"
+    assert sorted(exported) == sorted(EXPORTS[module])
+    assert len(set(exported)) == len(exported)
+    missing = [name for name in exported if not hasattr(loaded, name)]
+    assert missing == []
+    assert _defined_but_not_exported(loaded) == []
+
+
+def test_the_public_modules_are_exactly_the_pinned_ones() -> None:
+    public = [name for name in _module_names() if not _private(name)]
+    pinned = [name for names in PUBLIC_MODULES.values() for name in names]
+    added, removed = sorted(set(public) - set(pinned)), sorted(set(pinned) - set(public))
+    assert (added, removed) == ([], []), "a module became public (or private): pin it here, or name it _module"
+
+
+def test_the_pins_see_what_they_pin() -> None:
+    names = _module_names()
+    # the walk sees private modules too (so the public list above is not everything by accident)
+    assert {"loopwatch.cli._main", "loopwatch.cli._report", "loopwatch._entry", "loopwatch._timeline"} <= set(names)
+    assert all(module in names for module in EXPORTS)
+    # a class or function defined without an underscore and left out of __all__ is found
+    made = ModuleType("made")
+    exec("class Exported: ...\nclass Forgotten: ...\ndef _helper(): ...\n__all__ = ['Exported']", vars(made))
+    assert _defined_but_not_exported(made) == ["Forgotten"]
