@@ -98,6 +98,7 @@ EXPORTS: dict[str, list[str]] = {
         "stop_reason",
         "uninstall_hooks",
     ],
+    "loopwatch.adapters.claude_code_relay": ["TIMEOUT", "main"],
     "loopwatch.adapters.claude_code_server": [
         "DEFAULT_PORT",
         "PATH",
@@ -268,6 +269,7 @@ PUBLIC_MODULES = {
         "loopwatch.adapters.autogen",
         "loopwatch.adapters.claude_agent_sdk",
         "loopwatch.adapters.claude_code",
+        "loopwatch.adapters.claude_code_relay",
         "loopwatch.adapters.claude_code_server",
         "loopwatch.adapters.crewai",
         "loopwatch.adapters.langchain",

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import sys
 
+__all__ = ["TIMEOUT", "main"]
+
 TIMEOUT = 5.0
 """Seconds the relay waits for the service (connecting, then answering) before judging the event itself."""
 _MAX_ANSWER = 1 << 20

@@ -1,7 +1,7 @@
 """What every detector sees (:class:`Step`) and reports (:class:`Finding`).
 
 Detectors are pure: ``observe(state, step)`` reads one step, updates the detector's own per-session state (a
-typed structure, see :mod:`loopwatch.detectors.state`, written out as JSON so sessions can be snapshotted and
+typed structure, see :mod:`loopwatch.detectors._state`, written out as JSON so sessions can be snapshotted and
 restored anywhere) and may report a finding.
 They never read a clock, a file or the network, and never import their driver.
 """

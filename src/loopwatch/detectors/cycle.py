@@ -9,9 +9,9 @@ from typing import Any, Final
 from ..errors import ConfigError
 from ..ladder import Ladder
 from ..patterns import Pattern
+from ._state import Reader, fields_json, flag_tuple, from_fields, integer_tuple, keys_of, optional_text_tuple
 from .base import Detector, Finding, Step, call_label, mutates, polls, pushed
 from .repeat import loose_fp
-from .state import Reader, fields_json, flag_tuple, from_fields, integer_tuple, keys_of, optional_text_tuple
 
 
 @dataclass(slots=True)

@@ -16,26 +16,7 @@ from ..fingerprint import preview, word_hashes
 from ..ladder import Ladder
 from ..patterns import Pattern
 from ..tools import batch_items, runs_code
-from .base import (
-    Detector,
-    Finding,
-    Step,
-    argument_word_array,
-    bits_similarity,
-    bits_text,
-    bottom_k,
-    call_label,
-    masked_of,
-    mutates,
-    polls,
-    pushed,
-    query_of,
-    scopes_of,
-    searches,
-    signature_of,
-)
-from .progress import fruitless
-from .state import (
+from ._state import (
     Reader,
     fields_json,
     flag,
@@ -57,6 +38,25 @@ from .state import (
     words,
     words_json,
 )
+from .base import (
+    Detector,
+    Finding,
+    Step,
+    argument_word_array,
+    bits_similarity,
+    bits_text,
+    bottom_k,
+    call_label,
+    masked_of,
+    mutates,
+    polls,
+    pushed,
+    query_of,
+    scopes_of,
+    searches,
+    signature_of,
+)
+from .progress import fruitless
 
 _FILE_OPS: Final = lazy_compile(r"^\s*(cat|echo|sed|printf|tee|head|tail|awk)\b")
 _ECHOES: Final = lazy_compile(r"^\s*(?:echo|printf)\b")

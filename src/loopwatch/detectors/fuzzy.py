@@ -8,9 +8,7 @@ from typing import Any, Final
 from ..canonical import digest
 from ..fingerprint import exact_serialized, normalize_args_seed004, preview, primary_fingerprint
 from ..similarity import jaccard_ws
-from .base import Detector, Finding, Step, call_label, pushed
-from .repeat import REPEAT
-from .state import (
+from ._state import (
     Reader,
     fields_json,
     from_fields,
@@ -22,6 +20,8 @@ from .state import (
     optional_text,
     text_tuple,
 )
+from .base import Detector, Finding, Step, call_label, pushed
+from .repeat import REPEAT
 
 Action = tuple[str | None, str, int]
 """A call as seed 004 remembers it: (tool, normalised arguments, index)."""

@@ -24,8 +24,8 @@ from ..errors import ConfigError
 from ..fingerprint import preview
 from ..ladder import Ladder
 from ..patterns import Pattern
+from ._state import integer, integer_tuple, keys_of, optional_integer
 from .base import Detector, Finding, Step, pushed
-from .state import integer, integer_tuple, keys_of, optional_integer
 
 STALLED = Pattern(
     "stalled",

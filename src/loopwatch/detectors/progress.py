@@ -18,21 +18,7 @@ from ..fingerprint import preview
 from ..ladder import Ladder
 from ..patterns import Pattern
 from ..tools import same_query, same_search
-from .base import (
-    Detector,
-    Finding,
-    Step,
-    bits_similarity,
-    bottom_k,
-    line_hashes,
-    mutates,
-    polls,
-    pushed,
-    query_of,
-    scopes_of,
-    searches,
-)
-from .state import (
+from ._state import (
     Reader,
     fields_json,
     flag,
@@ -50,6 +36,20 @@ from .state import (
     sketch_json,
     text,
     texts,
+)
+from .base import (
+    Detector,
+    Finding,
+    Step,
+    bits_similarity,
+    bottom_k,
+    line_hashes,
+    mutates,
+    polls,
+    pushed,
+    query_of,
+    scopes_of,
+    searches,
 )
 
 _NO_RESULT: Final = lazy_compile(

@@ -9,8 +9,7 @@ from ..fingerprint import is_shell_tool, loose_fingerprint
 from ..ladder import Ladder
 from ..patterns import Pattern
 from ..tools import moves_relatively
-from .base import Detector, Finding, Step, call_label, mutates, polls, pushed
-from .state import (
+from ._state import (
     Reader,
     fields_json,
     flag,
@@ -22,6 +21,7 @@ from .state import (
     optional_integer,
     optional_text,
 )
+from .base import Detector, Finding, Step, call_label, mutates, polls, pushed
 
 _INDICES = 8
 

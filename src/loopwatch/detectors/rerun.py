@@ -18,8 +18,8 @@ from ..fingerprint import preview
 from ..ladder import Ladder
 from ..patterns import Pattern
 from ..tools import batch_items, runs_code, same_query, scope_overlaps, search_scopes
+from ._state import flag, keys_of, optional_integer, optional_integer_tuple, optional_text, table, text, texts, words
 from .base import Detector, Finding, Step, argument_word_array, mutates, polls, pushed, scopes_of, searches
-from .state import flag, keys_of, optional_integer, optional_integer_tuple, optional_text, table, text, texts, words
 
 
 @dataclass(slots=True)

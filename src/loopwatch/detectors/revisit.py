@@ -9,8 +9,8 @@ from ..errors import ConfigError
 from ..ladder import Ladder
 from ..patterns import Pattern
 from ..tools import runs_code
+from ._state import integer, integer_tuple, keys_of, optional_text, table
 from .base import Detector, Finding, Step, call_label, mutates, polls, searches
-from .state import integer, integer_tuple, keys_of, optional_text, table
 
 _KEPT: Final = 32
 """Distinct calls remembered per session (the least recently made are forgotten first)."""

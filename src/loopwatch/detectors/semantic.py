@@ -38,6 +38,7 @@ from ..fingerprint import ASCII_LOWER, preview
 from ..ladder import Ladder
 from ..patterns import Pattern
 from ..tools import moves
+from ._state import integer, integer_tuple, keys_of, listed, optional_integer, sketch, table, text
 from .base import (
     EMPTY_LINE,
     Detector,
@@ -53,7 +54,6 @@ from .base import (
     mutates,
     pushed,
 )
-from .state import integer, integer_tuple, keys_of, listed, optional_integer, sketch, table, text
 
 _NOT_LETTERS: Final = bytes(c if 65 <= c <= 90 or 97 <= c <= 122 or c >= 128 else 32 for c in range(256))
 """Every ASCII byte that is not a letter becomes a space (UTF-8 bytes of other scripts stay: word parts)."""

@@ -7,8 +7,8 @@ from typing import Any
 from ..ladder import Ladder
 from ..patterns import Pattern
 from ..swarm_tally import SwarmTally as SwarmTally
+from ._state import keys_of
 from .base import Detector, Finding, Step, call_label
-from .state import keys_of
 
 _SWARM = (
     "GLOBAL DOOM LOOP: {count} calls to {tool} across {workers} workers. The entire swarm is stuck on this "

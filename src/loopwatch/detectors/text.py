@@ -16,21 +16,7 @@ from ..fingerprint import preview
 from ..ladder import Ladder
 from ..patterns import Pattern
 from ..similarity import fuzz_ratio, jaccard_sets
-from .base import (
-    SKETCH_BITS,
-    Detector,
-    Finding,
-    Step,
-    argument_word_array,
-    beyond_echo,
-    bits_similarity,
-    bits_text,
-    bottom_k,
-    mutates,
-    pushed,
-    text_bits,
-)
-from .state import (
+from ._state import (
     Reader,
     any_value,
     fields_json,
@@ -45,6 +31,20 @@ from .state import (
     optional_words,
     text_tuple,
     words_json,
+)
+from .base import (
+    SKETCH_BITS,
+    Detector,
+    Finding,
+    Step,
+    argument_word_array,
+    beyond_echo,
+    bits_similarity,
+    bits_text,
+    bottom_k,
+    mutates,
+    pushed,
+    text_bits,
 )
 
 Metric = Literal["jaccard", "fuzz"]
