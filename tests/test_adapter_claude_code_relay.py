@@ -14,25 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from loopwatch import Guard
 from loopwatch.adapters.claude_code import handle, is_loopwatch_hook
 from loopwatch.adapters.claude_code_relay import _address
-from loopwatch.adapters.claude_code_server import PATH, HookServer, make_server
+from loopwatch.adapters.claude_code_server import PATH, HookServer
 
 SESSION = "0f4e6c1a-9d2b-4c7e-8a1f-3b5d7e9f1a2c"
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[HookServer]:
-    guard = Guard("default-lexical", store=f"sqlite:///{tmp_path}/served.db", clock=None)
-    service = make_server(guard, port=0)
-    thread = threading.Thread(target=service.serve_forever, daemon=True)
-    thread.start()
-    yield service
-    service.shutdown()
-    service.server_close()
 
 
 def _events(rounds: int) -> Iterator[dict[str, Any]]:

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ import pytest
 
 from loopwatch import Guard
 from loopwatch.adapters.claude_code import handle, install_hooks, is_loopwatch_hook, uninstall_hooks
-from loopwatch.adapters.claude_code_server import PATH, HookServer, make_server
+from loopwatch.adapters.claude_code_server import PATH, HookServer
 
 SESSION = "7c1de0a2-5b6e-4d8e-9f3a-2b1c0d9e8f7a"
 
@@ -30,17 +29,6 @@ def _post(url: str, body: bytes) -> tuple[int, dict[str, Any]]:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[HookServer]:
-    guard = Guard("default-lexical", store=f"sqlite:///{tmp_path}/served.db", clock=None)
-    service = make_server(guard, port=0)
-    thread = threading.Thread(target=service.serve_forever, daemon=True)
-    thread.start()
-    yield service
-    service.shutdown()
-    service.server_close()
 
 
 def _events(rounds: int) -> Iterator[dict[str, Any]]:
