@@ -281,7 +281,8 @@ class NoProgressDetector(Detector):
         trivial = not step.failed and _trivial(output)
         seen = not (trivial or empty) and self._seen(state, step)
         state.seen = pushed(state.seen, step.outcome_fp, _SEEN)
-        previous = state.searched[-1][2] if state.searched else None
+        last = state.searched[-1] if state.searched else None  # the look-up before this one that searched somewhere
+        previous = last[2] if last is not None else None
         if not step.failed:  # a call refused for its arguments searched nowhere
             state.searched = pushed(state.searched, (places, query, step.call_index), _SEEN)
         if not (seen or empty):
@@ -294,9 +295,7 @@ class NoProgressDetector(Detector):
         # a re-search counts when what it repeats found nothing either, or came right before it; a second pass over
         # items that each brought something is work, like a new search, and so is a narrower look-up in what the one
         # before it found (its words and more: the class found, then a method of it)
-        narrower = previous is not None and any(
-            index == previous and set(query) > set(other) for _places, other, index in state.searched
-        )
+        narrower = last is not None and set(query) > set(last[1])
         repeated = [index for index in repeats if index in vain or (index == previous and not narrower)]
         state.vain = pushed(vain, step.call_index, _SEEN)
         if not repeated:
