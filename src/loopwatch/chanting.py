@@ -710,9 +710,7 @@ class ChantTracker:
 
     def _chunk_ok(self, chunk: str, d: int) -> bool:
         """Guards: the chunk has a letter or digit and no period shorter than ``min_distinct_period``."""
-        if d < self._min_period or _ALNUM.search(chunk) is None:
-            return False
-        return all(chunk[q:] != chunk[:-q] for q in range(1, self._min_period))
+        return d >= self._min_period and _live_chunk(chunk, range(1, self._min_period))
 
     # ------------------------------------------------------------------ exact repetition
 
