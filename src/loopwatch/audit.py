@@ -82,14 +82,9 @@ def store_error_record(
 def damaged_state_record(
     session: str, event: Event, ts: float | None, store: str, error: str, policy: str, fresh: bool
 ) -> Record:
-    """``store.damaged_state``: a stored state this loopwatch cannot read; ``fresh``: started afresh."""
-    return {
-        "event": "store.damaged_state",
-        "ts": ts,
-        "session": session,
-        "worker": event.worker,
-        "store": store,
-        "error": error,
-        "policy": policy,
-        "action": "started afresh" if fresh else "left as it is",
-    }
+    """``store.damaged_state``: a stored state this loopwatch cannot read; ``fresh``: started afresh. The fields of a
+    ``store.error`` record (in the same order), and the action taken."""
+    record = store_error_record(session, event, ts, store, error, policy)
+    record["event"] = "store.damaged_state"
+    record["action"] = "started afresh" if fresh else "left as it is"
+    return record
