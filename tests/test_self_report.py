@@ -51,8 +51,21 @@ def test_two_ledgers_in_a_row_that_say_stuck_are_reported() -> None:
 
 
 def test_either_answer_counts_and_a_healthy_ledger_ends_the_streak() -> None:
-    events = [ledger(in_loop=False, progress=False), *turn(0), ledger(in_loop=True, progress=True), *turn(1)]
+    events = [ledger(in_loop=False, progress=False), *turn(0), ledger(in_loop=True, progress=False), *turn(1)]
     assert [v.action for v in _run(_guard(), events)][3] == "nudge"  # no progress, then in a loop
+    loop = {"is_in_loop": {"reason": "repeated scrolling", "answer": True}}
+    assert stalled({**loop, "is_progress_being_made": {"answer": None}}) == "repeated scrolling"  # no answer
+    assert stalled(loop) == "repeated scrolling"
+
+
+def test_a_ledger_that_says_progress_is_being_made_is_not_a_stall_even_in_a_loop() -> None:
+    # scrolling down a page: "in a loop of scrolling", "but making progress through the article"
+    events = [ledger(in_loop=True, progress=True), *turn(0), ledger(in_loop=True, progress=False), *turn(1)]
+    assert all(v.ok for v in _run(_guard(), events))
+    events += [ledger(in_loop=True, progress=False), *turn(2)]
+    assert [v.action for v in _run(_guard(), events)][6] == "nudge"  # two in a row that say no progress
+    parsed = ledger_of(ledger(in_loop=True, progress=True).text)
+    assert parsed is not None and stalled(parsed) is None
     events = [ledger(in_loop=True, progress=False), *turn(0), ledger(in_loop=False, progress=True), *turn(1)]
     events += [ledger(in_loop=True, progress=False), *turn(2)]
     assert all(v.ok for v in _run(_guard(), events))
@@ -62,7 +75,7 @@ def test_only_a_ledger_is_read() -> None:
     assert ledger_of('I wonder whether "is_in_loop" applies to me.') is None  # no JSON
     assert ledger_of('Updated Ledger:\n{"is_in_loop": true, "broken": ') is None  # not valid JSON
     assert ledger_of('{"is_in_loop": "yes"}') is None  # not a ledger's answer
-    parsed = ledger_of(ledger(in_loop=True, progress=True).text)
+    parsed = ledger_of(ledger(in_loop=True, progress=False).text)
     assert parsed is not None and stalled(parsed) == "The recent actions have been repetitive"
     assert stalled({"is_in_loop": {"answer": False}, "is_progress_being_made": {"answer": True}}) is None
     guard = _guard()
@@ -82,7 +95,7 @@ def test_the_default_preset_reports_it_and_the_setting_is_checked() -> None:
 
 
 def test_a_ledger_among_other_text_is_found_and_hostile_json_is_not_an_error() -> None:
-    wrapped = "Plan {step 1}: check.\n" + (ledger(in_loop=True, progress=True).text or "") + "\n{trailing}"
+    wrapped = "Plan {step 1}: check.\n" + (ledger(in_loop=True, progress=False).text or "") + "\n{trailing}"
     parsed = ledger_of(wrapped)
     assert parsed is not None and stalled(parsed) == "The recent actions have been repetitive"
     deep = '{"is_in_loop": ' + "[" * 5000 + "]" * 5000 + "}"  # past the JSON parser's nesting depth

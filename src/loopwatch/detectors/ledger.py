@@ -11,7 +11,9 @@ other things, ``"is_in_loop"`` and ``"is_progress_being_made"``, each with a rea
 Magentic-One counts such turns as *stalls* and replans after a few of them; until then it keeps re-issuing
 reworded instructions to its web agent, the rephrase loops of its recorded runs. The orchestrator's own
 verdict is an LLM's judgement that loopwatch did not have to pay for: ``threshold`` ledgers in a row that say
-the run is in a loop or not making progress are reported as pattern ``stalled``.
+the run is in a loop or not making progress are reported as pattern ``stalled``. A ledger that says progress is
+being made is not a stall, whatever it says about loops: its own reasons then read "we are repeatedly scrolling
+down the page" beside "the agent is making progress through the article".
 """
 
 from __future__ import annotations
@@ -64,11 +66,17 @@ def ledger_of(text: str) -> dict[str, Any] | None:
 
 
 def stalled(ledger: dict[str, Any]) -> str | None:
-    """The ledger's own reason when it says the run is in a loop or not making progress, else ``None``."""
-    for question, stuck in (("is_in_loop", True), ("is_progress_being_made", False)):
-        answer = ledger.get(question)
-        if isinstance(answer, dict) and answer.get("answer") is stuck:
-            return str(answer.get("reason") or question)
+    """The ledger's own reason when it says the run is in a loop or not making progress, else ``None``. A ledger
+    that says progress is being made is not a stall, even when it also says the run is in a loop (scrolling down a
+    page: the same action, a new part of the page each time)."""
+    loop, progress = ledger.get("is_in_loop"), ledger.get("is_progress_being_made")
+    progressing = progress.get("answer") if isinstance(progress, dict) else None
+    if progressing is True:
+        return None
+    if isinstance(loop, dict) and loop.get("answer") is True:
+        return str(loop.get("reason") or "is_in_loop")
+    if isinstance(progress, dict) and progressing is False:
+        return str(progress.get("reason") or "is_progress_being_made")
     return None
 
 
@@ -83,7 +91,7 @@ class StallState:
 
 class SelfReportDetector(Detector):
     """``threshold`` progress ledgers in a row (see the module docstring) that say the run is stuck; a ledger
-    that says it is making progress, outside a loop, ends the streak."""
+    that says it is making progress ends the streak."""
 
     name = "self_report"
     kinds = frozenset({"message"})
