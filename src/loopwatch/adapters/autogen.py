@@ -29,7 +29,8 @@ The three pieces, one per agent or team, all bound to the same :class:`Loopwatch
 
 What the verdicts become:
 
-- ``nudge``: the message is queued for the run's session; the model context adds it, as a
+- ``nudge``: the message is queued for the run's session (once while it waits; the queue is bounded, and what it
+  drops is logged and counted); the model context adds it, as a
   ``UserMessage(content=message, source="loopwatch")``, at the end of the messages of the agent's next model
   call, and keeps it in the context's history;
 - ``block`` on a tool call: the workbench returns ``ToolResult(is_error=True)`` carrying the message; the tool
@@ -68,7 +69,7 @@ from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ..guard import Guard
 from ..policy import Policy
 from ..verdict import LOOP_DETECTED, Verdict
-from ._shared import GuardedAdapter, as_text, session_scope
+from ._shared import GuardedAdapter, NudgeQueue, as_text, session_scope
 
 try:
     from autogen_agentchat.base import TaskResult, Team, TerminatedException, TerminationCondition
@@ -135,7 +136,7 @@ class LoopwatchAutoGen(GuardedAdapter):
     ) -> None:
         super().__init__(guard, preset=preset, session=session, swarm=swarm)
         self._lock = threading.Lock()
-        self._nudges: dict[str, list[str]] = {}
+        self._nudges = NudgeQueue()
         self._stops: dict[str, Verdict] = {}  # pending: not yet seen by a termination condition
         self._ended: dict[str, tuple[Verdict, str]] = {}  # by stop reason: the stops the conditions reported
 
@@ -220,14 +221,11 @@ class LoopwatchAutoGen(GuardedAdapter):
             return message or _REFUSED
         if verdict.action == "block" and can_block:
             return message or _REFUSED
-        if message:
-            with self._lock:
-                self._nudges.setdefault(session, []).append(message)
+        self._nudges.add(session, message)
         return None
 
     def _take_nudges(self) -> list[str]:
-        with self._lock:
-            return self._nudges.pop(self.current_session, [])
+        return self._nudges.take(self.current_session)
 
     def _take_stop(self) -> StopMessage | None:
         session = self.current_session
@@ -243,8 +241,8 @@ class LoopwatchAutoGen(GuardedAdapter):
         return StopMessage(content=reason, source=STOP_SOURCE)
 
     def _clear(self, session: str) -> None:
+        self._nudges.discard(session)
         with self._lock:
-            self._nudges.pop(session, None)
             self._stops.pop(session, None)
 
 

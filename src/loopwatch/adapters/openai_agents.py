@@ -31,7 +31,8 @@ What the guard sees, and where:
 
 What the verdicts become:
 
-- ``nudge``: the message is queued and appended to the input of the run's next model call by
+- ``nudge``: the message is queued (once while it waits; the queue is bounded, and what it drops is logged and
+  counted) and appended to the input of the run's next model call by
   :attr:`LoopwatchGuard.input_filter` (``RunConfig.call_model_input_filter``), as a ``user`` message
   (``nudge_role``). The filter's changes are not persisted by the SDK: the model sees the nudge on that one
   call, and it is not in ``result.to_input_list()``;
@@ -79,7 +80,7 @@ from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ..guard import Guard
 from ..policy import Policy
 from ..verdict import Verdict
-from ._shared import as_text, default_guard, session_scope
+from ._shared import NudgeQueue, as_text, default_guard, session_scope
 
 try:
     from agents import (
@@ -191,7 +192,7 @@ class LoopwatchGuard:
         self.nudge_role: NudgeRole = nudge_role
         self._session = session
         self._lock = threading.Lock()
-        self._pending: dict[str, list[str]] = {}
+        self._nudges = NudgeQueue()
         self._decided: OrderedDict[tuple[str, str], str | None] = OrderedDict()
         self._thoughts: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._by_context: OrderedDict[int, tuple[Callable[[], object], str]] = OrderedDict()
@@ -292,9 +293,7 @@ class LoopwatchGuard:
 
     def pending(self, session: str, *, clear: bool = False) -> list[str]:
         """The nudges waiting for the session's next model call (taken away with ``clear=True``)."""
-        with self._lock:
-            notes = self._pending.pop(session, []) if clear else list(self._pending.get(session, []))
-        return notes
+        return self._nudges.take(session) if clear else self._nudges.peek(session)
 
     # -- internals -------------------------------------------------------------------------------------
 
@@ -310,11 +309,7 @@ class LoopwatchGuard:
         message = verdict.message or verdict.reason or ""
         if verdict.action == "block" and can_block:
             return message
-        if message:
-            with self._lock:
-                notes = self._pending.setdefault(session, [])
-                if message not in notes:
-                    notes.append(message)
+        self._nudges.add(session, message)
         return None
 
     def _observe_call(self, context: ToolContext[Any], *, guarded: bool) -> str | None:

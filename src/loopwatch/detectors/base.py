@@ -70,8 +70,36 @@ class Step:
     # messages
     role: str | None = None
     text: str | None = None
-    # per-step cache for features only some detectors need (loose/primary fingerprints...)
-    extra: dict[str, Any] = field(default_factory=dict)
+    # features only some rules need, each computed on first use by its accessor below (or in the rule's module)
+    # and kept for the other rules: ``None`` until then
+    signature: str | None = None
+    """:func:`signature_of`."""
+    lines: frozenset[int] | None = None
+    """:func:`line_hashes`."""
+    argument_words: frozenset[int] | None = None
+    """:func:`argument_words`."""
+    argument_word_array: array[int] | None = None
+    """:func:`argument_word_array`."""
+    sorted_argument_words: list[int] | None = None
+    """:func:`sorted_argument_words`."""
+    mutation: bool | None = None
+    """:func:`mutates`."""
+    poll: bool | None = None
+    """:func:`polls`."""
+    search: bool | None = None
+    """:func:`searches`."""
+    scopes: tuple[str, ...] | None = None
+    """:func:`scopes_of`."""
+    query: list[int] | None = None
+    """:func:`query_of`."""
+    excerpt: str | None = None
+    """:func:`loopwatch.detectors.failures.excerpt_of`."""
+    error_bits: int | None = None
+    """:func:`loopwatch.detectors.failures.error_bits_of`."""
+    fruitless: bool | None = None
+    """:func:`loopwatch.detectors.progress.fruitless`."""
+    loose_fp: str | None = None
+    """:func:`loopwatch.detectors.repeat.loose_fp`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,9 +201,9 @@ def masked_of(step: Step) -> bytes:
 def signature_of(step: Step) -> str:
     """The error signature (:func:`loopwatch.fingerprint.error_signature`) of a message's text, computed once per
     step: the engine asks whether a user's reply is new, and a rule whether it is the same complaint again."""
-    cached = step.extra.get("signature")
+    cached = step.signature
     if cached is None:
-        cached = step.extra["signature"] = error_signature(step.text or "", masked_of(step))
+        cached = step.signature = error_signature(step.text or "", masked_of(step))
     return str(cached)
 
 
@@ -186,9 +214,9 @@ EMPTY_LINE: Final = zlib.crc32(b"")
 def line_hashes(step: Step) -> frozenset[int]:
     """CRC-32s of the distinct non-empty lines of the step's masked output (see :func:`lines_of`), computed once
     per step: several rules ask what a result's lines are."""
-    cached = step.extra.get("lines")
+    cached = step.lines
     if cached is None:
-        cached = step.extra["lines"] = _kernels.line_hashes(masked_of(step))
+        cached = step.lines = _kernels.line_hashes(masked_of(step))
     return cached
 
 
@@ -221,7 +249,7 @@ def first_word_hashes(text: str, limit: int) -> list[int]:
 def argument_words(step: Step, limit: int = 64) -> frozenset[int]:
     """CRC-32s of the lowercased words in a call's argument values (keys aside; the first 600 characters of each
     string), computed once per step: what two calls have to share to be the same action in other words."""
-    cached = step.extra.get("argument_words")
+    cached = step.argument_words
     if cached is None:
         texts = []
         for value in (step.projected if step.projected is not None else step.args or {}).values():
@@ -231,24 +259,24 @@ def argument_words(step: Step, limit: int = 64) -> frozenset[int]:
                 texts.append(str(value))
             elif value is not None:
                 texts.append(canonical_json(value)[:600])
-        cached = step.extra["argument_words"] = _kernels.alnum_word_hashes(" ".join(texts), limit)
+        cached = step.argument_words = _kernels.alnum_word_hashes(" ".join(texts), limit)
     return cached
 
 
 def argument_word_array(step: Step) -> array[int]:
     """:func:`argument_words` sorted and packed into an array of 32-bit integers, made once per step and shared
     by the rules that keep it (read-only: never change it)."""
-    cached = step.extra.get("argument_word_array")
+    cached = step.argument_word_array
     if cached is None:
-        cached = step.extra["argument_word_array"] = array(WORD_CODE, sorted(argument_words(step)))
+        cached = step.argument_word_array = array(WORD_CODE, sorted(argument_words(step)))
     return cached
 
 
 def sorted_argument_words(step: Step) -> list[int]:
     """:func:`argument_words` sorted (how rules keep them in their state), computed once per step."""
-    cached = step.extra.get("sorted_argument_words")
+    cached = step.sorted_argument_words
     if cached is None:
-        cached = step.extra["sorted_argument_words"] = sorted(argument_words(step))
+        cached = step.sorted_argument_words = sorted(argument_words(step))
     return list(cached)
 
 
@@ -283,45 +311,43 @@ def call_label(step: Step, limit: int = 120) -> str:
 
 def mutates(step: Step) -> bool:
     """Does the step's tool call change something (cached on the step)?"""
-    cached = step.extra.get("mutation")
+    cached = step.mutation
     if cached is None:
-        cached = step.extra["mutation"] = is_mutation(step.tool or "", step.args or {}, command=step.command)
+        cached = step.mutation = is_mutation(step.tool or "", step.args or {}, command=step.command)
     return bool(cached)
 
 
 def polls(step: Step) -> bool:
     """Is the step's tool call a wait or a status check (cached on the step)?"""
-    cached = step.extra.get("poll")
+    cached = step.poll
     if cached is None:
-        cached = step.extra["poll"] = is_poll(step.tool or "", step.command)
+        cached = step.poll = is_poll(step.tool or "", step.command)
     return bool(cached)
 
 
 def searches(step: Step) -> bool:
     """Is the step's tool call a read-only look-up (cached on the step)?"""
-    cached = step.extra.get("search")
+    cached = step.search
     if cached is None:
         tool, args = step.tool or "", step.args or {}
-        cached = step.extra["search"] = is_search(
-            tool, step.tool_key, args, command=step.command, changes=lambda: mutates(step)
-        )
+        cached = step.search = is_search(tool, step.tool_key, args, command=step.command, changes=lambda: mutates(step))
     return bool(cached)
 
 
 def scopes_of(step: Step) -> list[str]:
     """Where the step's call looks (:func:`loopwatch.tools.search_scopes`), computed once per step."""
-    cached = step.extra.get("scopes")
+    cached = step.scopes
     if cached is None:
-        cached = step.extra["scopes"] = search_scopes(step.tool or "", step.args or {}, step.command)
+        cached = step.scopes = search_scopes(step.tool or "", step.args or {}, step.command)
     return list(cached)
 
 
 def query_of(step: Step) -> list[int]:
     """What the step's call looks for, as :func:`loopwatch.tools.query_hashes` of its
     :func:`loopwatch.tools.search_query`, computed once per step."""
-    cached = step.extra.get("query")
+    cached = step.query
     if cached is None:
-        cached = step.extra["query"] = query_hashes(search_query(step.tool or "", step.args or {}, step.command))
+        cached = step.query = query_hashes(search_query(step.tool or "", step.args or {}, step.command))
     return list(cached)
 
 

@@ -89,9 +89,9 @@ def error_excerpt(output: str, limit: int = 200) -> str:
 
 def excerpt_of(step: Step) -> str:
     """:func:`error_excerpt` of a result step's output, computed once per step."""
-    cached = step.extra.get("excerpt")
+    cached = step.excerpt
     if cached is None:
-        cached = step.extra["excerpt"] = error_excerpt(step.output or "")
+        cached = step.excerpt = error_excerpt(step.output or "")
     return str(cached)
 
 
@@ -129,9 +129,9 @@ def error_words(masked_output: bytes, limit: int = 32) -> str:
 
 def error_bits_of(step: Step) -> int:
     """:func:`error_bits` of a step's masked output (a message's text), computed once per step."""
-    cached = step.extra.get("error_bits")
+    cached = step.error_bits
     if cached is None:
-        cached = step.extra["error_bits"] = error_bits(masked_of(step))
+        cached = step.error_bits = error_bits(masked_of(step))
     return int(cached)
 
 

@@ -101,9 +101,9 @@ def fruitless_output(output: str) -> bool:
 
 def fruitless(step: Step) -> bool:
     """:func:`fruitless_output` of a result step's output, computed once per step (several rules ask)."""
-    cached = step.extra.get("fruitless")
+    cached = step.fruitless
     if cached is None:
-        cached = step.extra["fruitless"] = fruitless_output(step.output or "")
+        cached = step.fruitless = fruitless_output(step.output or "")
     return bool(cached)
 
 

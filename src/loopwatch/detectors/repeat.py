@@ -100,10 +100,10 @@ POLLING = Pattern(
 
 def loose_fp(step: Step) -> str:
     """The step's call fingerprint with digits ignored (cached on the step)."""
-    cached = step.extra.get("loose")
+    cached = step.loose_fp
     if cached is None:
         cached = loose_fingerprint(step.tool or "", step.payload or b"")
-        step.extra["loose"] = cached
+        step.loose_fp = cached
     return str(cached)
 
 
