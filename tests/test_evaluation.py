@@ -121,6 +121,15 @@ def test_sweeps_name_what_exists_when_the_detector_or_parameter_does_not() -> No
         Sweep.parse("cycle.max_period=0:0:1").policies(preset("default"))  # the detector refuses the value
 
 
+def test_a_sweep_rebuilds_a_rule_whose_repr_shows_more_than_its_constructor_takes() -> None:
+    # the rephrase rule's repr shows how it compares ("lexical" or "embedding"), which is not a parameter
+    policies = Sweep.parse("rephrase.lexical_threshold=0.5:0.7:0.2").policies(preset("default-lexical"))
+    rules = [next(d for d in policy.detectors if d.name == "rephrase") for _, policy in policies]
+    assert [(rule.threshold, rule.message_threshold) for rule in rules] == [(0.5, 0.5), (0.7, 0.7)]
+    with pytest.raises(ConfigError, match="rephrase has no parameter 'similarity'"):
+        Sweep.parse("rephrase.similarity=1:2:1").policies(preset("default-lexical"))
+
+
 @needs_corpus
 def test_a_sweep_moves_recall_and_false_alarms() -> None:
     labels = _dev_labels("swe_agent_java", 60)

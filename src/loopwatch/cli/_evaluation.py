@@ -7,6 +7,7 @@ without being scanned; labels without a run are counted by the report.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -164,15 +165,18 @@ class Sweep:
             )
         index = position[0]
         detector = policy.detectors[index]
-        params = detector._params()
-        if self.param not in params:
+        # what the rule's constructor takes, as the rule has it now (its repr may show a derived setting too, and
+        # may not show a parameter it folded into another)
+        accepted = inspect.signature(type(detector)).parameters
+        params = {key: value for key, value in detector._params().items() if key in accepted}
+        if self.param not in accepted or accepted[self.param].kind is inspect.Parameter.VAR_KEYWORD:
             raise ConfigError(
-                f"{self.detector} has no parameter {self.param!r} (it has: {', '.join(sorted(params))})",
+                f"{self.detector} has no parameter {self.param!r} (it has: {', '.join(sorted(accepted))})",
                 field="sweep",
             )
         out = []
         for value in self.values:
-            current = params[self.param]
+            current = params.get(self.param, accepted[self.param].default)
             typed: Any = int(value) if isinstance(current, int) and not isinstance(current, bool) else value
             changed = _rebuilt(detector, {**params, self.param: typed})
             detectors = (*policy.detectors[:index], changed, *policy.detectors[index + 1 :])
