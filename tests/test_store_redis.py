@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 import loopwatch.stores
+import loopwatch.stores._redis_scripts as redis_scripts
 import loopwatch.stores.redis as redis_store
 from loopwatch.errors import ConfigError, MissingExtraError
 from loopwatch.stores import MemoryStore, Store, StoreError, SwarmTally, Versioned, new_token, store_from_url
@@ -221,7 +222,7 @@ def test_every_operation_gives_what_the_memory_store_gives(
     make: Callable[..., RedisStore], monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:
     # small caps so that a few hundred operations hit them (both stores read the caps at call time)
-    for module in (loopwatch.stores, redis_store):
+    for module in (loopwatch.stores, redis_scripts):
         monkeypatch.setattr(module, "MAX_SWARM_FINGERPRINTS", 5)
         monkeypatch.setattr(module, "MAX_SWARM_WORKERS", 3)
     ops = list(_random_ops(seed, 600))
@@ -748,7 +749,7 @@ async def _run_async_script(store: AsyncRedisStore, ops: list[tuple[Any, ...]]) 
 
 
 def test_the_async_store_gives_the_same_results(server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    for module in (loopwatch.stores, redis_store):
+    for module in (loopwatch.stores, redis_scripts):
         monkeypatch.setattr(module, "MAX_SWARM_FINGERPRINTS", 5)
         monkeypatch.setattr(module, "MAX_SWARM_WORKERS", 3)
     ops = list(_random_ops(7, 400))

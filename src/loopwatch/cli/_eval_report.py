@@ -17,7 +17,9 @@ from typing import Any
 from ..readers import Run
 from ._evaluation import Evaluation
 from ._metrics import Label, Metrics, PatternMetrics, Ratio
-from ._report import HtmlReport, LabelSpan, _e, _RunView, middle_ellipsis
+from ._report import HtmlReport, LabelSpan, middle_ellipsis
+from ._report_data import RunView
+from ._report_html import esc
 from ._summary import digest_run
 
 __all__ = ["EvalReport", "write_eval_report"]
@@ -74,7 +76,7 @@ class EvalReport(HtmlReport):
             ("recovered", "labelled recovered"),
         ]
 
-    def _sections_before_runs(self, views: list[_RunView]) -> str:
+    def _sections_before_runs(self, views: list[RunView]) -> str:
         index = {view.id: i for i, view in enumerate(views)}
         report = self.evaluation.report
         view = "live: what a guard would have done, verdicts after a run's first stop dropped"
@@ -83,7 +85,7 @@ class EvalReport(HtmlReport):
         parts = [
             '<section id="quality"><h2>Quality against the labels</h2>',
             f'<p class="note">{report.overall.runs:,} labelled runs, {report.overall.steps:,} steps, '
-            f"{report.overall.episode_recall.total:,} labelled episodes; {_e(view)}.</p>",
+            f"{report.overall.episode_recall.total:,} labelled episodes; {esc(view)}.</p>",
             '<div class="evalgrid">',
             _overall_table(report.overall, report.excluded_patterns),
             _pattern_table(report.by_pattern),
@@ -100,8 +102,8 @@ class EvalReport(HtmlReport):
             (
                 outcome.run_id,
                 outcome.episode.start,
-                f" [{outcome.episode.start}–{outcome.episode.end}] <b>{_e(outcome.episode.pattern)}</b>"
-                f"{f' ×{outcome.episode.reps}' if outcome.episode.reps else ''}: {_e(outcome.episode.note)}",
+                f" [{outcome.episode.start}–{outcome.episode.end}] <b>{esc(outcome.episode.pattern)}</b>"
+                f"{f' ×{outcome.episode.reps}' if outcome.episode.reps else ''}: {esc(outcome.episode.note)}",
             )
             for outcome in self.evaluation.report.missed_episodes()
         ]
@@ -112,9 +114,9 @@ class EvalReport(HtmlReport):
             (
                 alarm.run_id,
                 alarm.detection.index,
-                f' [{alarm.detection.index}] <span class="badge {_e(alarm.detection.action)}">'
-                f"{_e(alarm.detection.action)}</span> <b>{_e(alarm.detection.pattern)}</b>: "
-                f"{_e(alarm.detection.reason)}",
+                f' [{alarm.detection.index}] <span class="badge {esc(alarm.detection.action)}">'
+                f"{esc(alarm.detection.action)}</span> <b>{esc(alarm.detection.pattern)}</b>: "
+                f"{esc(alarm.detection.reason)}",
             )
             for alarm in self.evaluation.report.false_alarms()
         ]
@@ -133,7 +135,9 @@ def _issue_list(
     for run_id, step, body in items:
         i = index.get(run_id)
         link = f' class="issue-link" data-run="{i}" data-step="{step}" tabindex="0"' if i is not None else ""
-        out.append(f'<li{link} title="{_e(run_id)}"><span class="rid">{_e(middle_ellipsis(run_id))}</span>{body}</li>')
+        out.append(
+            f'<li{link} title="{esc(run_id)}"><span class="rid">{esc(middle_ellipsis(run_id))}</span>{body}</li>'
+        )
     out.append("</ul></section>")
     return "".join(out)
 
@@ -172,13 +176,13 @@ def _num(value: float | None) -> str:
 
 
 def _table(table_id: str, caption: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    head = "".join(f'<th class="{"" if k == 0 else "num"}">{_e(h)}</th>' for k, h in enumerate(headers))
+    head = "".join(f'<th class="{"" if k == 0 else "num"}">{esc(h)}</th>' for k, h in enumerate(headers))
     body = "".join(
-        "<tr>" + "".join(f'<td class="{"" if k == 0 else "num"}">{_e(c)}</td>' for k, c in enumerate(row)) + "</tr>"
+        "<tr>" + "".join(f'<td class="{"" if k == 0 else "num"}">{esc(c)}</td>' for k, c in enumerate(row)) + "</tr>"
         for row in rows
     )
     return (
-        f'<figure class="chart" id="{table_id}"><figcaption>{_e(caption)}</figcaption>'
+        f'<figure class="chart" id="{table_id}"><figcaption>{esc(caption)}</figcaption>'
         f'<table class="metrics"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></figure>'
     )
 

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
-    from ..readers import ErrorHandler, Run
+    from ._run import ErrorHandler, Run
 
 __all__ = ["REGISTRY", "FormatReader", "load", "modules", "reader"]
 

@@ -45,8 +45,8 @@ from typing import Any, Final
 
 from ..errors import EventError, InputError
 from ..events import Event, Message, ToolCall, ToolResult, Usage
-from ..readers import ErrorHandler, Run, run_id_from_path
 from ._common import tool_args
+from ._run import ErrorHandler, Run, run_id_from_path
 
 OPENAI: Final = "openai"
 RESPONSES: Final = "openai-responses"

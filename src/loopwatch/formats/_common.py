@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..events import Event
-from ..readers import ErrorHandler, Run, run_id_from_path
+from ._run import ErrorHandler, Run, run_id_from_path
 
 RunOf = Callable[[str, Any, str, str], "tuple[Run | None, str | None]"]
 """``(format name, document, run id, path) -> (the run, or None; why it stopped early, or None)``."""

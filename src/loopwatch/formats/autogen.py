@@ -26,8 +26,8 @@ from typing import Any, Final
 
 from ..errors import InputError
 from ..events import Event, Message, ToolCall, ToolResult, Usage
-from ..readers import ErrorHandler, Run, run_id_from_path
 from ._common import count, mapping, parts_text, tool_args
+from ._run import ErrorHandler, Run, run_id_from_path
 
 NAMES: Final = ("autogen",)
 

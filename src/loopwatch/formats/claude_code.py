@@ -27,8 +27,8 @@ from typing import Any, Final
 
 from ..errors import EventError, InputError
 from ..events import Event, Message, ToolCall
-from ..readers import ErrorHandler, Run, run_id_from_path
 from . import _chat
+from ._run import ErrorHandler, Run, run_id_from_path
 
 NAME: Final = "claude-code"
 NAMES: Final[tuple[str, ...]] = (NAME,)

@@ -28,8 +28,8 @@ from typing import Any, Final
 
 from ..errors import InputError
 from ..events import Event, Message, ToolCall, ToolResult, Usage
-from ..readers import ErrorHandler, Run
 from ._common import count, mapping, number, tool_args
+from ._run import ErrorHandler, Run
 
 NAMES: Final = ("langsmith",)
 

@@ -18,8 +18,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from ..events import Event, Message, ToolCall, ToolResult, Usage
-from ..readers import ErrorHandler, Run
 from ._common import count, mapping, number, parts_text, read_documents
+from ._run import ErrorHandler, Run
 
 NAMES: Final = ("mini-swe-agent",)
 

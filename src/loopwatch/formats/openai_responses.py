@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Final
 
-from ..readers import ErrorHandler, Run
 from . import _chat
+from ._run import ErrorHandler, Run
 
 NAMES: Final[tuple[str, ...]] = (_chat.RESPONSES,)
 

@@ -25,8 +25,8 @@ from typing import Any, Final
 
 from ..errors import InputError
 from ..events import Event, Message, Role, ToolCall, ToolResult, Usage
-from ..readers import ErrorHandler, Run, run_id_from_path
 from ._common import count, mapping, number
+from ._run import ErrorHandler, Run, run_id_from_path
 
 NAMES: Final = ("openhands",)
 

@@ -19,8 +19,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from ..events import Event, Message, ToolCall, ToolResult
-from ..readers import ErrorHandler, Run
 from ._common import add_records, mapping, read_documents
+from ._run import ErrorHandler, Run
 
 NAMES: Final = ("swe-agent",)
 

@@ -16,8 +16,8 @@ from typing import Any, Final
 
 from ..errors import InputError
 from ..events import Event, Message, ToolCall, ToolResult
-from ..readers import ErrorHandler, Run
 from ._common import add_records, parts_text
+from ._run import ErrorHandler, Run
 
 NAMES: Final = ("tau-bench",)
 

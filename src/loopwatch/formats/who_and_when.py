@@ -27,8 +27,8 @@ from typing import Any, Final
 
 from ..errors import InputError
 from ..events import Event, Message, ToolCall, ToolResult
-from ..readers import ErrorHandler, Run, run_id_from_path
 from ._common import add_records
+from ._run import ErrorHandler, Run, run_id_from_path
 
 NAMES: Final = ("who-and-when",)
 

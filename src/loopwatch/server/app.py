@@ -8,14 +8,10 @@ status (:data:`~loopwatch.server.errors.CODES`), and a request refused for any r
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextvars import ContextVar
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Final
 
@@ -25,19 +21,32 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response, StreamingResponse
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .. import __version__
-from .._timeline import ACTION_COLOURS, KIND_COLOURS, KIND_NAMES, OTHER_TOOL, TOOL_PALETTE
 from ..errors import EventError, LoopwatchError, StateError
 from ..events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, event_type, parse_event
 from ..guard import Guard
 from ..policy_spec import PolicySpec
 from ..stores import StoreError
 from ..verdict import Verdict
-from .board import DIMENSIONS, Board, make_note
+from ._board_routes import BoardRoutes
+from ._caller import Caller, ClientTagged, current_caller
+from ._http import (
+    checked_name,
+    error_response,
+    has_body,
+    http_error,
+    int_param,
+    internal_error,
+    json_response,
+    optional_name,
+    read_object,
+    read_raw,
+)
+from .board import Board, make_note
 from .errors import ApiError
 from .openapi import document
 from .prometheus import CONTENT_TYPE, ServiceMetrics, render
@@ -49,49 +58,6 @@ __all__ = ["Service", "create_app"]
 
 logger = logging.getLogger("loopwatch")
 _EVENT_CLASSES: Final = (ToolCall, ToolResult, Message, TextDelta, Usage, Reset)
-_MAX_NAME: Final = 512
-_TICK: Final = 0.2
-_HEARTBEAT: Final = 15.0
-
-
-@dataclass(frozen=True)
-class _Caller:
-    """Who sent the request being judged, and what it said about the agent (for notes and audit records)."""
-
-    client: str | None = None
-    agent: str | None = None
-    model: str | None = None
-    swarm: str | None = None
-
-
-_REPORT_COLOURS: Final = {
-    "actions": ACTION_COLOURS,
-    "kinds": KIND_COLOURS,
-    "kind_names": KIND_NAMES,
-    "tools": list(TOOL_PALETTE),
-    "other_tool": OTHER_TOOL,
-}
-"""The HTML report's colours, so a session's timeline on the dashboard reads like the report's."""
-
-_NOBODY: Final = _Caller()
-_caller: ContextVar[_Caller] = ContextVar("loopwatch_caller", default=_NOBODY)
-
-
-class _ClientTagged:
-    """An audit sink that adds the calling token's name (``client``) to each record before passing it on."""
-
-    def __init__(self, sink: Any) -> None:
-        self.sink = sink
-
-    def __repr__(self) -> str:
-        return f"ClientTagged({self.sink!r})"
-
-    def emit(self, record: dict[str, Any]) -> None:
-        client = _caller.get().client
-        self.sink.emit({**record, "client": client} if client else record)
-
-    def close(self) -> None:
-        self.sink.close()
 
 
 def build_guard(settings: ServiceSettings, sinks: list[Any] | None = None) -> Guard:
@@ -104,30 +70,6 @@ def build_guard(settings: ServiceSettings, sinks: list[Any] | None = None) -> Gu
         on_store_error="block" if settings.fail_closed else "allow",
         max_sessions=settings.max_sessions,
     )
-
-
-def _json(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
-    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
-    return Response(body, status_code=status, headers=headers, media_type="application/json")
-
-
-def _error(exc: ApiError) -> Response:
-    return _json(exc.body(), exc.status, exc.headers)
-
-
-def _name(value: str, what: str) -> str:
-    if not value or len(value) > _MAX_NAME:
-        raise ApiError("invalid_request", f"a {what} name is 1 to {_MAX_NAME} characters")
-    return value
-
-
-def _optional_name(body: Mapping[str, Any], key: str) -> str | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value or len(value) > _MAX_NAME:
-        raise ApiError("invalid_request", f"{key}: a string of 1 to {_MAX_NAME} characters", field=key)
-    return value
 
 
 def verdict_json(verdict: Verdict) -> dict[str, Any]:
@@ -169,12 +111,13 @@ class Service:
     ) -> None:
         self.settings = settings
         self.tokens = tokens if tokens is not None else Tokens.load(settings.token_file)
-        tagged = [_ClientTagged(sink) for sink in sinks or ()]
+        tagged = [ClientTagged(sink) for sink in sinks or ()]
         self.guard = guard if guard is not None else build_guard(settings, tagged)
         if guard is not None:
             guard.sinks.extend(tagged)
         self.sinks = tagged
         self.board = Board(reset_on_user=self.guard.policy.reset_on_user)
+        self.board_routes = BoardRoutes(self.board)
         self.metrics = ServiceMetrics.shared()
         self.limiter = RateLimiter(settings.rate, settings.burst)
         self.relay: Relay | None = None
@@ -205,7 +148,7 @@ class Service:
                 event = parse_event(event)
             except EventError:
                 return
-        caller = _caller.get()
+        caller = current_caller.get()
         self.metrics.events.labels(type=event_type(event)).inc()
         self.metrics.verdicts.labels(action=verdict.action, pattern=verdict.pattern or "none").inc()
         if not self.settings.dashboard:
@@ -255,10 +198,10 @@ class Service:
             Route("/v1/swarms/{swarm}", self._endpoint(self.read_swarm), methods=["GET"]),
             Route("/v1/swarms/{swarm}", self._endpoint(self.clear_swarm), methods=["DELETE"]),
             Route("/v1/swarms/{swarm}", self._endpoint(self.restore_swarm), methods=["PUT"]),
-            Route("/v1/board", self._endpoint(self.board_state), methods=["GET"]),
-            Route("/v1/board/rates", self._endpoint(self.board_rates), methods=["GET"]),
-            Route("/v1/board/sessions/{session}", self._endpoint(self.board_session), methods=["GET"]),
-            Route("/v1/live", self._endpoint(self.live), methods=["GET"]),
+            Route("/v1/board", self._endpoint(self.board_routes.board_state), methods=["GET"]),
+            Route("/v1/board/rates", self._endpoint(self.board_routes.board_rates), methods=["GET"]),
+            Route("/v1/board/sessions/{session}", self._endpoint(self.board_routes.board_session), methods=["GET"]),
+            Route("/v1/live", self._endpoint(self.board_routes.live), methods=["GET"]),
             Route("/metrics", self._endpoint(self.prometheus), methods=["GET"]),
             Route("/loopwatch/claude-code", self._endpoint(self.claude_code), methods=["POST"]),
         ]
@@ -279,7 +222,7 @@ class Service:
             routes=routes,
             middleware=middleware,
             lifespan=self.lifespan,
-            exception_handlers={HTTPException: _http_error, Exception: _internal_error},  # type: ignore[dict-item]
+            exception_handlers={HTTPException: http_error, Exception: internal_error},  # type: ignore[dict-item]
         )
 
     def _endpoint(
@@ -292,17 +235,17 @@ class Service:
             started = time.perf_counter()
             try:
                 client = self._authorize(request) if auth else None
-                token = _caller.set(_Caller(client=client))
+                token = current_caller.set(Caller(client=client))
                 try:
                     return await handler(request)
                 finally:
-                    _caller.reset(token)
+                    current_caller.reset(token)
             except ApiError as exc:
                 self.metrics.rejected.labels(code=exc.code).inc()
-                return _error(exc)
+                return error_response(exc)
             except StoreError as exc:
                 self.metrics.rejected.labels(code="store_unavailable").inc()
-                return _error(ApiError("store_unavailable", f"the session store failed: {exc}"))
+                return error_response(ApiError("store_unavailable", f"the session store failed: {exc}"))
             finally:
                 histogram.observe(time.perf_counter() - started)
 
@@ -332,35 +275,6 @@ class Service:
                 )
         return client
 
-    async def _body(self, request: Request) -> Any:
-        """The request's JSON body, read up to ``max_body`` bytes."""
-        limit = self.settings.max_body
-        declared = request.headers.get("content-length")
-        if declared is not None:
-            try:
-                size = int(declared)
-            except ValueError:
-                raise ApiError("bad_request", "Content-Length is not a number") from None
-            if size > limit:
-                raise ApiError("body_too_large", f"the body is {size} bytes, more than {limit}", limit=limit)
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise ApiError("body_too_large", f"the body is more than {limit} bytes", limit=limit)
-            chunks.append(chunk)
-        try:
-            return json.loads(b"".join(chunks))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ApiError("malformed_json", f"the body is not JSON: {exc}") from None
-
-    async def _object(self, request: Request) -> dict[str, Any]:
-        body = await self._body(request)
-        if not isinstance(body, dict):
-            raise ApiError("invalid_request", f"the body is a JSON object, not {type(body).__name__}")
-        return body
-
     async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if self.guard.store is None and self.guard.judge is None:
             return fn(*args, **kwargs)
@@ -372,14 +286,14 @@ class Service:
         store = self.guard.store
         healthy = True if store is None else await run_in_threadpool(store.health)
         body = {"status": "ok" if healthy else "degraded", "version": __version__, "store": healthy}
-        return _json(body, 200 if healthy else 503)
+        return json_response(body, 200 if healthy else 503)
 
     async def openapi(self, request: Request) -> Response:
-        return _json(document())
+        return json_response(document())
 
     async def observe(self, request: Request) -> Response:
-        session = _name(request.path_params["session"], "session")
-        body = await self._object(request)
+        session = checked_name(request.path_params["session"], "session")
+        body = await read_object(request, self.settings.max_body)
         single = "event" in body
         if single == ("events" in body):
             raise ApiError("invalid_request", "give either 'event' (one event) or 'events' (a list)")
@@ -398,20 +312,20 @@ class Service:
                 if not single:
                     details["position"] = position
                 raise ApiError("invalid_event", str(exc), **details) from None
-        caller = _Caller(
-            client=_caller.get().client,
-            agent=_optional_name(body, "agent"),
-            model=_optional_name(body, "model"),
-            swarm=_optional_name(body, "swarm"),
+        caller = Caller(
+            client=current_caller.get().client,
+            agent=optional_name(body, "agent"),
+            model=optional_name(body, "model"),
+            swarm=optional_name(body, "swarm"),
         )
         headers = dict(request.headers)
         verdicts: list[Verdict] = await self._call(self._judge, session, events, caller, headers)
         if single:
-            return _json({"session": session, "verdict": verdict_json(verdicts[0])})
-        return _json({"session": session, "verdicts": [verdict_json(v) for v in verdicts]})
+            return json_response({"session": session, "verdict": verdict_json(verdicts[0])})
+        return json_response({"session": session, "verdicts": [verdict_json(v) for v in verdicts]})
 
-    def _judge(self, session: str, events: list[Event], caller: _Caller, headers: dict[str, str]) -> list[Verdict]:
-        token = _caller.set(caller)
+    def _judge(self, session: str, events: list[Event], caller: Caller, headers: dict[str, str]) -> list[Verdict]:
+        token = current_caller.set(caller)
         try:
             with self._span(headers, session):
                 verdicts = []
@@ -421,7 +335,7 @@ class Service:
                     self.metrics.event_latency.observe(time.perf_counter() - started)
                 return verdicts
         finally:
-            _caller.reset(token)
+            current_caller.reset(token)
 
     @contextlib.contextmanager
     def _span(self, headers: Mapping[str, str], session: str) -> Any:
@@ -431,7 +345,7 @@ class Service:
         from ..telemetry import work_context
 
         tracer, propagate = self._otel
-        caller = _caller.get()
+        caller = current_caller.get()
         attributes = {"gen_ai.conversation.id": session}
         with (
             tracer.start_as_current_span(
@@ -443,42 +357,42 @@ class Service:
 
     async def list_sessions(self, request: Request) -> Response:
         names = sorted(await self._call(self.guard.sessions))
-        limit = _int_param(request, "limit", 1000, 1, 100_000)
-        offset = _int_param(request, "offset", 0, 0, 10**9)
-        return _json({"total": len(names), "sessions": names[offset : offset + limit]})
+        limit = int_param(request, "limit", 1000, 1, 100_000)
+        offset = int_param(request, "offset", 0, 0, 10**9)
+        return json_response({"total": len(names), "sessions": names[offset : offset + limit]})
 
     async def read_session(self, request: Request) -> Response:
-        session = _name(request.path_params["session"], "session")
+        session = checked_name(request.path_params["session"], "session")
         snapshot = await self._call(self.guard.snapshot, session)
         if not snapshot["state"].get("index") and session not in await self._call(self.guard.sessions):
             raise ApiError("not_found", f"no session {session!r}")
-        return _json(session_summary(snapshot))
+        return json_response(session_summary(snapshot))
 
     async def forget_session(self, request: Request) -> Response:
-        session = _name(request.path_params["session"], "session")
+        session = checked_name(request.path_params["session"], "session")
         await self._call(self.guard.forget, session)
         self.board.forget(session)
         self._audit("api.forget", session)
-        return _json({"session": session, "forgotten": True})
+        return json_response({"session": session, "forgotten": True})
 
     async def reset_session(self, request: Request) -> Response:
-        session = _name(request.path_params["session"], "session")
-        body = await self._object(request) if await _has_body(request) else {}
+        session = checked_name(request.path_params["session"], "session")
+        body = await read_object(request, self.settings.max_body) if await has_body(request) else {}
         limits = body.get("limits", False)
         if not isinstance(limits, bool):
             raise ApiError("invalid_request", "'limits' is true or false", field="limits")
         await self._call(self.guard.reset, session, limits=limits)
         self.board.reset(session)
         self._audit("api.reset", session, limits=limits)
-        return _json({"session": session, "reset": True, "limits": limits})
+        return json_response({"session": session, "reset": True, "limits": limits})
 
     async def snapshot(self, request: Request) -> Response:
-        session = _name(request.path_params["session"], "session")
-        return _json(await self._call(self.guard.snapshot, session))
+        session = checked_name(request.path_params["session"], "session")
+        return json_response(await self._call(self.guard.snapshot, session))
 
     async def restore(self, request: Request) -> Response:
-        session = _name(request.path_params["session"], "session")
-        body = await self._object(request)
+        session = checked_name(request.path_params["session"], "session")
+        body = await read_object(request, self.settings.max_body)
         try:
             self.guard.engine.load(body["state"])  # checked here: a damaged snapshot writes nothing
             await self._call(self.guard.restore, body, session)
@@ -487,7 +401,7 @@ class Service:
         except (TypeError, AttributeError, KeyError, ValueError) as exc:
             raise ApiError("invalid_snapshot", f"not a session snapshot: {exc!r}") from None
         self._audit("api.restore", session)
-        return _json({"session": session, "restored": True})
+        return json_response({"session": session, "restored": True})
 
     async def list_swarms(self, request: Request) -> Response:
         def swarms() -> dict[str, int]:
@@ -499,27 +413,27 @@ class Service:
             return found
 
         found = await run_in_threadpool(swarms)
-        return _json({"swarms": [{"swarm": k, "sessions": v} for k, v in sorted(found.items())]})
+        return json_response({"swarms": [{"swarm": k, "sessions": v} for k, v in sorted(found.items())]})
 
     async def read_swarm(self, request: Request) -> Response:
-        swarm = _name(request.path_params["swarm"], "swarm")
-        return _json(await self._call(self.guard.swarm_snapshot, swarm))
+        swarm = checked_name(request.path_params["swarm"], "swarm")
+        return json_response(await self._call(self.guard.swarm_snapshot, swarm))
 
     async def clear_swarm(self, request: Request) -> Response:
-        swarm = _name(request.path_params["swarm"], "swarm")
+        swarm = checked_name(request.path_params["swarm"], "swarm")
         await self._call(self.guard.clear_swarm, swarm)
         self._audit("api.swarm_clear", None, swarm=swarm)
-        return _json({"swarm": swarm, "cleared": True})
+        return json_response({"swarm": swarm, "cleared": True})
 
     async def restore_swarm(self, request: Request) -> Response:
-        swarm = _name(request.path_params["swarm"], "swarm")
-        body = await self._object(request)
+        swarm = checked_name(request.path_params["swarm"], "swarm")
+        body = await read_object(request, self.settings.max_body)
         try:
             await self._call(self.guard.restore_swarm, {**body, "swarm": swarm})
         except StateError as exc:
             raise ApiError("invalid_snapshot", str(exc)) from None
         self._audit("api.swarm_restore", None, swarm=swarm)
-        return _json({"swarm": swarm, "restored": True})
+        return json_response({"swarm": swarm, "restored": True})
 
     def _audit(self, name: str, session: str | None, **fields: Any) -> None:
         record = {"event": name, "ts": time.time(), "session": session, **fields}
@@ -529,48 +443,6 @@ class Service:
             except LoopwatchError:
                 logger.exception("loopwatch: audit sink %r failed on %s", sink, name)
 
-    # -- the dashboard's data ---------------------------------------------------------------------------
-
-    async def board_state(self, request: Request) -> Response:
-        since = _int_param(request, "since", 0, 0, 2**62)
-        feed = _int_param(request, "feed", 0, 0, 2**62)
-        return _json(self._board_message(since, feed))
-
-    def _board_message(self, since: int, feed: int) -> dict[str, Any]:
-        summary = self.board.summary()
-        return {"summary": summary, "rows": self.board.rows(since), "feed": self.board.feed(feed)}
-
-    async def board_rates(self, request: Request) -> Response:
-        dimension = request.query_params.get("dimension", "agent")
-        if dimension not in DIMENSIONS:
-            raise ApiError("invalid_request", f"dimension is one of {', '.join(DIMENSIONS)}", field="dimension")
-        return _json(self.board.rates(dimension))
-
-    async def board_session(self, request: Request) -> Response:
-        session = _name(request.path_params["session"], "session")
-        timeline = self.board.timeline(session)
-        if timeline is None:
-            raise ApiError("not_found", f"no recent activity of session {session!r} on the board")
-        return _json({**timeline, "colours": _REPORT_COLOURS})
-
-    async def live(self, request: Request) -> Response:
-        """Server-sent events: the board's changes (rows, feed, summary) every 200 ms while there are any."""
-
-        async def stream() -> AsyncIterator[bytes]:
-            version, seq = 0, max(self.board.feed_seq - 100, 0)
-            quiet = 0.0
-            while True:
-                summary = self.board.summary()
-                if summary["version"] != version or summary["feed_seq"] != seq or quiet >= _HEARTBEAT:
-                    message = self._board_message(version, seq)
-                    version, seq, quiet = summary["version"], summary["feed_seq"], 0.0
-                    yield b"event: board\ndata: " + json.dumps(message, default=str).encode() + b"\n\n"
-                await asyncio.sleep(_TICK)
-                quiet += _TICK
-
-        headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-        return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
-
     async def prometheus(self, request: Request) -> Response:
         return Response(render(), media_type=CONTENT_TYPE)
 
@@ -579,54 +451,13 @@ class Service:
         from ..adapters.claude_code_server import hook_answer
 
         try:
-            raw = await self._raw(request)
+            raw = await read_raw(request, self.settings.max_body)
         except ApiError as exc:
             if exc.code == "body_too_large":
                 raise
-            return _json({})
+            return json_response({})
         reply = await run_in_threadpool(hook_answer, self.guard, raw, self.settings.fail_closed)
-        return _json(reply)
-
-    async def _raw(self, request: Request) -> bytes:
-        limit = self.settings.max_body
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise ApiError("body_too_large", f"the body is more than {limit} bytes", limit=limit)
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-
-async def _has_body(request: Request) -> bool:
-    declared = request.headers.get("content-length")
-    return declared not in (None, "0") or request.headers.get("transfer-encoding") == "chunked"
-
-
-def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError("invalid_request", f"{name} is a whole number", field=name) from None
-    if not low <= value <= high:
-        raise ApiError("invalid_request", f"{name} is from {low} to {high}", field=name)
-    return value
-
-
-async def _http_error(request: Request, exc: HTTPException) -> Response:
-    if exc.status_code == 404:
-        return _error(ApiError("not_found", f"no such endpoint: {request.method} {request.url.path}"))
-    if exc.status_code == 405:
-        return _error(ApiError("method_not_allowed", f"{request.method} is not allowed on {request.url.path}"))
-    return _json({"error": {"code": "bad_request", "message": str(exc.detail)}}, exc.status_code)
-
-
-async def _internal_error(request: Request, exc: Exception) -> Response:
-    logger.exception("loopwatch: internal error answering %s %s", request.method, request.url.path)
-    return _error(ApiError("internal_error", "internal error (logged by the service)"))
+        return json_response(reply)
 
 
 def create_app(

@@ -1,0 +1,132 @@
+"""Which reader reads a file: its format forced or sniffed from its first JSON value (loopwatch's own formats first,
+then the registry's), and a record no reader expected ending the file as a bad record, never as an exception."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from ..errors import InputError
+from ._canonical import event_stream, sniff_canonical, trajectories
+from ._files import expand_paths, first_sentence, read_records
+from ._run import FORMATS, ErrorHandler, Format, Run
+
+
+def sniff_format(record: Any, path: str = "") -> Format | None:
+    """The format of a file from its first JSON value (``None`` when no reader recognises it).
+
+    ``events`` and ``trajectory`` are tried first, then the readers of :mod:`loopwatch.formats` in their
+    registry's order; any other object with a ``type`` is taken for an event stream (whose unknown event
+    type is then reported with its line).
+    """
+    kind = sniff_canonical(record)
+    if kind is not None:
+        return kind
+    from .. import formats
+
+    for module in formats.modules():
+        try:
+            name = module.sniff(record, path)
+        except Exception:  # a record its sniffing did not expect (a value of the wrong type): not this format
+            name = None
+        if name is not None:
+            return name
+    if isinstance(record, Mapping) and "type" in record:
+        return "events"
+    return None
+
+
+def read_runs(
+    paths: Iterable[str], *, format: Format | None = None, on_error: ErrorHandler | None = None
+) -> Iterator[Run]:
+    """Runs from every file in ``paths``; bad records go to ``on_error`` (default: raise)."""
+
+    def _raise(error: InputError) -> None:
+        raise error
+
+    handler = on_error or _raise
+    for path in expand_paths(paths, handler):
+        yield from read_file(path, format=format, on_error=handler)
+
+
+def read_file(
+    path: str, *, format: Format | None = None, on_error: ErrorHandler, part: tuple[int, int] | None = None
+) -> Iterator[Run]:
+    """Runs of one file, in file order; ``format`` forces the format (default: sniffed).
+
+    ``part=(k, n)`` reads only the k-th of n interleaved shares of the file's runs, for n workers sharing
+    one big file: for a JSONL trajectory file (one run per line) the k-th worker parses only lines
+    k, k + n, k + 2n...; any other file is read whole by share 0 and skipped by the others.
+    """
+    if format is not None and format not in FORMATS:
+        on_error(InputError(f"unknown format {format!r} (expected one of {', '.join(FORMATS)})", path=path))
+        return
+    skip: list[int] = []
+    records = read_records(path, on_error, skip)
+    first = next(records, None)
+    if first is None:
+        return
+    kind = format or sniff_format(first[1], path)
+    if kind is None:
+        on_error(InputError(f"not a trace format loopwatch knows ({', '.join(FORMATS)})", path=path, line=first[0]))
+        return
+    if part is not None and part[1] > 1:
+        if kind != "trajectory" or isinstance(first[1], list):
+            if part[0] != 0:
+                return  # not splittable: share 0 reads it all
+        else:
+            skip[:] = part
+            if part[0] != 0:
+                first = next(records, None)  # the first line is share 0's
+                if first is None:
+                    return
+    seen = [first[0]]
+    chained = _chain(first, records, seen)
+    if kind == "trajectory":
+        runs = trajectories(path, _flatten(chained), on_error)
+    elif kind == "events":
+        runs = event_stream(path, _flatten(chained), on_error)
+    else:
+        from .. import formats
+
+        module = formats.reader(kind)
+        if module is None:
+            on_error(InputError(f"no reader is registered for format {kind!r}", path=path))
+            return
+        runs = module.read(kind, chained, path, on_error)
+    yield from _guarded(runs, path, seen, on_error)
+
+
+def _guarded(runs: Iterator[Run], path: str, seen: list[int], on_error: ErrorHandler) -> Iterator[Run]:
+    """The runs of a file; a record no reader expected (a value of the wrong type where the format says
+    what goes, say) ends the file as a bad record, reported with its line, like any other bad record."""
+    try:
+        yield from runs
+    except InputError:
+        raise  # the caller's on_error raised it: theirs to handle
+    except RecursionError:
+        on_error(InputError("unreadable record: nested too deeply", path=path, line=seen[0]))
+    except Exception as exc:
+        reason = f"unreadable record ({type(exc).__name__}: {first_sentence(exc)[:200]})"
+        on_error(InputError(reason, path=path, line=seen[0]))
+
+
+def _flatten(records: Iterable[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
+    """A JSON list of events or trajectories is read as if they were on lines of their own."""
+    for lineno, record in records:
+        if isinstance(record, list):
+            for item in record:
+                yield lineno, item
+        else:
+            yield lineno, record
+
+
+def _chain(
+    first: tuple[int, Any], rest: Iterator[tuple[int, Any]], seen: list[int] | None = None
+) -> Iterator[tuple[int, Any]]:
+    """The records, ``first`` then ``rest``; ``seen[0]``: the line of the last one handed out."""
+    yield first
+    for record in rest:
+        if seen is not None:
+            seen[0] = record[0]
+        yield record
