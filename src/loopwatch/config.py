@@ -66,21 +66,34 @@ message says what was expected and what was found; unknown keys suggest the clos
 
 from __future__ import annotations
 
-import difflib
-import inspect
-import math
 import os
-import re
 import sys
 import types
 import typing
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from ._config_file import CONFIG_FILE, PYPROJECT_FILE, find_config_file
-from .detectors.base import Detector
+from ._config_lines import setting_line
+from ._config_rules import apply_overrides, detector_overrides
+from ._config_values import (
+    as_bool,
+    as_choice,
+    as_positive_int,
+    as_positive_number,
+    as_refusals,
+    as_string,
+    as_strings,
+    as_table,
+    check_keys,
+    did_you_mean,
+    expected,
+    join,
+    listing,
+    unknown,
+)
 from .errors import ConfigError, MissingExtraError, UnknownPresetError
 from .limits import (
     Limit,
@@ -136,10 +149,8 @@ _INT_LIMITS: Final[dict[str, Callable[[int], Limit]]] = {
 _DEFAULT_WARN_AT: Final = 0.8
 _TOOL_KEYS: Final = ("exempt", "ignore_keys", "keep_keys", "ladders")
 _MESSAGE_ACTIONS: Final = ("nudge", "block", "stop")
-_ENABLED: Final = "enabled"
 
 MessageOverrides = Mapping[str, "str | Mapping[int | str, str]"]
-_Overrides = Mapping[str, Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -166,9 +177,9 @@ class Config:
     def policy(self) -> Policy:
         """The preset's policy with this configuration applied (raises ConfigError if it does not fit)."""
         base = _preset_policy(self.preset)
-        overrides = _detector_overrides(self.detectors, "detectors", base)
+        overrides = detector_overrides(self.detectors, "detectors", base)
         changes: dict[str, Any] = {
-            "detectors": _apply_overrides(base.detectors, overrides),
+            "detectors": apply_overrides(base.detectors, overrides),
             "ladders": dict(self.ladders),
             "tools": dict(self.tools),
         }
@@ -283,60 +294,14 @@ def _located(exc: ConfigError, file: Path, pyproject: bool) -> ConfigError:
     return type(exc)(message, field=exc.field, path=str(file), line=line)
 
 
-def setting_line(text: str, field: str, *, prefix: tuple[str, ...] = ()) -> int | None:
-    """The 1-based line of TOML ``text`` that sets ``field`` (a dotted path such as ``ladders.repeat.nudge``),
-    or of the nearest table or key that holds it; ``prefix``: the table the configuration lives in
-    (``("tool", "loopwatch")`` in a ``pyproject.toml``). ``None`` when no line names it."""
-    wanted = tuple(field.split("."))
-    table: tuple[str, ...] | None = () if not prefix else None
-    best: tuple[int, int] | None = None  # (how many parts matched, line)
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        header = _TABLE_HEADER.match(line)
-        if header is not None:
-            parts = _key_parts(header.group(1))
-            table = parts[len(prefix) :] if parts[: len(prefix)] == prefix else None
-            if table is not None:
-                best = _better(best, _matched(table, wanted), number, len(table))
-            continue
-        key = _KEY_LINE.match(line)
-        if key is None or table is None:
-            continue
-        path = (*table, *_key_parts(key.group(1)))
-        best = _better(best, _matched(path, wanted), number, len(path))
-    return best[1] if best is not None else None
-
-
-_TABLE_HEADER: Final = re.compile(r"\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
-_KEY_PART: Final = r"""(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')"""
-_KEY_LINE: Final = re.compile(rf"({_KEY_PART}(?:\s*\.\s*{_KEY_PART})*)\s*=")
-
-
-def _key_parts(key: str) -> tuple[str, ...]:
-    return tuple(part.strip().strip("\"'") for part in re.findall(r'"[^"]*"|\'[^\']*\'|[^.]+', key))
-
-
-def _matched(path: tuple[str, ...], wanted: tuple[str, ...]) -> int:
-    """How many of ``wanted``'s parts ``path`` names, when ``path`` is ``wanted`` or holds it; else 0."""
-    return len(path) if path == wanted[: len(path)] else 0
-
-
-def _better(best: tuple[int, int] | None, matched: int, line: int, length: int) -> tuple[int, int] | None:
-    if matched == 0 or matched != length:
-        return best
-    return (matched, line) if best is None or matched > best[0] else best
-
-
 # -- the top-level table -------------------------------------------------------------------------------
 
 
 def config_from_mapping(data: Mapping[str, Any], *, source: str | None = None) -> Config:
     """A validated :class:`Config` from parsed TOML (the keys of the module docstring's schema)."""
-    table = _table(data, "")
-    _check_keys(table, _TOP_KEYS, "", "setting")
-    name = _string(table.get("preset", "default"), "preset")
+    table = as_table(data, "")
+    check_keys(table, _TOP_KEYS, "", "setting")
+    name = as_string(table.get("preset", "default"), "preset")
     base = _preset_policy(name)
     config = Config(
         preset=name,
@@ -344,11 +309,11 @@ def config_from_mapping(data: Mapping[str, Any], *, source: str | None = None) -
         limits=_optional(table, "limits", _limits),
         messages=_messages(table.get("messages", {}), "messages"),
         tools=_tools(table.get("tools", {}), "tools"),
-        ignore_keys=_optional(table, "ignore_keys", _strings),
-        reset_on_user=_optional(table, "reset_on_user", _bool),
-        hard_evidence=_optional(table, "hard_evidence", _bool),
-        stop_after_refusals=_optional(table, "stop_after_refusals", _refusals),
-        detectors=_detector_overrides(table.get("detectors", {}), "detectors", base),
+        ignore_keys=_optional(table, "ignore_keys", as_strings),
+        reset_on_user=_optional(table, "reset_on_user", as_bool),
+        hard_evidence=_optional(table, "hard_evidence", as_bool),
+        stop_after_refusals=_optional(table, "stop_after_refusals", as_refusals),
+        detectors=detector_overrides(table.get("detectors", {}), "detectors", base),
         source=source,
     )
     hard = base.hard_evidence if config.hard_evidence is None else config.hard_evidence
@@ -363,7 +328,7 @@ def _optional(table: Mapping[str, Any], key: str, parse: Callable[[Any, str], An
 def _preset_policy(name: str) -> Policy:
     factory = PRESETS.get(name)
     if factory is None:
-        raise UnknownPresetError(_unknown(name, PRESETS, "preset"), field="preset")
+        raise UnknownPresetError(unknown(name, PRESETS, "preset"), field="preset")
     return factory()
 
 
@@ -371,32 +336,32 @@ def _preset_policy(name: str) -> Policy:
 
 
 def _ladders(value: Any, path: str) -> dict[str, Ladder]:
-    table = _table(value, path)
+    table = as_table(value, path)
     for pattern in table:
-        REGISTRY.get(pattern, field=_join(path, pattern), escalated=True)
-    return {pattern: _ladder(spec, _join(path, pattern)) for pattern, spec in table.items()}
+        REGISTRY.get(pattern, field=join(path, pattern), escalated=True)
+    return {pattern: _ladder(spec, join(path, pattern)) for pattern, spec in table.items()}
 
 
 def _ladder(value: Any, path: str) -> Ladder:
-    table = _table(value, path)
-    _check_keys(table, _LADDER_KEYS, path, "ladder setting")
-    renotify = _bool(table.get("renotify", False), _join(path, "renotify"))
-    metric = typing.cast(Metric, _choice(table.get("metric", "count"), _METRICS, _join(path, "metric")))
-    restrike = _positive_int(table["restrike"], _join(path, "restrike")) if "restrike" in table else None
+    table = as_table(value, path)
+    check_keys(table, _LADDER_KEYS, path, "ladder setting")
+    renotify = as_bool(table.get("renotify", False), join(path, "renotify"))
+    metric = typing.cast(Metric, as_choice(table.get("metric", "count"), _METRICS, join(path, "metric")))
+    restrike = as_positive_int(table["restrike"], join(path, "restrike")) if "restrike" in table else None
     if "rungs" in table:
         both = [key for key in _THRESHOLD_KEYS if key in table]
         if both:
-            message = f"rungs lists every rung: leave out {_listing(both)} (or write the ladder without rungs)"
-            raise ConfigError(message, field=_join(path, both[0]))
-        rungs = _rungs(table["rungs"], _join(path, "rungs"))
+            message = f"rungs lists every rung: leave out {listing(both)} (or write the ladder without rungs)"
+            raise ConfigError(message, field=join(path, both[0]))
+        rungs = _rungs(table["rungs"], join(path, "rungs"))
         try:
             return Ladder(rungs, renotify=renotify, metric=metric, restrike=restrike)
         except ValueError as exc:
             reason = exc.reason if isinstance(exc, ConfigError) else exc
-            raise ConfigError(f"{reason}", field=_join(path, "rungs")) from exc
-    nudge = _nudges(table["nudge"], _join(path, "nudge")) if "nudge" in table else None
-    block = _positive_int(table["block"], _join(path, "block")) if "block" in table else None
-    stop = _positive_int(table["stop"], _join(path, "stop")) if "stop" in table else None
+            raise ConfigError(f"{reason}", field=join(path, "rungs")) from exc
+    nudge = _nudges(table["nudge"], join(path, "nudge")) if "nudge" in table else None
+    block = as_positive_int(table["block"], join(path, "block")) if "block" in table else None
+    stop = as_positive_int(table["stop"], join(path, "stop")) if "stop" in table else None
     try:
         return Ladder.of(nudge=nudge, block=block, stop=stop, renotify=renotify, metric=metric, restrike=restrike)
     except ValueError as exc:
@@ -406,46 +371,46 @@ def _ladder(value: Any, path: str) -> Ladder:
 
 def _rungs(value: Any, path: str) -> tuple[Rung, ...]:
     if not isinstance(value, list):
-        raise _expected("an array of rung tables", value, path)
-    return tuple(_rung(item, _join(path, str(number))) for number, item in enumerate(value))
+        raise expected("an array of rung tables", value, path)
+    return tuple(_rung(item, join(path, str(number))) for number, item in enumerate(value))
 
 
 def _rung(value: Any, path: str) -> Rung:
     """One rung: ``at`` and ``action`` (required), ``message``, ``reason``, ``status``, ``partial``."""
-    table = _table(value, path)
-    _check_keys(table, _RUNG_KEYS, path, "rung setting")
+    table = as_table(value, path)
+    check_keys(table, _RUNG_KEYS, path, "rung setting")
     for key in ("at", "action"):
         if key not in table:
-            required = _listing(("at", "action"))
-            raise ConfigError(f"a rung needs {key!r} ({required} are required)", field=_join(path, key))
-    action = typing.cast(Action, _choice(table["action"], _RUNG_ACTIONS, _join(path, "action")))
-    texts = {key: _string(table[key], _join(path, key)) for key in ("message", "reason", "status") if key in table}
+            required = listing(("at", "action"))
+            raise ConfigError(f"a rung needs {key!r} ({required} are required)", field=join(path, key))
+    action = typing.cast(Action, as_choice(table["action"], _RUNG_ACTIONS, join(path, "action")))
+    texts = {key: as_string(table[key], join(path, key)) for key in ("message", "reason", "status") if key in table}
     return Rung(
-        _positive_int(table["at"], _join(path, "at")),
+        as_positive_int(table["at"], join(path, "at")),
         action,
         message=texts.get("message"),
         reason=texts.get("reason"),
         status=texts.get("status"),
-        partial=_bool(table.get("partial", False), _join(path, "partial")),
+        partial=as_bool(table.get("partial", False), join(path, "partial")),
     )
 
 
 def _nudges(value: Any, path: str) -> int | list[int]:
     if isinstance(value, list):
-        return [_positive_int(item, path) for item in value]
+        return [as_positive_int(item, path) for item in value]
     if isinstance(value, int) and not isinstance(value, bool):
-        return _positive_int(value, path)
-    raise _expected("a positive integer or a list of them", value, path)
+        return as_positive_int(value, path)
+    raise expected("a positive integer or a list of them", value, path)
 
 
 # -- limits --------------------------------------------------------------------------------------------
 
 
 def _limits(value: Any, path: str) -> Limits:
-    table = _table(value, path)
-    _check_keys(table, _LIMIT_KEYS, path, "limit")
+    table = as_table(value, path)
+    check_keys(table, _LIMIT_KEYS, path, "limit")
     if "cost_warn_at" in table and "max_cost" not in table:
-        raise ConfigError("cost_warn_at needs max_cost in the same table", field=_join(path, "cost_warn_at"))
+        raise ConfigError("cost_warn_at needs max_cost in the same table", field=join(path, "cost_warn_at"))
     limits = Limits()
     for key in _LIMIT_KEYS:
         if key in table and key != "cost_warn_at":
@@ -454,22 +419,22 @@ def _limits(value: Any, path: str) -> Limits:
 
 
 def _limit(table: Mapping[str, Any], key: str, path: str) -> Limit:
-    where = _join(path, key)
+    where = join(path, key)
     if key == "max_runtime":
-        return max_runtime(_positive_number(table[key], where))
+        return max_runtime(as_positive_number(table[key], where))
     if key == "max_cost":
-        return max_cost(_positive_number(table[key], where), warn_at=_warn_at(table, path))
-    return _INT_LIMITS[key](_positive_int(table[key], where))
+        return max_cost(as_positive_number(table[key], where), warn_at=_warn_at(table, path))
+    return _INT_LIMITS[key](as_positive_int(table[key], where))
 
 
 def _warn_at(table: Mapping[str, Any], path: str) -> float | None:
     value = table.get("cost_warn_at", _DEFAULT_WARN_AT)
     if value is False:
         return None
-    where = _join(path, "cost_warn_at")
-    share = _positive_number(value, where)
+    where = join(path, "cost_warn_at")
+    share = as_positive_number(value, where)
     if share >= 1:
-        raise _expected("a share of max_cost between 0 and 1 (or false)", value, where)
+        raise expected("a share of max_cost between 0 and 1 (or false)", value, where)
     return share
 
 
@@ -477,23 +442,23 @@ def _warn_at(table: Mapping[str, Any], path: str) -> float | None:
 
 
 def _messages(value: Any, path: str) -> dict[str, str | Mapping[int | str, str]]:
-    table = _table(value, path)
+    table = as_table(value, path)
     for pattern in table:
-        REGISTRY.get(pattern, field=_join(path, pattern))
+        REGISTRY.get(pattern, field=join(path, pattern))
     out: dict[str, str | Mapping[int | str, str]] = {}
     for pattern, entry in table.items():
-        where = _join(path, pattern)
+        where = join(path, pattern)
         out[pattern] = entry if isinstance(entry, str) else _message_levels(entry, where)
     return out
 
 
 def _message_levels(value: Any, path: str) -> dict[int | str, str]:
     if not isinstance(value, Mapping):
-        raise _expected("a template string or a table of templates by level", value, path)
+        raise expected("a template string or a table of templates by level", value, path)
     levels: dict[int | str, str] = {}
     for key, text in value.items():
-        where = _join(path, str(key))
-        levels[_message_level(key, where)] = _string(text, where)
+        where = join(path, str(key))
+        levels[_message_level(key, where)] = as_string(text, where)
     return levels
 
 
@@ -504,231 +469,24 @@ def _message_level(key: Any, path: str) -> int | str:
         return int(key)
     if isinstance(key, str) and key in _MESSAGE_ACTIONS:
         return key
-    levels = f"a level number (1, 2, ...) or one of {_listing(_MESSAGE_ACTIONS)}"
-    raise ConfigError(f"expected {levels}, got {key!r}{_did_you_mean(str(key), _MESSAGE_ACTIONS)}", field=path)
+    levels = f"a level number (1, 2, ...) or one of {listing(_MESSAGE_ACTIONS)}"
+    raise ConfigError(f"expected {levels}, got {key!r}{did_you_mean(str(key), _MESSAGE_ACTIONS)}", field=path)
 
 
 # -- tools ---------------------------------------------------------------------------------------------
 
 
 def _tools(value: Any, path: str) -> dict[str, ToolSettings]:
-    table = _table(value, path)
-    return {name: _tool(spec, _join(path, name)) for name, spec in table.items()}
+    table = as_table(value, path)
+    return {name: _tool(spec, join(path, name)) for name, spec in table.items()}
 
 
 def _tool(value: Any, path: str) -> ToolSettings:
-    table = _table(value, path)
-    _check_keys(table, _TOOL_KEYS, path, "tool setting")
+    table = as_table(value, path)
+    check_keys(table, _TOOL_KEYS, path, "tool setting")
     return ToolSettings(
-        exempt=_bool(table.get("exempt", False), _join(path, "exempt")),
-        ignore_keys=_strings(table.get("ignore_keys", []), _join(path, "ignore_keys")),
-        keep_keys=_strings(table["keep_keys"], _join(path, "keep_keys")) if "keep_keys" in table else None,
-        ladders=_ladders(table.get("ladders", {}), _join(path, "ladders")),
+        exempt=as_bool(table.get("exempt", False), join(path, "exempt")),
+        ignore_keys=as_strings(table.get("ignore_keys", []), join(path, "ignore_keys")),
+        keep_keys=as_strings(table["keep_keys"], join(path, "keep_keys")) if "keep_keys" in table else None,
+        ladders=_ladders(table.get("ladders", {}), join(path, "ladders")),
     )
-
-
-# -- detectors -----------------------------------------------------------------------------------------
-
-
-def _detector_overrides(value: Any, path: str, base: Policy) -> dict[str, dict[str, Any]]:
-    """Validated parameter overrides by detector name (names of ``base``'s detectors only)."""
-    table = _table(value, path)
-    by_name = {det.name: det for det in base.detectors}
-    out: dict[str, dict[str, Any]] = {}
-    for name, spec in table.items():
-        where = _join(path, name)
-        if name not in by_name:
-            hint = _did_you_mean(name, by_name)
-            message = f"preset {base.name!r} has no detector {name!r}{hint} (its detectors: {_listing(by_name)})"
-            raise ConfigError(message, field=where)
-        out[name] = _detector_params(by_name[name], spec, where)
-    return out
-
-
-def _detector_params(detector: Detector, value: Any, path: str) -> dict[str, Any]:
-    table = _table(value, path)
-    params = _parameters(type(detector))
-    _check_keys(table, (_ENABLED, *params), path, f"{type(detector).__name__} parameter")
-    hints = _type_hints(type(detector))
-    out: dict[str, Any] = {}
-    for key, raw in table.items():
-        where = _join(path, key)
-        if key == _ENABLED:
-            out[key] = _bool(raw, where)
-        else:
-            out[key] = _param(raw, hints.get(key), params[key].default, where)
-    try:
-        _rebuild(detector, _without_enabled(out))
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"invalid parameters {_without_enabled(out)}: {exc}", field=path) from exc
-    return out
-
-
-def _apply_overrides(detectors: Iterable[Detector], overrides: _Overrides) -> tuple[Detector, ...]:
-    kept: list[Detector] = []
-    for detector in detectors:
-        params = overrides.get(detector.name, {})
-        if params.get(_ENABLED, True) is False:
-            continue
-        changes = _without_enabled(params)
-        kept.append(_rebuild(detector, changes) if changes else detector)
-    return tuple(kept)
-
-
-def _rebuild(detector: Detector, changes: Mapping[str, Any]) -> Detector:
-    """A detector of the same class with its current parameters updated by ``changes``."""
-    names = _parameters(type(detector))
-    current = {k: v for k, v in detector._params().items() if k in names}  # with what repr shows (an embedder)
-    factory: Callable[..., Detector] = type(detector)
-    return factory(**{**current, **changes})
-
-
-def _without_enabled(params: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in params.items() if k != _ENABLED}
-
-
-def _parameters(cls: type[Detector]) -> dict[str, inspect.Parameter]:
-    kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return {name: p for name, p in inspect.signature(cls).parameters.items() if p.kind in kinds}
-
-
-def _type_hints(cls: type[Detector]) -> dict[str, Any]:
-    try:
-        return typing.get_type_hints(cls.__init__)
-    except (NameError, TypeError):  # unresolvable annotations: check values against defaults only
-        return {}
-
-
-def _param(value: Any, hint: Any, default: Any, path: str) -> Any:
-    if hint is not None and not _matches(value, hint):
-        raise _expected(_describe(hint), value, path)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        _check_param_number(value, default, path)
-    return value
-
-
-def _check_param_number(value: float, default: Any, path: str) -> None:
-    """Finite, and positive (or >= 0 for parameters whose default is 0)."""
-    if not math.isfinite(value):
-        raise _expected("a finite number", value, path)
-    zero_ok = not isinstance(default, bool) and default == 0
-    if value < 0 or (value == 0 and not zero_ok):
-        raise _expected("a number >= 0" if zero_ok else "a positive number", value, path)
-
-
-def _matches(value: Any, hint: Any) -> bool:
-    origin = typing.get_origin(hint)
-    if origin is Literal:
-        return any(value == arg and type(value) is type(arg) for arg in typing.get_args(hint))
-    if origin is typing.Union or origin is types.UnionType:
-        return any(_matches(value, arg) for arg in typing.get_args(hint))
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(hint, type):
-        return isinstance(value, hint)
-    return True
-
-
-def _describe(hint: Any) -> str:
-    origin = typing.get_origin(hint)
-    if origin is Literal:
-        return f"one of {_listing(typing.get_args(hint))}"
-    if origin is typing.Union or origin is types.UnionType:
-        return " or ".join(_describe(arg) for arg in typing.get_args(hint) if arg is not type(None))
-    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
-    return names.get(hint, getattr(hint, "__name__", str(hint)))
-
-
-# -- values --------------------------------------------------------------------------------------------
-
-
-def _table(value: Any, path: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise _expected("a table", value, path)
-    return value
-
-
-def _bool(value: Any, path: str) -> bool:
-    if not isinstance(value, bool):
-        raise _expected("a boolean (true or false)", value, path)
-    return value
-
-
-def _refusals(value: Any, path: str) -> int | Literal[False]:
-    if value is False:
-        return False
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise _expected("a positive integer or false", value, path)
-    return value
-
-
-def _string(value: Any, path: str) -> str:
-    if not isinstance(value, str):
-        raise _expected("a string", value, path)
-    return value
-
-
-def _strings(value: Any, path: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise _expected("a list of strings", value, path)
-    return tuple(value)
-
-
-def _choice(value: Any, choices: Collection[str], path: str) -> str:
-    if value not in choices or not isinstance(value, str):
-        raise _expected(f"one of {_listing(choices)}", value, path)
-    return value
-
-
-def _positive_int(value: Any, path: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise _expected("a positive integer", value, path)
-    return value
-
-
-def _positive_number(value: Any, path: str) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise _expected("a positive number", value, path)
-    if not math.isfinite(value) or value <= 0:
-        raise _expected("a positive finite number", value, path)
-    return value
-
-
-# -- messages of errors --------------------------------------------------------------------------------
-
-
-def _expected(what: str, value: Any, path: str) -> ConfigError:
-    return ConfigError(f"expected {what}, got {_show(value)}", field=path or None)
-
-
-def _show(value: Any) -> str:
-    kinds = {bool: "boolean", int: "integer", float: "float", str: "string", list: "array", dict: "table"}
-    shown = str(value).lower() if isinstance(value, bool) else repr(value)
-    return f"{shown} ({kinds.get(type(value), type(value).__name__)})"
-
-
-def _check_keys(table: Mapping[str, Any], allowed: Collection[str], path: str, what: str) -> None:
-    for key in table:
-        if key not in allowed:
-            raise ConfigError(_unknown(key, allowed, what), field=_join(path, str(key)))
-
-
-def _unknown(key: Any, choices: Collection[str], what: str) -> str:
-    if not choices:
-        return f"unknown {what} {key!r} (there are none)"
-    return f"unknown {what} {key!r}{_did_you_mean(str(key), choices)} (expected one of {_listing(choices)})"
-
-
-def _did_you_mean(key: str, choices: Collection[str]) -> str:
-    close = difflib.get_close_matches(key, list(choices), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
-def _listing(choices: Iterable[Any]) -> str:
-    return ", ".join(repr(c) for c in choices)
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key

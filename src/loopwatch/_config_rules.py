@@ -1,0 +1,133 @@
+"""A configuration's ``[detectors.NAME]`` tables: parameters of the preset's rules, checked against each rule's
+constructor (names, types, ranges) before the rule is rebuilt with them; ``enabled = false`` drops a rule."""
+
+from __future__ import annotations
+
+import inspect
+import math
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, Literal
+
+from ._config_values import as_bool, as_table, check_keys, did_you_mean, expected, join, listing
+from .detectors.base import Detector
+from .errors import ConfigError
+from .policy import Policy
+
+ENABLED: Final = "enabled"
+"""The key that turns a rule off."""
+
+Overrides = Mapping[str, Mapping[str, Any]]
+"""Validated parameter overrides by rule name."""
+
+
+def detector_overrides(value: Any, path: str, base: Policy) -> dict[str, dict[str, Any]]:
+    """Validated parameter overrides by detector name (names of ``base``'s detectors only)."""
+    table = as_table(value, path)
+    by_name = {det.name: det for det in base.detectors}
+    out: dict[str, dict[str, Any]] = {}
+    for name, spec in table.items():
+        where = join(path, name)
+        if name not in by_name:
+            hint = did_you_mean(name, by_name)
+            message = f"preset {base.name!r} has no detector {name!r}{hint} (its detectors: {listing(by_name)})"
+            raise ConfigError(message, field=where)
+        out[name] = _detector_params(by_name[name], spec, where)
+    return out
+
+
+def _detector_params(detector: Detector, value: Any, path: str) -> dict[str, Any]:
+    table = as_table(value, path)
+    params = _parameters(type(detector))
+    check_keys(table, (ENABLED, *params), path, f"{type(detector).__name__} parameter")
+    hints = _type_hints(type(detector))
+    out: dict[str, Any] = {}
+    for key, raw in table.items():
+        where = join(path, key)
+        if key == ENABLED:
+            out[key] = as_bool(raw, where)
+        else:
+            out[key] = _param(raw, hints.get(key), params[key].default, where)
+    try:
+        _rebuild(detector, _without_enabled(out))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"invalid parameters {_without_enabled(out)}: {exc}", field=path) from exc
+    return out
+
+
+def apply_overrides(detectors: Iterable[Detector], overrides: Overrides) -> tuple[Detector, ...]:
+    kept: list[Detector] = []
+    for detector in detectors:
+        params = overrides.get(detector.name, {})
+        if params.get(ENABLED, True) is False:
+            continue
+        changes = _without_enabled(params)
+        kept.append(_rebuild(detector, changes) if changes else detector)
+    return tuple(kept)
+
+
+def _rebuild(detector: Detector, changes: Mapping[str, Any]) -> Detector:
+    """A detector of the same class with its current parameters updated by ``changes``."""
+    names = _parameters(type(detector))
+    current = {k: v for k, v in detector._params().items() if k in names}  # with what repr shows (an embedder)
+    factory: Callable[..., Detector] = type(detector)
+    return factory(**{**current, **changes})
+
+
+def _without_enabled(params: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if k != ENABLED}
+
+
+def _parameters(cls: type[Detector]) -> dict[str, inspect.Parameter]:
+    kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return {name: p for name, p in inspect.signature(cls).parameters.items() if p.kind in kinds}
+
+
+def _type_hints(cls: type[Detector]) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls.__init__)
+    except (NameError, TypeError):  # unresolvable annotations: check values against defaults only
+        return {}
+
+
+def _param(value: Any, hint: Any, default: Any, path: str) -> Any:
+    if hint is not None and not _matches(value, hint):
+        raise expected(_describe(hint), value, path)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        _check_param_number(value, default, path)
+    return value
+
+
+def _check_param_number(value: float, default: Any, path: str) -> None:
+    """Finite, and positive (or >= 0 for parameters whose default is 0)."""
+    if not math.isfinite(value):
+        raise expected("a finite number", value, path)
+    zero_ok = not isinstance(default, bool) and default == 0
+    if value < 0 or (value == 0 and not zero_ok):
+        raise expected("a number >= 0" if zero_ok else "a positive number", value, path)
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        return any(value == arg and type(value) is type(arg) for arg in typing.get_args(hint))
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_matches(value, arg) for arg in typing.get_args(hint))
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True
+
+
+def _describe(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        return f"one of {listing(typing.get_args(hint))}"
+    if origin is typing.Union or origin is types.UnionType:
+        return " or ".join(_describe(arg) for arg in typing.get_args(hint) if arg is not type(None))
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    return names.get(hint, getattr(hint, "__name__", str(hint)))
