@@ -21,6 +21,7 @@ PACKAGE = Path(loopwatch.__file__).parent
 
 CORE = frozenset(
     {
+        "loopwatch._event_values",
         "loopwatch._kernels",
         "loopwatch._kernels_c",
         "loopwatch._kernels_py",
