@@ -12,6 +12,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -91,8 +92,8 @@ def pycache(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture
 def home(tmp_path: Path, pycache: str) -> Iterator[Home]:
-    run = tmp_path / "run"
-    run.mkdir(mode=0o700)
+    run = Path(tempfile.mkdtemp(prefix="lw-run-"))  # short: a socket's path has at most 107 bytes
+    run.chmod(0o700)
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.pop("LOOPWATCH_STORE", None)
@@ -106,6 +107,7 @@ def home(tmp_path: Path, pycache: str) -> Iterator[Home]:
     project.mkdir()
     yield Home(env, run / "loopwatch", project)
     stop_servers(str(run / "loopwatch"))
+    shutil.rmtree(run, ignore_errors=True)
 
 
 def _events(rounds: int, session: str = SESSION) -> list[dict[str, Any]]:
@@ -222,6 +224,29 @@ def test_a_deleted_store_file_is_opened_afresh_as_the_hook_processes_do(home: Ho
     assert again == _expected(events, tmp_path / "direct.db")  # a fresh session, as in a new file
     assert first == _expected(events, tmp_path / "direct-2.db")[1:]
     assert (tmp_path / "hooks.db").exists()
+
+
+def test_a_socket_path_too_long_for_the_system_is_not_used(home: Home, tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True, mode=0o700)
+    store = f"sqlite:///{tmp_path / 'hooks.db'}"
+    events = _events(2)
+    ran: list[Ran] = []
+    env = {**home.env, "XDG_RUNTIME_DIR": str(deep)}
+    for payload in events:
+        done = subprocess.run(
+            [sys.executable, "-m", CLIENT, "--store", store],
+            input=json.dumps(payload).encode(),
+            env=env,
+            cwd=home.root,
+            capture_output=True,
+            timeout=60,
+            check=True,
+        )
+        ran.append(Ran(done.stdout.decode(), done.stderr.decode()))
+    assert [r.json for r in ran] == _expected(events, tmp_path / "direct.db")  # judged in each hook's process
+    assert all("too long for a socket" in r.err for r in ran)
+    assert not (deep / "loopwatch").exists()  # no server was started
 
 
 def test_the_socket_and_its_files_are_the_users_alone(home: Home, tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .claude_code import _guard, _hook_options, answer, decode_input
 from .claude_code_hook import (
+    _MAX_SOCKET_PATH,
     _PROTOCOL,
     IDLE_EXIT,
     _connect,
@@ -367,6 +368,9 @@ def _serve(idle_exit: float = IDLE_EXIT, *, log: bool = True) -> int:
         print(f"loopwatch: {directory} can be used by other users: no hook server there", file=sys.stderr)
         return 1
     sock_path, state_path = _server_path("sock", directory), _server_path("json", directory)
+    if len(os.fsencode(sock_path)) > _MAX_SOCKET_PATH:
+        print(f"loopwatch: {sock_path} is too long for a socket (set XDG_RUNTIME_DIR)", file=sys.stderr)
+        return 1
     held = _lock(_server_path("lock", directory), sock_path)
     if held is None:
         return 1

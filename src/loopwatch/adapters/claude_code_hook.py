@@ -1,23 +1,29 @@
 """The command Claude Code runs for loopwatch's hook (what ``loopwatch hook claude-code --install`` writes).
 
-    PYTHON -m loopwatch.adapters.claude_code_hook [--store URL] [--preset NAME] [--config FILE] [--no-config]
-                                                  [--fail-closed] [--idle-exit SECONDS]
+    PYTHON -c 'import sys; from loopwatch.adapters.claude_code_hook import main; sys.exit(main())' \
+        [--store URL] [--preset NAME] [--config FILE] [--no-config] [--fail-closed] [--idle-exit SECONDS]
+
+(``python -m loopwatch.adapters.claude_code_hook`` does the same; ``-m`` costs a third of a bare interpreter's
+start-up more, for its ``runpy``.)
 
 Claude Code starts a command hook once per event. Judging in that process means loading the rules and the
 standard library modules they use each time (:mod:`loopwatch.adapters.claude_code`), about six times a bare
 ``python -c pass``. This command instead hands the event to this user's local hook server
 (:mod:`loopwatch.adapters.claude_code_daemon`) over a Unix socket and writes the server's answer, importing
-nothing but the interpreter's socket module. The server judges the event exactly as the hook process would (the
-same options, the same configuration file found from the hook's working directory, the same session store), so
-the verdicts are the same and sessions are shared with in-process hook runs.
+nothing but the interpreter's socket module: about 1.2x a bare ``python -c pass`` in CPU, and the server's share
+of about 1.3 ms per event (``benchmarks/bench_hook.py``). The server judges the event exactly as the hook process
+would (the same options, the same configuration file found from the hook's working directory, the same session
+store), so the verdicts are the same and sessions are shared with in-process hook runs.
 
 When no server answers (none running yet, one that died, one of another loopwatch version), this run judges the
 event itself, as ``loopwatch hook claude-code`` does, and starts the server in the background for the next events.
-The server exits by itself after ``--idle-exit`` seconds without an event (default :data:`IDLE_EXIT`).
-``loopwatch hook claude-code --status`` shows it, ``--stop`` stops it.
+The server exits by itself after ``--idle-exit`` seconds without an event (default :data:`IDLE_EXIT`, 30 minutes;
+the setting of the run that started it counts). ``loopwatch hook claude-code --status`` shows it, ``--stop`` stops
+it. ``loopwatch hook claude-code --install --in-process`` writes a hook that never starts one.
 
-The socket lives in ``$XDG_RUNTIME_DIR/loopwatch`` (else the cache directory the session store uses), a directory
-only its owner can enter; a directory that other users could write to is not used (the event is judged here).
+The socket lives in ``$XDG_RUNTIME_DIR/loopwatch`` (else ``loopwatch/run`` in the cache directory of the default
+session store), a directory only its owner can enter; one that other users could enter is not used (the event is
+judged here, with a note on stderr), nor a socket path too long for the system.
 When the server took the event but gave no answer in :data:`TIMEOUT` seconds, nothing is judged (judging here too
 would count the event twice): the event goes ahead, or with ``--fail-closed`` a tool call is refused.
 On a system without Unix sockets every event is judged in the hook's own process.
@@ -44,6 +50,7 @@ TIMEOUT = 5.0
 _PROTOCOL = b"loopwatch-hook/1"
 _SERVER_MODULE = "loopwatch.adapters.claude_code_daemon"
 _MAX_ANSWER = 1 << 22
+_MAX_SOCKET_PATH = 107 if sys.platform.startswith("linux") else 103  # bytes of a socket's path, at most
 
 
 def _cache_dir(environ: Mapping[str, str] | None = None) -> str:
@@ -63,9 +70,10 @@ def _cache_dir(environ: Mapping[str, str] | None = None) -> str:
 
 
 def runtime_dir() -> str:
-    """The directory of the hook server's socket: ``$XDG_RUNTIME_DIR/loopwatch``, else the cache directory."""
+    """The directory of the hook server's socket: ``$XDG_RUNTIME_DIR/loopwatch``, else ``CACHE/loopwatch/run``
+    (``CACHE`` the cache directory of the default session store)."""
     runtime = os.environ.get("XDG_RUNTIME_DIR", "")
-    return os.path.join(runtime, "loopwatch") if os.path.isabs(runtime) else _cache_dir()
+    return os.path.join(runtime, "loopwatch") if os.path.isabs(runtime) else os.path.join(_cache_dir(), "run")
 
 
 def _identity() -> str:
@@ -146,19 +154,23 @@ def _ask(data: bytes, args: list[str]) -> tuple[str, bytes, bytes]:
     ``("refused", ...)`` when the one listening is not this loopwatch (it is to be replaced), ``("declined", ...)``
     when it leaves the event to this process; :class:`_Unanswered` when it took the event and gave no answer."""
     directory = runtime_dir()
+    path = _server_path("sock", directory)
+    if len(os.fsencode(path)) > _MAX_SOCKET_PATH:
+        _note(f"{path} is too long for a socket (set XDG_RUNTIME_DIR): the event is judged here")
+        return "declined", b"", b""
     if not _private_dir(directory):
         if not os.path.lexists(directory):
             return "absent", b"", b""  # the server creates it
-        _note(f"{directory} is not a directory only you can use: the event is judged in the hook's process")
+        _note(f"{directory} is not a directory only you can use (chmod 700 it): the event is judged here")
         return "declined", b"", b""
-    connection = _connect(_server_path("sock", directory))
+    try:
+        cwd = os.getcwd()
+    except OSError:  # a directory deleted under the hook: the hook process says what it makes of it
+        return "declined", b"", b""
+    connection = _connect(path)
     if connection is None:
         return "absent", b"", b""
     env = os.environ
-    try:
-        cwd = os.getcwd()
-    except OSError:
-        return "declined", b"", b""
     fields = [_identity(), cwd, env.get("LOOPWATCH_STORE", ""), env.get("XDG_CACHE_HOME", ""), env.get("HOME", "")]
     header = "\0".join(fields + args).encode("utf-8", "surrogateescape")
     answer = _exchange(connection, b"%s judge %d\n%s%s" % (_PROTOCOL, len(header), header, data))
