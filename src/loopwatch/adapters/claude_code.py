@@ -1,8 +1,10 @@
 """Claude Code command hooks: ``loopwatch hook claude-code`` (or ``python -m loopwatch.adapters.claude_code``).
 
     loopwatch hook claude-code --install [--project | --user | --local] [--store URL] [--preset NAME] [--config FILE]
+                               [--idle-exit SECONDS | --in-process]
     loopwatch hook claude-code --uninstall [--project | --user | --local]
-    loopwatch hook claude-code [--store URL] [--preset NAME] [--config FILE] [--fail-closed]   # what Claude Code runs
+    loopwatch hook claude-code --status | --stop                                   # the local hook server
+    loopwatch hook claude-code [--store URL] [--preset NAME] [--config FILE] [--fail-closed]   # judge one event here
     loopwatch hook claude-code --serve [--port N]; --install --http URL | --relay URL        # one process for all
 
 Claude Code starts the hook once per event, with the event's JSON on stdin; the hook judges it with a
@@ -60,14 +62,19 @@ process per event cannot afford to load), ``--config FILE`` (a ``loopwatch.toml`
 10}]}`` appended to each event's list (no matcher for ``UserPromptSubmit`` and ``Stop``). Everything else in
 the file is kept; installing again replaces loopwatch's entries (no duplicates). ``--uninstall`` removes
 exactly the handlers whose command runs ``loopwatch hook claude-code`` or ``loopwatch.adapters.claude_code``.
-``CMD`` is the ``loopwatch`` script next to the running interpreter (else ``PYTHON -m
-loopwatch.adapters.claude_code``), with ``--store``, ``--preset``, ``--config`` and ``--fail-closed`` when given.
+``CMD`` is ``PYTHON -c 'import sys; from loopwatch.adapters.claude_code_hook import main; sys.exit(main())'``
+(:mod:`loopwatch.adapters.claude_code_hook`: each event handed to the user's local hook server, which that command
+starts when none runs, judged by this module's :func:`answer`); with ``--in-process``, the ``loopwatch`` script
+next to the running interpreter (else ``PYTHON -m loopwatch.adapters.claude_code``), judging every event in its own
+process; with ``--store``, ``--preset``, ``--config`` and ``--fail-closed`` when given. ``--status`` and ``--stop``
+show and stop the local hook server.
 
 ``--serve`` runs the hook as a local HTTP service instead (:mod:`loopwatch.adapters.claude_code_server`), for
 Claude Code's ``http`` handlers: ``--install --http URL`` writes them.
 
-Speed: every event starts a Python process, so this module imports only what judging needs (``argparse``,
-``pathlib`` and the settings code load for ``--install`` only); ``benchmarks/bench_hook.py`` measures it.
+Speed: judging here, every event starts a Python process that loads the rules, so this module imports only what
+judging needs (``argparse``, ``pathlib`` and the settings code load for ``--install`` only); the installed command's
+local hook server avoids most of it. ``benchmarks/bench_hook.py`` measures both.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
 
-from .claude_code import _guard, _hook_options, answer, decode_input
+from .claude_code import _guard, _hook_options, _seconds, answer, decode_input
 from .claude_code_hook import (
     _MAX_SOCKET_PATH,
     _PROTOCOL,
@@ -126,8 +126,8 @@ class _Daemon:
                 request = _receive(connection)
                 if request is not None:
                     connection.sendall(self.reply(request))
-            except OSError as exc:
-                print(f"loopwatch hook server: a hook's connection failed: {exc}", file=sys.stderr, flush=True)
+            except Exception as exc:  # one hook's trouble: the server goes on
+                print(f"loopwatch hook server: a hook's request failed: {exc!r}", file=sys.stderr, flush=True)
 
     def reply(self, request: bytes) -> bytes:
         first, _, rest = request.partition(b"\n")
@@ -483,25 +483,13 @@ def _status_command(stdout: Any, *, stop: bool = False) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m loopwatch.adapters.claude_code_daemon [--idle-exit SECONDS] [--foreground]``."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    idle = float(IDLE_EXIT)
-    log = True
-    i = 0
-    while i < len(args):
-        if args[i] == "--idle-exit" and i + 1 < len(args):
-            try:
-                idle = float(args[i + 1])
-            except ValueError:
-                print(f"loopwatch: --idle-exit takes seconds, not {args[i + 1]!r}", file=sys.stderr)
-                return 2
-            i += 2
-        elif args[i] == "--foreground":  # errors on this terminal, not in the log file
-            log = False
-            i += 1
-        else:
-            print(f"loopwatch: unknown option {args[i]!r} (--idle-exit SECONDS, --foreground)", file=sys.stderr)
-            return 2
-    return _serve(idle, log=log)
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m loopwatch.adapters.claude_code_daemon", description=main.__doc__)
+    parser.add_argument("--idle-exit", type=_seconds, default=IDLE_EXIT, metavar="SECONDS", help="exit when idle")
+    parser.add_argument("--foreground", action="store_true", help="errors on this terminal, not in the log file")
+    args = parser.parse_args(argv)
+    return _serve(args.idle_exit, log=not args.foreground)
 
 
 if __name__ == "__main__":
