@@ -301,6 +301,25 @@ def test_a_server_of_another_loopwatch_is_refused_and_replaced(home: Home, tmp_p
             old.wait()
 
 
+def test_of_two_servers_started_at_once_one_serves_and_the_other_leaves(home: Home) -> None:
+    command = [sys.executable, "-m", "loopwatch.adapters.claude_code_daemon", "--idle-exit", "120", "--foreground"]
+    started = [subprocess.Popen(command, env=home.env, stderr=subprocess.DEVNULL) for _ in range(2)]
+    try:
+        server = home.server()
+        serving = [p for p in started if p.pid == server["pid"]]
+        (other,) = [p for p in started if p.pid != server["pid"]]
+        assert len(serving) == 1 and other.wait(timeout=60) == 1  # it saw ours running and left
+        assert [s["pid"] for s in home.status()] == [server["pid"]]
+        serving[0].terminate()  # SIGTERM: it leaves as after its idle time, removing its socket and state file
+        assert serving[0].wait(timeout=60) == 0
+        assert [p.suffix for p in home.sockets.iterdir()] == [".lock"]  # (--foreground: no log file)
+    finally:
+        for process in started:
+            if process.poll() is None:
+                process.terminate()
+                process.wait(timeout=60)
+
+
 def _silent_server(path: str) -> threading.Thread:
     """A socket at the server's path that takes one request and closes without an answer."""
     listener = socket.socket(socket.AF_UNIX)

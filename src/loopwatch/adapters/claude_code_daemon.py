@@ -22,7 +22,8 @@ to stop first. It exits after ``--idle-exit`` seconds without an event (default
 The protocol (one request per connection, the client then shuts its side): ``loopwatch-hook/1 judge N\\n``, ``N``
 bytes of NUL-separated fields (identity, working directory, ``$LOOPWATCH_STORE``, ``$XDG_CACHE_HOME``, ``$HOME``,
 the hook's options), the hook input; answered ``ok OUT ERR\\n`` with the hook's stdout and stderr, or ``refused``
-/ ``declined`` (judge it yourself). ``loopwatch-hook/1 status`` and ``stop`` answer JSON.
+/ ``declined`` (judge it yourself). ``loopwatch-hook/1 status``, ``stop`` and ``replace\nIDENTITY`` (stop unless
+of that identity) answer JSON.
 """
 
 from __future__ import annotations
@@ -136,9 +137,11 @@ class _Daemon:
             return b"declined not a hook request\n"
         if words[1] == b"status":
             return b"status\n" + json.dumps(self.status()).encode()
-        if words[1] == b"stop":
-            self.stopping = True
+        if words[1] == b"stop" or (words[1] == b"replace" and rest.decode(errors="replace") != self.identity):
+            self.stopping = True  # (replace: a server of another loopwatch is taking over; not one of ours)
             return b"stopping\n" + json.dumps(self.status()).encode()
+        if words[1] == b"replace":
+            return b"status\n" + json.dumps(self.status()).encode()
         if words[1] != b"judge" or len(words) != 3 or not words[2].isdigit():
             return b"declined unknown request\n"
         size = int(words[2])
@@ -292,12 +295,13 @@ def _receive(connection: socket.socket) -> bytes | None:
 
 
 def _request(path: str, command: bytes, timeout: float = 5.0) -> dict[str, Any] | None:
-    """A ``status`` or ``stop`` request to the server at ``path``: its status, None when none answers."""
+    """A ``status``, ``stop`` or ``replace\nIDENTITY`` request to the server at ``path``: its status, None when none
+    answers."""
     connection = _connect(path, timeout)
     if connection is None:
         return None
     try:
-        answer = _exchange(connection, _PROTOCOL + b" " + command + b"\n")
+        answer = _exchange(connection, _PROTOCOL + b" " + command + (b"" if b"\n" in command else b"\n"))
     except Exception:
         return None
     head, _, body = answer.partition(b"\n")
@@ -325,7 +329,8 @@ def _lock(lock_path: str, sock_path: str) -> int | None:
     if running is not None and running.get("identity") == _identity():
         os.close(fd)
         return None  # ours already runs (two hooks started one each at the same time)
-    _request(sock_path, b"stop")  # another loopwatch's (or one that is starting): ask it to leave
+    # another loopwatch's (or one starting): ask it to leave, unless it is ours by now (started meanwhile)
+    _request(sock_path, b"replace\n" + _identity().encode("utf-8", "surrogateescape"))
     deadline = time.monotonic() + LOCK_WAIT
     while time.monotonic() < deadline:
         try:

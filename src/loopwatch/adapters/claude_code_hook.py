@@ -190,20 +190,29 @@ def _start_server(idle_exit: str | None) -> None:
     session, no inherited output), unless this system cannot run one."""
     import _socket
 
-    if not hasattr(_socket, "AF_UNIX") or not hasattr(os, "posix_spawn"):
+    if not hasattr(_socket, "AF_UNIX"):
         return
     argv = [sys.executable, "-m", _SERVER_MODULE]
     if idle_exit is not None:
         argv += ["--idle-exit", idle_exit]
-    null = os.devnull
-    actions = [
-        (os.POSIX_SPAWN_OPEN, 0, null, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 1, null, os.O_WRONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 2, null, os.O_WRONLY, 0),
-    ]
     try:
-        os.posix_spawn(sys.executable, argv, dict(os.environ), file_actions=actions, setsid=True)
-    except (OSError, NotImplementedError, TypeError, ValueError) as exc:
+        if hasattr(os, "posix_spawn"):  # no subprocess module to import
+            null = os.devnull
+            actions = [
+                (os.POSIX_SPAWN_OPEN, 0, null, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 1, null, os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 2, null, os.O_WRONLY, 0),
+            ]
+            try:
+                os.posix_spawn(sys.executable, argv, dict(os.environ), file_actions=actions, setsid=True)
+                return
+            except NotImplementedError:  # no POSIX_SPAWN_SETSID here
+                pass
+        import subprocess
+
+        null_io = subprocess.DEVNULL
+        subprocess.Popen(argv, stdin=null_io, stdout=null_io, stderr=null_io, start_new_session=True)
+    except (OSError, TypeError, ValueError) as exc:
         _note(f"could not start the hook server ({exc}); events are judged in the hook's process")
 
 
