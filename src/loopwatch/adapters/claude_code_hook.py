@@ -7,7 +7,7 @@
 start-up more, for its ``runpy``.)
 
 Claude Code starts a command hook once per event. Judging in that process means loading the rules and the
-standard library modules they use each time (:mod:`loopwatch.adapters.claude_code`), about six times a bare
+standard library modules they use each time (:mod:`loopwatch.adapters.claude_code`), six to eight times a bare
 ``python -c pass``. This command instead hands the event to this user's local hook server
 (:mod:`loopwatch.adapters.claude_code_daemon`) over a Unix socket and writes the server's answer, importing
 nothing but the interpreter's socket module: about 1.2x a bare ``python -c pass`` in CPU, and the server's share
