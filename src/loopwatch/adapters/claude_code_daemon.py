@@ -195,16 +195,8 @@ class _Daemon:
                 stamp = (info.st_mtime_ns, info.st_size)
         store = options["store"] or environ["LOOPWATCH_STORE"] or None
         relative = store is not None and store.startswith("sqlite:///") and not store[10:].startswith("/")
-        key = (
-            store,
-            environ["XDG_CACHE_HOME"],
-            environ["HOME"],
-            options["preset"],
-            found,
-            stamp,
-            bool(options["fail_closed"]),
-            cwd if relative else None,
-        )
+        fail_closed, scope = bool(options["fail_closed"]), cwd if relative else None
+        key = (store, environ["XDG_CACHE_HOME"], environ["HOME"], options["preset"], found, stamp, fail_closed, scope)
         held = self.guards.get(key)
         if held is not None and _same_file(held):
             self.guards.move_to_end(key)
@@ -212,7 +204,7 @@ class _Daemon:
         if held is not None:  # its SQLite file was deleted or replaced: hook processes use the new one
             self._close(self.guards.pop(key)[0])
         with _within(cwd):  # a relative store path means the hook's directory
-            guard = _guard(store, options["preset"], found, bool(options["fail_closed"]), True, environ=environ)
+            guard = _guard(store, options["preset"], found, fail_closed, True, environ=environ)
         self.guards[key] = (guard, [_file_of(guard)])
         while len(self.guards) > MAX_GUARDS:
             self._close(self.guards.popitem(last=False)[1][0])
