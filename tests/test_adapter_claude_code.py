@@ -24,6 +24,7 @@ import pytest
 
 from loopwatch import Guard
 from loopwatch.adapters import claude_code as cc
+from loopwatch.adapters.claude_code_daemon import stop_servers
 from loopwatch.events import Message, ToolCall, ToolResult
 from loopwatch.verdict import Verdict
 
@@ -42,9 +43,10 @@ CYCLE_STOP = (
 
 
 @pytest.fixture(scope="module")
-def base_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The hook processes' environment: a private HOME and cache, and a bytecode cache outside the repository
-    (each hook is a new interpreter: without it, every run would compile loopwatch again)."""
+def base_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The hook processes' environment: a private HOME, cache and socket directory (the installed hook starts a
+    hook server there, stopped at the end), and a bytecode cache outside the repository (each hook is a new
+    interpreter: without it, every run would compile loopwatch again)."""
     root = tmp_path_factory.mktemp("hook-env")
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -52,7 +54,10 @@ def base_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
     env["HOME"] = str(root / "home")
     env["XDG_CACHE_HOME"] = str(root / "cache")
-    return env
+    (root / "run").mkdir(mode=0o700)
+    env["XDG_RUNTIME_DIR"] = str(root / "run")
+    yield env
+    stop_servers(str(root / "run" / "loopwatch"))
 
 
 @dataclass
@@ -527,11 +532,6 @@ def test_install_user_honours_home_and_the_installed_command_runs(tmp_path: Path
     assert list(settings) == ["hooks"] and list(settings["hooks"]) == list(cc.HOOK_EVENTS)
     command = settings["hooks"]["PostToolUse"][0]["hooks"][0]["command"]
     assert command == cc.hook_command(store=url, preset="doom-loop")
-    words = shlex.split(command)
-    if words[1:3] == ["hook", "claude-code"]:  # the console script: `loopwatch hook` must be wired in the CLI
-        probe = subprocess.run([words[0], "hook", "claude-code", "--help"], capture_output=True, env=env)
-        if probe.returncode != 0:  # not yet: run the same options through the module
-            command = shlex.join([sys.executable, "-m", MODULE, *words[3:]])
     for n in range(3):  # what Claude Code does: the command through a shell, the event on stdin
         shell = subprocess.run(
             ["/bin/sh", "-c", command],

@@ -98,6 +98,8 @@ EXPORTS: dict[str, list[str]] = {
         "stop_reason",
         "uninstall_hooks",
     ],
+    "loopwatch.adapters.claude_code_daemon": ["main", "server_status", "stop_servers"],
+    "loopwatch.adapters.claude_code_hook": ["IDLE_EXIT", "TIMEOUT", "main", "runtime_dir"],
     "loopwatch.adapters.claude_code_relay": ["TIMEOUT", "main"],
     "loopwatch.adapters.claude_code_server": [
         "DEFAULT_PORT",
@@ -269,6 +271,8 @@ PUBLIC_MODULES = {
         "loopwatch.adapters.autogen",
         "loopwatch.adapters.claude_agent_sdk",
         "loopwatch.adapters.claude_code",
+        "loopwatch.adapters.claude_code_daemon",
+        "loopwatch.adapters.claude_code_hook",
         "loopwatch.adapters.claude_code_relay",
         "loopwatch.adapters.claude_code_server",
         "loopwatch.adapters.crewai",

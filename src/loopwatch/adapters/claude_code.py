@@ -1,8 +1,10 @@
 """Claude Code command hooks: ``loopwatch hook claude-code`` (or ``python -m loopwatch.adapters.claude_code``).
 
     loopwatch hook claude-code --install [--project | --user | --local] [--store URL] [--preset NAME] [--config FILE]
+                               [--idle-exit SECONDS | --in-process]
     loopwatch hook claude-code --uninstall [--project | --user | --local]
-    loopwatch hook claude-code [--store URL] [--preset NAME] [--config FILE] [--fail-closed]   # what Claude Code runs
+    loopwatch hook claude-code --status | --stop                                   # the local hook server
+    loopwatch hook claude-code [--store URL] [--preset NAME] [--config FILE] [--fail-closed]   # judge one event here
     loopwatch hook claude-code --serve [--port N]; --install --http URL | --relay URL        # one process for all
 
 Claude Code starts the hook once per event, with the event's JSON on stdin; the hook judges it with a
@@ -60,14 +62,19 @@ process per event cannot afford to load), ``--config FILE`` (a ``loopwatch.toml`
 10}]}`` appended to each event's list (no matcher for ``UserPromptSubmit`` and ``Stop``). Everything else in
 the file is kept; installing again replaces loopwatch's entries (no duplicates). ``--uninstall`` removes
 exactly the handlers whose command runs ``loopwatch hook claude-code`` or ``loopwatch.adapters.claude_code``.
-``CMD`` is the ``loopwatch`` script next to the running interpreter (else ``PYTHON -m
-loopwatch.adapters.claude_code``), with ``--store``, ``--preset``, ``--config`` and ``--fail-closed`` when given.
+``CMD`` is ``PYTHON -c 'import sys; from loopwatch.adapters.claude_code_hook import main; sys.exit(main())'``
+(:mod:`loopwatch.adapters.claude_code_hook`: each event handed to the user's local hook server, which that command
+starts when none runs, judged by this module's :func:`answer`); with ``--in-process``, the ``loopwatch`` script
+next to the running interpreter (else ``PYTHON -m loopwatch.adapters.claude_code``), judging every event in its own
+process; with ``--store``, ``--preset``, ``--config`` and ``--fail-closed`` when given. ``--status`` and ``--stop``
+show and stop the local hook server.
 
 ``--serve`` runs the hook as a local HTTP service instead (:mod:`loopwatch.adapters.claude_code_server`), for
 Claude Code's ``http`` handlers: ``--install --http URL`` writes them.
 
-Speed: every event starts a Python process, so this module imports only what judging needs (``argparse``,
-``pathlib`` and the settings code load for ``--install`` only); ``benchmarks/bench_hook.py`` measures it.
+Speed: judging here, every event starts a Python process that loads the rules, so this module imports only what
+judging needs (``argparse``, ``pathlib`` and the settings code load for ``--install`` only); the installed command's
+local hook server avoids most of it. ``benchmarks/bench_hook.py`` measures both.
 """
 
 from __future__ import annotations
@@ -128,13 +135,15 @@ MAX_TEXT: Final = 9_500
 """Characters of a message given to Claude Code (it moves anything over 10,000 to a file)."""
 MODULE: Final = "loopwatch.adapters.claude_code"
 RELAY_MODULE: Final = "loopwatch.adapters.claude_code_relay"
+LOCAL_CODE: Final = "import sys; from loopwatch.adapters.claude_code_hook import main; sys.exit(main())"
+"""What ``--install`` has Python run by default (``PYTHON -c CODE``): events handed to the user's local hook server."""
 SERVICE_PATH: Final = "/loopwatch/claude-code"
 """The path of the hook service (``--serve``; :mod:`loopwatch.adapters.claude_code_server`)."""
 
 _EXIT_CODE: Final = lazy_compile(r"\s*Exit code (-?\d+)")
 _OURS: Final = lazy_compile(
     r"(?:^|[\s/\\\"'])loopwatch(?:\.exe)?[\"']?\s+hook\s+[\"']?claude-code(?:[\"'\s]|$)"
-    r"|loopwatch\.adapters\.claude_code(?:_relay)?\b"
+    r"|loopwatch\.adapters\.claude_code(?:_relay|_hook)?\b"
 )
 # fields of a tool response that change on every run while the result does not
 _VOLATILE: Final = frozenset(
@@ -332,17 +341,12 @@ def _stopped(guard: Guard, session: str) -> bool:
 # -- the guard --------------------------------------------------------------------------------------------
 
 
-def default_store_path() -> str:
-    """``CACHE/loopwatch/claude-code.db``, ``CACHE`` being the user's cache directory."""
-    cache = os.environ.get("XDG_CACHE_HOME", "")
-    if not os.path.isabs(cache):
-        if sys.platform == "darwin":
-            cache = os.path.join(os.path.expanduser("~"), "Library", "Caches")
-        elif os.name == "nt" and os.environ.get("LOCALAPPDATA"):
-            cache = os.environ["LOCALAPPDATA"]
-        else:
-            cache = os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "loopwatch", "claude-code.db")
+def default_store_path(environ: Mapping[str, str] | None = None) -> str:
+    """``CACHE/loopwatch/claude-code.db``, ``CACHE`` being the user's cache directory (as ``environ``, default
+    this process's environment, says)."""
+    from .claude_code_hook import _cache_dir
+
+    return os.path.join(_cache_dir(environ), "claude-code.db")
 
 
 def _policy(preset: str | None, config: str | None, no_config: bool = False) -> Policy:
@@ -355,7 +359,13 @@ def _policy(preset: str | None, config: str | None, no_config: bool = False) -> 
 
 
 def _guard(
-    store: str | None, preset: str | None, config: str | None, fail_closed: bool, no_config: bool = False
+    store: str | None,
+    preset: str | None,
+    config: str | None,
+    fail_closed: bool,
+    no_config: bool = False,
+    *,
+    environ: Mapping[str, str] | None = None,
 ) -> Guard:
     from ..guard import Guard
     from ..stored import use_orjson
@@ -363,14 +373,14 @@ def _guard(
 
     use_orjson(False)  # one event per process: importing orjson would cost more than it saves
     policy = _policy(preset, config, no_config)
-    url = store or os.environ.get("LOOPWATCH_STORE") or None
+    url = store or (os.environ if environ is None else environ).get("LOOPWATCH_STORE") or None
     backend: Store
     if url:
         backend = store_from_url(url)
     else:
         from ..stores.sqlite import SqliteStore
 
-        path = default_store_path()
+        path = default_store_path(environ)
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         backend = SqliteStore(path, ttl=DEFAULT_TTL)
     return Guard(policy=policy, store=backend, on_store_error="block" if fail_closed else "allow", max_sessions=64)
@@ -486,10 +496,15 @@ def hook_command(
     fail_closed: bool = False,
     no_config: bool = False,
     relay: str | None = None,
+    in_process: bool = False,
+    idle_exit: int | None = None,
 ) -> str:
-    """The shell command Claude Code runs: the ``loopwatch`` script next to this interpreter when there is one,
-    else ``PYTHON -m loopwatch.adapters.claude_code``; with the options given. With ``relay`` (a hook service's
-    URL), ``PYTHON -m loopwatch.adapters.claude_code_relay URL`` and the options (for when the service is down)."""
+    """The shell command Claude Code runs, with the options given: ``PYTHON -c 'import sys; from
+    loopwatch.adapters.claude_code_hook import main; sys.exit(main())'`` (events handed to the user's local hook
+    server, started when none runs; ``idle_exit``: its idle time).
+    With ``in_process``, every event judged in the hook's own process: the ``loopwatch`` script next to this
+    interpreter when there is one, else ``PYTHON -m loopwatch.adapters.claude_code``. With ``relay`` (a hook
+    service's URL), ``PYTHON -m loopwatch.adapters.claude_code_relay URL`` (the options: for when it is down)."""
     import shlex
     import shutil
     import sysconfig
@@ -498,6 +513,10 @@ def hook_command(
     script = shutil.which("loopwatch", path=os.pathsep.join(f for f in folders if f))
     if relay:  # the relay's start-up is a bare interpreter's: no console script wrapper
         parts = [os.path.abspath(sys.executable), "-m", RELAY_MODULE, relay]
+    elif not in_process:  # a bare interpreter's start-up: no console script wrapper, nor -m's runpy
+        parts = [os.path.abspath(sys.executable), "-c", LOCAL_CODE]
+        if idle_exit is not None:
+            parts += ["--idle-exit", str(idle_exit)]
     elif script:
         parts = [os.path.abspath(script), "hook", "claude-code"]
     else:
@@ -653,6 +672,8 @@ def _settings_command(args: argparse.Namespace, stdout: IO[str]) -> int:
                     fail_closed=args.fail_closed,
                     no_config=args.no_config,
                     relay=args.relay,
+                    in_process=args.in_process,
+                    idle_exit=args.idle_exit,
                 )
                 changed = install_hooks(settings, command)
             if changed == settings:
@@ -691,6 +712,8 @@ def _parser() -> argparse.ArgumentParser:
     action.add_argument("--install", action="store_true", help="add loopwatch's hooks to a settings.json")
     action.add_argument("--uninstall", action="store_true", help="remove loopwatch's hooks from a settings.json")
     action.add_argument("--serve", action="store_true", help="run the hook as a local HTTP service (http hooks)")
+    action.add_argument("--status", action="store_true", help="show the local hook servers the hook started")
+    action.add_argument("--stop", action="store_true", help="stop the local hook servers (the hook starts them again)")
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument(
         "--project", dest="scope", action="store_const", const="project", help="./.claude/settings.json (default)"
@@ -714,7 +737,26 @@ def _parser() -> argparse.ArgumentParser:
         help="--install: command hooks that hand each event to a --serve service (judged in the hook's own process "
         "when the service is down)",
     )
+    service.add_argument(
+        "--in-process",
+        action="store_true",
+        help="--install: command hooks that judge every event in their own process (no local hook server)",
+    )
+    parser.add_argument(
+        "--idle-exit",
+        type=_seconds,
+        metavar="SECONDS",
+        help="--install: the local hook server exits after this long without an event (default 1800)",
+    )
     return parser
+
+
+def _seconds(text: str) -> int:
+    import argparse
+
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of seconds, at least 1, not {text!r}")
+    return int(text)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -769,6 +811,10 @@ def main(argv: list[str] | None = None, *, stdin: IO[str] | None = None, stdout:
             return _settings_command(args, out)
         if args.serve:
             return _serve(args)
+        if args.status or args.stop:
+            from .claude_code_daemon import _status_command
+
+            return _status_command(out, stop=args.stop)
         options = {
             "store": args.store,
             "preset": args.preset,
