@@ -34,7 +34,7 @@ class LadderState:
     in it, its detections, the event of the last verdict and of the one before the streak, and the nudges given in
     it ((index, level), the last four)."""
 
-    key: str
+    key: str = ""
     emitted: int = 0
     detections: int = 0
     last: int | None = None

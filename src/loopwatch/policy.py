@@ -27,6 +27,7 @@ from .verdict import Action
 __all__ = [
     "Decision",
     "Ladder",
+    "LadderState",
     "Metric",
     "Policy",
     "Rung",
