@@ -1,11 +1,10 @@
 """The pure detection core: events -> steps (fingerprints) -> detectors -> policy -> verdict.
 
 :class:`Engine` holds a :class:`~loopwatch.policy.Policy` and no session data; every call takes the
-session's state (a :class:`~loopwatch._session_state.SessionState` made by :meth:`Engine.new_session`) and updates
-it in place. It
-never reads a clock, a file or the network: its driver passes ``now`` in, and a way to count the session's
-swarm-wide calls (:data:`~loopwatch.swarm_tally.SwarmCounter`). :meth:`Engine.evaluate` gives the verdict with the
-audit records it calls for; :meth:`Engine.judged` does the same with a loop judge's answer.
+session's state (a typed ``SessionState`` made by :meth:`Engine.new_session`, written as JSON by :meth:`Engine.dump`)
+and updates it in place. It never reads a clock, a file or the network: its driver passes ``now`` in, and a way to
+count the session's swarm-wide calls (:data:`~loopwatch.swarm_tally.SwarmCounter`). :meth:`Engine.evaluate` gives
+the verdict with the audit records it calls for; :meth:`Engine.judged` does the same with a loop judge's answer.
 """
 
 from __future__ import annotations
