@@ -153,6 +153,29 @@ def test_the_limits_runs_leave_warnings_refusals_and_a_stop(recorded: dict[str, 
     assert all(seen.values()), seen
 
 
+def test_a_snapshot_in_an_older_form_loads() -> None:
+    """Snapshots taken before ``last`` and ``refused`` were kept, before a ladder kept its nudges and the streak
+    before, and when one user reply was kept (a string) load, and judging goes on from them."""
+    engine = Engine(preset("default-lexical"))
+    session = engine.new_session()
+    same = ToolCall("search", {"query": "refund policy"})
+    for _ in range(4):
+        engine.observe(session, same)
+        engine.observe(session, ToolResult("no results"))
+    data = json.loads(json.dumps(engine.dump(session)))
+    assert data["ladders"] and data["last"] is not None
+    del data["last"], data["refused"]
+    for ladder in data["ladders"].values():
+        del ladder["nudges"], ladder["previous"]
+    data["last_user"] = "an old reply's signature"
+    old = engine.load(data)
+    assert old.last is None and old.refused is None and old.last_user == ("an old reply's signature",)
+    assert all(ladder.nudges == () and ladder.previous is None for ladder in (old.ladders or {}).values())
+    again = json.loads(json.dumps(engine.dump(old)))
+    assert again["last_user"] == ["an old reply's signature"] and again["last"] is None
+    assert engine.observe(old, same).action != "ok"  # the streak goes on from the loaded state
+
+
 @pytest.mark.parametrize(
     ("part", "damaged"),
     [
