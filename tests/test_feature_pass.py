@@ -86,7 +86,7 @@ def test_a_call_is_read_once_for_its_words_scopes_and_query(monkeypatch: pytest.
     engine.observe(session, ToolCall("bash", {"command": "grep -rn 'def load' src/"}, thought="Look for the loader."))
     # error_retry, feedback_repeat, rerun and similar_text keep the words; no_progress and failure_streak the search
     assert (len(words), len(scopes), len(query)) == (1, 1, 1)
-    states = dict(zip((d.name for d in engine.policy.detectors), session["detectors"], strict=True))
+    states = dict(zip((d.name for d in engine.policy.detectors), session.detectors, strict=True))
     places, query_words, _ = states["no_progress"].current
     assert "src" in places
     assert states["failure_streak"].items[0] == (places, query_words)

@@ -281,7 +281,8 @@ def _damaged_snapshot() -> dict[str, Any]:
         guard.observe("s", ToolCall("bash", {"command": "cd srcc"}))
         guard.observe("s", ToolResult("bash: cd: srcc: No such file or directory", tool="bash", is_error=True))
     snapshot = guard.snapshot("s")
-    snapshot["state"]["usage"] = None  # restore accepts it; every later event used to fail inside the rules
+    snapshot["state"]["stopped"] = {"bogus": 1}  # restore accepts it (a stop's fields are not checked); every later
+    # event fails on it
     return snapshot
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from loopwatch import Guard, Ladder, Message, Rung, ToolCall, ToolResult, Verdict, preset
 from loopwatch.detectors.base import Finding
-from loopwatch.policy import decide
+from loopwatch.policy import LadderState, decide
 
 
 def _finding(key: str, count: int) -> Finding:
@@ -25,13 +25,13 @@ def test_ladder_validation_names_the_problem() -> None:
 
 
 def test_one_nudge_per_level_per_streak() -> None:
-    ladder, state = Ladder.of(nudge=3, block=5), {}
+    ladder, state = Ladder.of(nudge=3, block=5), LadderState()
     actions = [decide(ladder, state, _finding("a", n), n) for n in range(1, 7)]
     assert [d.action if d else None for d in actions] == [None, None, "nudge", None, "block", "block"]
 
 
 def test_a_new_streak_soon_after_a_warning_is_a_second_strike() -> None:
-    ladder, state = Ladder.of(nudge=3, restrike=10), {}
+    ladder, state = Ladder.of(nudge=3, restrike=10), LadderState()
     first = decide(ladder, state, _finding("a", 3), 10)
     assert first is not None and first.action == "nudge"
     second = decide(ladder, state, _finding("b", 3), 18)
@@ -40,14 +40,14 @@ def test_a_new_streak_soon_after_a_warning_is_a_second_strike() -> None:
 
 
 def test_a_new_streak_long_after_the_warning_starts_over() -> None:
-    ladder, state = Ladder.of(nudge=3, restrike=10), {}
+    ladder, state = Ladder.of(nudge=3, restrike=10), LadderState()
     decide(ladder, state, _finding("a", 3), 10)
     later = decide(ladder, state, _finding("b", 3), 40)
     assert later is not None and later.action == "nudge"
 
 
 def test_without_restrike_a_new_streak_is_only_nudged() -> None:
-    ladder, state = Ladder.of(nudge=3), {}
+    ladder, state = Ladder.of(nudge=3), LadderState()
     decide(ladder, state, _finding("a", 3), 10)
     again = decide(ladder, state, _finding("b", 3), 12)
     assert again is not None and again.action == "nudge"

@@ -37,7 +37,7 @@ from loopwatch import (
 )
 from loopwatch.detectors.base import Finding
 from loopwatch.fingerprint import bash_file_read, normalize_args_seed004, primary_fingerprint
-from loopwatch.policy import decide
+from loopwatch.policy import LadderState, decide
 from loopwatch.similarity import fuzz_ratio, jaccard_tokens, jaccard_ws
 
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -1210,7 +1210,7 @@ def test_seed004_levels_are_cumulative() -> None:
     ladder = preset("behavioral").ladders["repeat"]
     for count, level, action in ((5, 2, "nudge"), (8, 3, "stop"), (3, 1, "nudge")):
         finding = Finding(pattern="repeat", count=count, key=f"fresh-{count}", loop_start=0, reason="")
-        decision = decide(ladder, {}, finding, count)
+        decision = decide(ladder, LadderState(), finding, count)
         assert decision is not None
         assert (decision.level, decision.action) == (level, action)
 

@@ -128,11 +128,11 @@ def test_user_replies_do_not_reset_it_and_state_stays_small_and_json() -> None:
             session, Message("assistant", f"{ASKS[n % 3]} (attempt {n}) " + "word " * 50, worker=f"w{n % 7}")
         )
         engine.observe(session, Message("user", SAME_REPLY))
-    state = session["detectors"][0]
+    state = session.detectors[0]
     assert len(state.channels) <= 3 and all(len(c.past) <= detector.window for c in state.channels.values())
     assert len(json.dumps(engine.dump(session))) < 4096
     restored = engine.load(json.loads(json.dumps(engine.dump(session))))
-    assert restored["detectors"][0] == state
+    assert restored.detectors[0] == state
 
 
 def test_quantized_vectors_keep_the_cosine() -> None:
@@ -233,7 +233,7 @@ def test_snapshots_from_before_instructions_still_load() -> None:
     session = engine.new_session()
     data = json.loads(json.dumps(engine.dump(session)))
     del data["detectors"][0]["asked"]
-    assert engine.load(data)["detectors"][0].asked is None
+    assert engine.load(data).detectors[0].asked is None
     for damaged in (5, [1, "text"], ["1", "text", "tool"]):
         data["detectors"][0]["asked"] = damaged
         with pytest.raises(StateError):
@@ -328,11 +328,11 @@ def test_restated_replies_keep_a_small_state_that_old_snapshots_lack() -> None:
     session = engine.new_session()
     for event in _conversation(list(RESTATED)):
         engine.observe(session, event)
-    replies = session["detectors"][0].replies
+    replies = session.detectors[0].replies
     assert len(replies) == 2 and all(isinstance(x, str) for x in replies)  # the last two, quantized
     old = json.loads(json.dumps(engine.dump(session)))
     del old["detectors"][0]["replies"]
-    assert Engine(policy).load(old)["detectors"][0].replies == ()
+    assert Engine(policy).load(old).detectors[0].replies == ()
     for damaged in (["a", "b", "c"], ["a"], [1], "x"):  # too many; not base64; not text; not a list
         bad = json.loads(json.dumps(engine.dump(session)))
         bad["detectors"][0]["replies"] = damaged

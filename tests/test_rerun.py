@@ -74,9 +74,9 @@ def test_a_new_result_starts_over_and_state_stays_small() -> None:
         ]
         for event in pair:
             engine.observe(session, event)
-    assert len(session["detectors"][0].runs) == 2
+    assert len(session.detectors[0].runs) == 2
     restored = engine.load(json.loads(json.dumps(engine.dump(session))))
-    assert restored["detectors"][0] == session["detectors"][0]
+    assert restored.detectors[0] == session.detectors[0]
 
 
 def test_runs_that_work_and_say_so_never_count() -> None:
@@ -112,8 +112,8 @@ def test_a_long_streak_keeps_its_start_and_is_nudged_once() -> None:
     engine = Engine(policy)
     session = engine.new_session()
     findings = [engine.observe(session, e) for e in _cycle([""] * 12)]
-    assert findings[-1].action == "ok" and session["detectors"][0].runs
-    run = next(iter(session["detectors"][0].runs.values()))
+    assert findings[-1].action == "ok" and session.detectors[0].runs
+    run = next(iter(session.detectors[0].runs.values()))
     assert run.count == 12 and run.first == 2 and len(run.indices) == 8  # count, first run, last 8 runs
 
 
@@ -152,7 +152,7 @@ def test_restore_refuses_a_damaged_state(runs: object, pending: object) -> None:
     for event in _cycle(["", ""]):
         engine.observe(session, event)
     data = json.loads(json.dumps(engine.dump(session)))
-    assert engine.load(data)["detectors"][0].runs, "the runs must have been recorded"
+    assert engine.load(data).detectors[0].runs, "the runs must have been recorded"
     data["detectors"][0]["runs"] = runs
     data["detectors"][0]["pending"] = pending
     with pytest.raises(StateError):

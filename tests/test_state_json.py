@@ -157,7 +157,7 @@ def test_a_swarm_rule_keeps_nothing_per_session() -> None:
     engine = Engine(preset("default-lexical"))
     position = [d.name for d in engine.policy.detectors].index("swarm")
     session = engine.new_session()
-    assert session["detectors"][position] is None
+    assert session.detectors[position] is None
     assert engine.dump(session)["detectors"][position] == {}
     damaged = engine.dump(session)
     damaged["detectors"][position] = {"calls": 3}

@@ -1,10 +1,10 @@
 """The pure detection core: events -> steps (fingerprints) -> detectors -> policy -> verdict.
 
 :class:`Engine` holds a :class:`~loopwatch.policy.Policy` and no session data; every call takes the
-session's state (a plain JSON-able dict made by :meth:`Engine.new_session`) and updates it in place. It
-never reads a clock, a file or the network: its driver passes ``now`` in, and a way to count the session's
-swarm-wide calls (:data:`~loopwatch.swarm_tally.SwarmCounter`). :meth:`Engine.evaluate` gives the verdict with the
-audit records it calls for; :meth:`Engine.judged` does the same with a loop judge's answer.
+session's state (a typed ``SessionState`` made by :meth:`Engine.new_session`, written as JSON by :meth:`Engine.dump`)
+and updates it in place. It never reads a clock, a file or the network: its driver passes ``now`` in, and a way to
+count the session's swarm-wide calls (:data:`~loopwatch.swarm_tally.SwarmCounter`). :meth:`Engine.evaluate` gives
+the verdict with the audit records it calls for; :meth:`Engine.judged` does the same with a loop judge's answer.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ._lazy_re import lazy_compile
+from ._session_state import STATE_VERSION, LadderState, SessionState, read_session, session_json
 from .audit import judge_record, verdict_records
-from .detectors.base import Detector, Finding, State, Step, masked_of, signature_of
+from .detectors.base import Detector, Finding, Step, masked_of, signature_of
 from .detectors.swarm import SwarmDetector
 from .errors import StateError
 from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
@@ -40,8 +41,6 @@ from .verdict import LOOP_DETECTED, SEVERITY, Action, Verdict, ok
 if TYPE_CHECKING:
     from .judge import JudgeAnswer, LoopJudge
 
-STATE_VERSION: Final = 1
-_OPTIONAL: Final = frozenset({"last", "refused"})  # keys added after version 1: snapshots without them still load
 _MAX_IDS: Final = 16
 _FAILURE_MARKERS: Final = (
     "Traceback (most recent call last)", "command not found", "No such file or directory", "Permission denied",
@@ -105,62 +104,42 @@ class Engine:
 
     # -- session state ---------------------------------------------------------------------------------
 
-    def new_session(self) -> State:
-        return {
-            "v": STATE_VERSION,
-            "index": 0,
-            "detectors": [d.new_state() for d in self._detectors],
-            "ladders": {},
-            "usage": Limits.new_usage(),
-            "calls": {"last": None, "ids": {}},
-            "warned": (),
-            "stopped": None,
-            "last_user": (),
-            "last": None,
-            "refused": None,
-        }
+    def new_session(self) -> SessionState:
+        return SessionState([d.new_state() for d in self._detectors], Limits.new_usage())
 
-    def reset(self, session: State, *, limits: bool = False) -> None:
+    def reset(self, session: SessionState, *, limits: bool = False) -> None:
         """Clear loop state (streaks, ladders, a stop); limits keep counting unless ``limits=True``."""
-        session["detectors"] = [d.new_state() for d in self._detectors]
-        session["ladders"] = {}
-        session["stopped"] = None
+        session.detectors = [d.new_state() for d in self._detectors]
+        session.ladders = None
+        session.stopped = None
         if limits:
-            session["usage"] = Limits.new_usage()
-            session["warned"] = ()
+            session.usage = Limits.new_usage()
+            session.warned = ()
 
-    def _reset_for_user(self, session: State) -> None:
-        states = session["detectors"]
+    def _reset_for_user(self, session: SessionState) -> None:
+        states = session.detectors
         for i, detector in enumerate(self._detectors):
             if detector.reset_on_user:
                 states[i] = detector.new_state()
-        session["ladders"] = {}
+        session.ladders = None
 
-    def dump(self, session: State) -> dict[str, Any]:
+    def dump(self, session: SessionState) -> dict[str, Any]:
         """The JSON form of a session (seed 003's toJSON)."""
-        out = dict(session)
-        out["detectors"] = [d.dump_state(s) for d, s in zip(self._detectors, session["detectors"], strict=True)]
-        out["warned"], out["last_user"] = list(session["warned"]), list(session["last_user"])
-        out["policy"] = self.policy.name
-        return out
+        states = [d.dump_state(s) for d, s in zip(self._detectors, session.detectors, strict=True)]
+        return session_json(session, states, self.policy.name)
 
-    def load(self, data: Mapping[str, Any]) -> State:
+    def load(self, data: Mapping[str, Any]) -> SessionState:
         """A session from its JSON form (seed 003's restoreFrom); raises :class:`StateError`."""
         try:
             if data.get("v") != STATE_VERSION:
                 raise StateError(f"unsupported state version {data.get('v')!r}")
-            fresh = self.new_session()
-            session = {k: data[k] if k in data or k not in _OPTIONAL else fresh[k] for k in fresh}
             states = list(data["detectors"])
             if len(states) < len(self._detectors) and data.get("policy") == self.policy.name:
                 # taken before this policy gained rules (new rules go last): they start afresh
                 states += [d.dump_state(d.new_state()) for d in self._detectors[len(states) :]]
             if len(states) != len(self._detectors):
                 raise StateError("the snapshot was taken with a different set of detectors")
-            session["detectors"] = [d.load_state(dict(s)) for d, s in zip(self._detectors, states, strict=True)]
-            if not isinstance(session["index"], int) or session["index"] < 0:
-                raise StateError("index must be a non-negative integer")
-            return session
+            return read_session(data, [d.load_state(dict(s)) for d, s in zip(self._detectors, states, strict=True)])
         except StateError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -170,7 +149,7 @@ class Engine:
 
     def evaluate(
         self,
-        state: State,
+        state: SessionState,
         event: Event,
         *,
         session: str,
@@ -182,7 +161,7 @@ class Engine:
         and its audit records (``loop.nudge``/``block``/``stop``, ``limit.warning``, ``session.terminated``),
         stamped ``now`` and with the session's ``swarm`` name. ``count_swarm`` counts a call in the session's
         swarm (see :meth:`observe`)."""
-        was_stopped = state["stopped"] is not None
+        was_stopped = state.stopped is not None
         verdict = self.observe(state, event, now=now, worker=session, count_swarm=count_swarm)
         if verdict.action == "ok" or was_stopped:
             return Evaluation(verdict)
@@ -224,7 +203,7 @@ class Engine:
 
     def observe(
         self,
-        session: State,
+        session: SessionState,
         event: Event,
         *,
         now: float | None = None,
@@ -239,9 +218,9 @@ class Engine:
         tool call (a stopped session's and an exempt tool's too: the swarm made them), never when the policy has
         no swarm rule.
         """
-        index = session["index"]
-        session["index"] = index + 1
-        stopped = session["stopped"]
+        index = session.index
+        session.index = index + 1
+        stopped = session.stopped
         if stopped is not None and not isinstance(event, Reset):
             if count_swarm is not None and isinstance(event, ToolCall) and self.counts_swarms:
                 count_swarm(self.call_fingerprint(event), event.worker or worker or "default", event.tool)
@@ -251,7 +230,7 @@ class Engine:
             step.worker = worker
         if count_swarm is not None and step.kind == "call" and self.counts_swarms:
             step.swarm = count_swarm(step.call_fp or "", step.worker or "default", step.tool or "")
-        Limits.account(session["usage"], step, now)
+        Limits.account(session.usage, step, now)
         if step.kind == "reset":
             self.reset(session)
             return ok(index)
@@ -259,46 +238,44 @@ class Engine:
             # a person's new prompt starts afresh; a reply seen lately (a harness's canned complaint, the fixed
             # prompts of its rounds, "continue" again) is not new information
             signature = signature_of(step)
-            recent = session["last_user"]
-            if not isinstance(recent, (list, tuple)):  # a session saved when one reply was kept
-                recent = [] if recent is None else [recent]
+            recent = session.last_user
             if signature not in recent:
                 self._reset_for_user(session)
-            session["last_user"] = (*(s for s in recent if s != signature), signature)[-_RECENT_REPLIES:]
+            session.last_user = (*(s for s in recent if s != signature), signature)[-_RECENT_REPLIES:]
         refusals = self._refusals(session, step)
         best = _stronger(self._run_detectors(session, step), self._check_limits(session, index))
         if best is not None and best.action == "block" and step.kind == "call":
             best = self._refused(session, step, best, refusals)
         if best is None:
             return self._undecided_ok(session, index) if self._undecided else ok(index)
-        session["last"] = [index, best.action, best.pattern, best.level]
+        session.last = (index, best.action, best.pattern, best.level)
         if best.action == "stop":
-            session["stopped"] = {k: v for k, v in best.to_json().items() if k in _STOP_FIELDS}
+            session.stopped = {k: v for k, v in best.to_json().items() if k in _STOP_FIELDS}
         return best
 
-    def _refusals(self, session: State, step: Step) -> int:
+    def _refusals(self, session: SessionState, step: Step) -> int:
         """How many times in a row the call of this step was refused and made again anyway. Live, each refusal
         reached the agent (the call did not run, or, where an integration cannot refuse, the refusal was shown to
         the model); in a replay (:attr:`replay`) a result for a refused call means the recorded agent never saw
         the refusal: the count starts over."""
-        refused = session.get("refused")
+        refused = session.refused
         if refused is None:
             return 0
         if step.kind == "result":
             if self.replay and step.call_index == refused[0]:
-                session["refused"] = None
+                session.refused = None
             return 0
         if step.kind != "call":
             return 0
         if step.call_fp != refused[1]:
-            session["refused"] = None
+            session.refused = None
             return 0
-        return int(refused[2]) + 1
+        return refused[2] + 1
 
-    def _refused(self, session: State, step: Step, block: Verdict, refusals: int) -> Verdict:
+    def _refused(self, session: SessionState, step: Step, block: Verdict, refusals: int) -> Verdict:
         """Remember a refused call; the ``stop_after_refusals``-th time the same call comes back after being refused
         (the refusals were seen and ignored), the run is stopped."""
-        session["refused"] = [step.index, step.call_fp, refusals]
+        session.refused = (step.index, step.call_fp, refusals)
         limit = self.policy.stop_after_refusals
         if limit is None or refusals < limit:
             return block
@@ -312,9 +289,9 @@ class Engine:
             evidence=evidence,
         )  # fmt: skip
 
-    def _undecided_ok(self, session: State, index: int) -> Verdict:
+    def _undecided_ok(self, session: SessionState, index: int) -> Verdict:
         """``ok``, with ``evidence["undecided"]`` when a rule is undecided about this step (for a judge)."""
-        states = session["detectors"]
+        states = session.detectors
         for i in self._undecided:
             suspicion = self._detectors[i].suspicion(states[i], index)
             if suspicion is not None:
@@ -343,11 +320,11 @@ class Engine:
         settings = self.policy.tool(step.tool) if step.tool else None
         return settings is not None and settings.exempt
 
-    def _run_detectors(self, session: State, step: Step) -> Verdict | None:
+    def _run_detectors(self, session: SessionState, step: Step) -> Verdict | None:
         best = None
         if step.tool is not None and self._exempt(step):
             return best
-        states = session["detectors"]
+        states = session.detectors
         detectors = self._detectors
         for i in self._by_kind[step.kind]:
             finding = detectors[i].observe(states[i], step)
@@ -357,18 +334,23 @@ class Engine:
             best = _stronger(best, verdict)
         return best
 
-    def _judge(self, session: State, step: Step, finding: Finding, detector: str) -> Verdict | None:
+    def _judge(self, session: SessionState, step: Step, finding: Finding, detector: str) -> Verdict | None:
         ladder = self.policy.ladder(finding.pattern, step.tool)
         if ladder is None:
             return None
-        ladder_state = session["ladders"].setdefault(finding.pattern, {})
+        ladders = session.ladders
+        if ladders is None:
+            ladders = session.ladders = {}
+        ladder_state = ladders.get(finding.pattern)
+        if ladder_state is None:
+            ladder_state = ladders[finding.pattern] = LadderState(finding.key)
         decision = decide(ladder, ladder_state, finding, step.index, hard_evidence=self.policy.hard_evidence)
         if decision is None:
             return None
-        return self._verdict(step, finding, decision, detector, ladder_state.get("nudges"))
+        return self._verdict(step, finding, decision, detector, ladder_state.nudges)
 
     def _verdict(
-        self, step: Step, finding: Finding, decision: Decision, detector: str, nudges: list[list[int]] | None = None
+        self, step: Step, finding: Finding, decision: Decision, detector: str, nudges: tuple[tuple[int, int], ...] = ()
     ) -> Verdict:
         fields = {"count": finding.count, "reason": finding.reason, "tool": step.tool or "", **finding.facts}
         template = decision.rung.message or self.policy.messages.template(
@@ -386,7 +368,7 @@ class Engine:
             # what repeated, how often, and which warnings it ignored: what an operator needs to trust a stop
             evidence["repeated"] = {"pattern": finding.pattern, "count": finding.count, "hard": finding.hard}
             evidence["unit"] = finding.facts.get("call") or finding.facts.get("error") or finding.key
-            ignored = [{"index": index, "level": level} for index, level in nudges or () if index < step.index]
+            ignored = [{"index": index, "level": level} for index, level in nudges if index < step.index]
             evidence["ignored_nudges"] = ignored
             if ignored and not decision.rung.reason:  # a rung's own reason (a preset's documented text) stays as is
                 steps = ", ".join(str(n["index"]) for n in ignored)
@@ -407,17 +389,17 @@ class Engine:
             partial=decision.rung.partial,
         )
 
-    def _check_limits(self, session: State, index: int) -> Verdict | None:
+    def _check_limits(self, session: SessionState, index: int) -> Verdict | None:
         limits = self.policy.limits
         if not limits:
             return None
-        hit = limits.check(session["usage"])
+        hit = limits.check(session.usage)
         if hit is None:
             return None
         if hit.warning:
-            if hit.status in session["warned"]:
+            if hit.status in session.warned:
                 return None
-            session["warned"] = (*session["warned"], hit.status)
+            session.warned = (*session.warned, hit.status)
         return self._limit_verdict(hit, index)
 
     def _limit_verdict(self, hit: LimitHit, index: int) -> Verdict:
@@ -438,7 +420,7 @@ class Engine:
 
     # -- steps -----------------------------------------------------------------------------------------
 
-    def _step(self, session: State, event: Event, index: int) -> Step:
+    def _step(self, session: SessionState, event: Event, index: int) -> Step:
         if isinstance(event, ToolCall):
             return self._call_step(session, event, index)
         if isinstance(event, ToolResult):
@@ -453,7 +435,7 @@ class Engine:
             return Step(index, "reset", event, event.worker)
         raise TypeError(f"not a loopwatch event: {type(event).__name__}")
 
-    def _call_step(self, session: State, event: ToolCall, index: int) -> Step:
+    def _call_step(self, session: SessionState, event: ToolCall, index: int) -> Step:
         tool, args = event.tool, event.args
         projected = self._projected(tool, args)
         payload, canonical = call_payload(projected)
@@ -466,24 +448,24 @@ class Engine:
         step.canonical = canonical
         step.call_fp = payload_fingerprint(tool, payload)
         step.call_index = index
-        record = [index, tool, key, step.call_fp, command[:200] if command else None]
-        calls = session["calls"]
-        calls["last"] = record
+        record = (index, tool, key, step.call_fp, command[:200] if command else None)
+        session.last_call = record
         if event.id is not None:
-            ids = calls["ids"]
+            ids = session.call_ids
+            if ids is None:
+                ids = session.call_ids = {}
             ids[event.id] = record
             if len(ids) > _MAX_IDS:
                 del ids[next(iter(ids))]
         return step
 
-    def _result_step(self, session: State, event: ToolResult, index: int) -> Step:
-        calls = session["calls"]
-        ids = calls["ids"]
-        record = ids.pop(event.id, None) if event.id is not None else None
+    def _result_step(self, session: SessionState, event: ToolResult, index: int) -> Step:
+        ids = session.call_ids
+        record = ids.pop(event.id, None) if ids is not None and event.id is not None else None
         if record is not None and not ids:
-            calls["ids"] = {}  # an emptied table keeps its room: a new one takes less
+            session.call_ids = None  # an emptied table keeps its room: none takes less
         if record is None:
-            last = calls["last"]
+            last = session.last_call
             if last is not None and (event.tool is None or event.tool == last[1]):
                 record = last
         output = event.output
@@ -497,8 +479,8 @@ class Engine:
                 record[3],
             )
             step.command = record[4]
-            last = calls["last"]
-            calls["last"] = None if last is not None and last[0] == record[0] else last
+            last = session.last_call
+            session.last_call = None if last is not None and last[0] == record[0] else last
         else:
             step.tool = step.tool_key = event.tool
         step.outcome_fp, step.error_sig = outcome_fingerprints(

@@ -13,8 +13,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .configured import Configured
-from .detectors.base import State, Step
+from .detectors.base import Step
 from .errors import ConfigError
+
+
+@dataclass(slots=True)
+class UsageCounters:
+    """A session's counters the limits read (never reset by loop resets): agent actions, spend, tokens, failed
+    tool results in a row, and the time stamps of its first and last events."""
+
+    iterations: int = 0
+    cost: float = 0.0
+    tokens: int = 0
+    failures: int = 0
+    first_ts: float | None = None
+    last_ts: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +49,7 @@ class Limit(Configured):
     def __or__(self, other: Limit | Limits) -> Limits:
         return Limits((self,)) | other
 
-    def check(self, usage: State) -> LimitHit | None:  # pragma: no cover - abstract
+    def check(self, usage: UsageCounters) -> LimitHit | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def __iter__(self) -> Iterator[Limit]:
@@ -82,8 +95,8 @@ class MaxIterations(Limit):
     def __init__(self, n: int) -> None:
         self.n = _positive_int(n, "max_iterations")
 
-    def check(self, usage: State) -> LimitHit | None:
-        it = usage["iterations"]
+    def check(self, usage: UsageCounters) -> LimitHit | None:
+        it = usage.iterations
         if it >= self.n:
             return LimitHit(self.status, it, self.n, f"{it} iterations reached the limit of {self.n}")
         return None
@@ -97,8 +110,8 @@ class MaxRuntime(Limit):
     def __init__(self, seconds: float = 4 * 3600) -> None:
         self.seconds = _positive(seconds, "max_runtime")
 
-    def check(self, usage: State) -> LimitHit | None:
-        first, last = usage["first_ts"], usage["last_ts"]
+    def check(self, usage: UsageCounters) -> LimitHit | None:
+        first, last = usage.first_ts, usage.last_ts
         if first is None or last is None:
             return None
         elapsed = last - first
@@ -120,8 +133,8 @@ class MaxCost(Limit):
             raise ConfigError(f"must be between 0 and 1, got {warn_at!r}", field="warn_at")
         self.warn_at = warn_at
 
-    def check(self, usage: State) -> LimitHit | None:
-        cost = usage["cost"]
+    def check(self, usage: UsageCounters) -> LimitHit | None:
+        cost = usage.cost
         if cost >= self.amount:
             return LimitHit(self.status, cost, self.amount, f"spent {cost:.4g}, limit {self.amount:.4g}")
         if self.warn_at is not None and cost >= self.warn_at * self.amount:
@@ -138,8 +151,8 @@ class MaxTokens(Limit):
     def __init__(self, n: int) -> None:
         self.n = _positive_int(n, "max_tokens")
 
-    def check(self, usage: State) -> LimitHit | None:
-        tokens = usage["tokens"]
+    def check(self, usage: UsageCounters) -> LimitHit | None:
+        tokens = usage.tokens
         if tokens >= self.n:
             return LimitHit(self.status, tokens, self.n, f"{tokens} tokens reached the limit of {self.n}")
         return None
@@ -153,8 +166,8 @@ class MaxConsecutiveFailures(Limit):
     def __init__(self, n: int = 5) -> None:
         self.n = _positive_int(n, "max_consecutive_failures")
 
-    def check(self, usage: State) -> LimitHit | None:
-        failures = usage["failures"]
+    def check(self, usage: UsageCounters) -> LimitHit | None:
+        failures = usage.failures
         if failures >= self.n:
             return LimitHit(self.status, failures, self.n, f"{failures} consecutive failures (limit {self.n})")
         return None
@@ -188,29 +201,27 @@ class Limits:
         return hash(self.limits)
 
     @staticmethod
-    def new_usage() -> State:
-        return {"iterations": 0, "cost": 0.0, "tokens": 0, "failures": 0, "first_ts": None, "last_ts": None}
+    def new_usage() -> UsageCounters:
+        return UsageCounters()
 
     @staticmethod
-    def account(usage: State, step: Step, now: float | None) -> None:
+    def account(usage: UsageCounters, step: Step, now: float | None) -> None:
         """Count ``step`` into ``usage`` (the session's counters, never reset by loop resets)."""
         ts = now if now is not None else getattr(step.event, "ts", None)
         if ts is not None:
-            if usage["first_ts"] is None:
-                usage["first_ts"] = ts
-            usage["last_ts"] = ts
+            if usage.first_ts is None:
+                usage.first_ts = ts
+            usage.last_ts = ts
         if step.kind == "call" or (step.kind == "message" and step.role == "assistant"):
-            usage["iterations"] += 1
+            usage.iterations += 1
         elif step.kind == "result":
-            usage["failures"] = usage["failures"] + 1 if step.failed else 0
+            usage.failures = usage.failures + 1 if step.failed else 0
         elif step.kind == "usage":
             event = step.event
-            usage["cost"] += getattr(event, "cost", None) or 0.0
-            usage["tokens"] += (getattr(event, "input_tokens", None) or 0) + (
-                getattr(event, "output_tokens", None) or 0
-            )
+            usage.cost += getattr(event, "cost", None) or 0.0
+            usage.tokens += (getattr(event, "input_tokens", None) or 0) + (getattr(event, "output_tokens", None) or 0)
 
-    def check(self, usage: State) -> LimitHit | None:
+    def check(self, usage: UsageCounters) -> LimitHit | None:
         warning: LimitHit | None = None
         for limit in self.limits:
             hit = limit.check(usage)

@@ -15,7 +15,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .detectors.base import Detector, Finding, State
+from ._session_state import LadderState
+from .detectors.base import Detector, Finding
 from .errors import ConfigError
 from .ladder import Ladder, Metric, Rung
 from .limits import Limits
@@ -26,6 +27,7 @@ from .verdict import Action
 __all__ = [
     "Decision",
     "Ladder",
+    "LadderState",
     "Metric",
     "Policy",
     "Rung",
@@ -55,20 +57,19 @@ _NUDGES_KEPT = 4
 
 
 def decide(
-    ladder: Ladder, state: State, finding: Finding, index: int, *, hard_evidence: bool = False
+    ladder: Ladder, state: LadderState, finding: Finding, index: int, *, hard_evidence: bool = False
 ) -> Decision | None:
     """Apply ``ladder`` to ``finding`` at event ``index``, updating the pattern's ladder ``state``.
 
     ``hard_evidence``: a block or a stop needs a hard finding (:attr:`Finding.hard`) and a nudge of the same
     streak given before it (and ignored); otherwise the rung is a nudge. The nudges a streak was given are kept
-    in ``state["nudges"]`` (``[index, level]``, the last four) for the evidence of what follows.
+    in ``state.nudges`` (``(index, level)``, the last four) for the evidence of what follows.
     """
-    if state.get("key") != finding.key:
-        last = state.get("last")
-        state.clear()
-        state.update(key=finding.key, emitted=0, detections=0, last=last, previous=last, nudges=[])
-    state["detections"] += 1
-    value = finding.count if ladder.metric == "count" else state["detections"]
+    if state.key != finding.key:
+        last = state.last
+        state.key, state.emitted, state.detections, state.previous, state.nudges = finding.key, 0, 0, last, ()
+    state.detections += 1
+    value = finding.count if ladder.metric == "count" else state.detections
     level = ladder.level_for(value)
     if level == 0:
         return None
@@ -76,22 +77,20 @@ def decide(
     action: Action = rung.action
     if action == "block" and not finding.blockable:
         action = "nudge"
-    if hard_evidence and action != "nudge" and not (finding.hard and state.get("nudges")):
+    if hard_evidence and action != "nudge" and not (finding.hard and state.nudges):
         action = "nudge"
     if hard_evidence and action == "stop" and not finding.stoppable:
         action = "block" if finding.blockable else "nudge"
-    if action == "nudge" and level <= state["emitted"] and not ladder.renotify:
+    if action == "nudge" and level <= state.emitted and not ladder.renotify:
         return None
-    state["emitted"] = max(state["emitted"], level)
-    state["last"] = index
-    previous = state.get("previous")
-    restrike = ladder.restrike and not hard_evidence  # a new streak is another unit: no hard evidence
-    if restrike and action != "stop" and previous is not None and index - previous <= ladder.restrike:
+    state.emitted = max(state.emitted, level)
+    state.last = index
+    previous = state.previous
+    restrike = None if hard_evidence else ladder.restrike  # a new streak is another unit: no hard evidence
+    if restrike and action != "stop" and previous is not None and index - previous <= restrike:
         return Decision("stop", len(ladder.rungs) + 1, _RESTRIKE)
     if action == "nudge":
-        nudges = state.setdefault("nudges", [])
-        nudges.append([index, level])
-        del nudges[:-_NUDGES_KEPT]
+        state.nudges = (*state.nudges[1 - _NUDGES_KEPT :], (index, level))
     return Decision(action, level, rung)
 
 

@@ -22,14 +22,15 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from typing import Any
 
+from ._session_state import SessionState
 from .engine import Engine, Evaluation
 from .errors import LoopwatchError
 from .events import Event
 from .stores import StoreError
 from .swarm_tally import SwarmCounter, SwarmTally, count_call
 
-State = dict[str, Any]
-"""A session's state as the engine keeps it (JSON-able)."""
+State = SessionState
+"""A session's state as the engine keeps it."""
 SwarmCounts = dict[str, tuple[int, list[str], str]]
 """A swarm's counts as snapshots show them: ``{fingerprint: (calls, workers, tool)}``."""
 
