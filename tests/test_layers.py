@@ -26,6 +26,7 @@ CORE = frozenset(
         "loopwatch._kernels_c",
         "loopwatch._kernels_py",
         "loopwatch._lazy_re",
+        "loopwatch._session_state",
         "loopwatch.audit",
         "loopwatch.canonical",
         "loopwatch.chanting",
