@@ -7,7 +7,8 @@ import it.
                            [--loso] [--rules] [--html FILE]
     loopwatch explain PATH... [--id RUN] [--index N]
     loopwatch sessions --store URL [--reset ID | --forget ID | --swarm ID [--clear]] [--json]
-    loopwatch hook claude-code [--install [--project|--user|--local] | --uninstall]   (a Claude Code hook)
+    loopwatch hook claude-code [--install [--project|--user|--local] | --uninstall | --status | --stop]
+                                                   (a Claude Code hook and its local server)
     loopwatch mcp-proxy [--preset NAME] [--store URL] [--session ID] -- SERVER COMMAND...   (an MCP server's guard)
     loopwatch serve [--store URL] [--workers N] [--token-file FILE] [--host H] [--port P]   (the HTTP service)
 
@@ -108,8 +109,8 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "hook",
         add_help=False,
-        help="Claude Code hook: loopwatch hook claude-code [--install [--project|--user|--local] | --uninstall] "
-        "[--store URL] [--preset NAME] [--config FILE] [--fail-closed]",
+        help="Claude Code hook: loopwatch hook claude-code [--install [--project|--user|--local] | --uninstall | "
+        "--status | --stop] [--store URL] [--preset NAME] [--config FILE] [--fail-closed]",
     )
     commands.add_parser(
         "mcp-proxy",
