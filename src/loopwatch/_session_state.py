@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from .detectors._state import integer, optional_integer, table, text, text_tuple
 from .limits import UsageCounters
 
 STATE_VERSION: Final = 1
@@ -115,7 +116,7 @@ def read_session(data: Mapping[str, Any], detectors: list[Any]) -> SessionState:
     calls = data["calls"]
     if not isinstance(calls, dict) or set(calls) != {"last", "ids"}:
         raise ValueError(f"calls must be an object with 'last' and 'ids', got {calls!r}")
-    ids = _table(calls["ids"], "calls: ids", _call)
+    ids = table(calls["ids"], "calls: ids", _call)
     stopped = data["stopped"]
     if stopped is not None and not (isinstance(stopped, dict) and all(type(k) is str for k in stopped)):
         raise ValueError(f"stopped must be an object or null, got {stopped!r}")
@@ -124,7 +125,7 @@ def read_session(data: Mapping[str, Any], detectors: list[Any]) -> SessionState:
         last_user = [] if last_user is None else [last_user]
     last = data.get("last")
     refused = data.get("refused")
-    ladders = _table(data["ladders"], "ladders", _ladder)
+    ladders = table(data["ladders"], "ladders", _ladder)
     return SessionState(
         detectors=detectors,
         usage=_usage(data["usage"]),
@@ -132,40 +133,12 @@ def read_session(data: Mapping[str, Any], detectors: list[Any]) -> SessionState:
         ladders=ladders or None,
         last_call=None if calls["last"] is None else _call(calls["last"], "calls: last"),
         call_ids=ids or None,
-        warned=_texts(data["warned"], "warned"),
+        warned=text_tuple(data["warned"], "warned"),
         stopped=stopped,
-        last_user=_texts(last_user, "last_user"),
+        last_user=text_tuple(last_user, "last_user"),
         last=None if last is None else _last(last),
         refused=None if refused is None else _refused(refused),
     )
-
-
-def _table(value: object, what: str, item: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ValueError(f"{what} must be an object, got {value!r}")
-    return {_text(k, what): item(v, f"{what}[{k!r}]") for k, v in value.items()}
-
-
-def _text(value: object, what: str) -> str:
-    if type(value) is not str:
-        raise ValueError(f"{what} must be a string, got {value!r}")
-    return value
-
-
-def _texts(value: object, what: str) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise ValueError(f"{what} must be a list of strings, got {value!r}")
-    return tuple(_text(item, what) for item in value)
-
-
-def _integer(value: object, what: str) -> int:
-    if type(value) is not int:
-        raise ValueError(f"{what} must be an integer, got {value!r}")
-    return value
-
-
-def _optional_integer(value: object, what: str) -> int | None:
-    return None if value is None else _integer(value, what)
 
 
 def _number(value: object, what: str) -> float:
@@ -185,10 +158,10 @@ def _usage(value: object) -> UsageCounters:
     if not isinstance(value, dict) or set(value) != set(_USAGE):
         raise ValueError(f"usage must be an object with {', '.join(_USAGE)}, got {value!r}")
     return UsageCounters(
-        iterations=_integer(value["iterations"], "usage: iterations"),
+        iterations=integer(value["iterations"], "usage: iterations"),
         cost=_number(value["cost"], "usage: cost"),
-        tokens=_integer(value["tokens"], "usage: tokens"),
-        failures=_integer(value["failures"], "usage: failures"),
+        tokens=integer(value["tokens"], "usage: tokens"),
+        failures=integer(value["failures"], "usage: failures"),
         first_ts=_optional_number(value["first_ts"], "usage: first_ts"),
         last_ts=_optional_number(value["last_ts"], "usage: last_ts"),
     )
@@ -208,11 +181,11 @@ def _ladder(value: object, what: str) -> LadderState:
     ):
         raise ValueError(f"{what}: nudges must be a list of [index, level], got {nudges!r}")
     return LadderState(
-        key=_text(value["key"], f"{what}: key"),
-        emitted=_integer(value["emitted"], f"{what}: emitted"),
-        detections=_integer(value["detections"], f"{what}: detections"),
-        last=_optional_integer(value["last"], f"{what}: last"),
-        previous=_optional_integer(value.get("previous"), f"{what}: previous"),
+        key=text(value["key"], f"{what}: key"),
+        emitted=integer(value["emitted"], f"{what}: emitted"),
+        detections=integer(value["detections"], f"{what}: detections"),
+        last=optional_integer(value["last"], f"{what}: last"),
+        previous=optional_integer(value.get("previous"), f"{what}: previous"),
         nudges=tuple((index, level) for index, level in nudges),
     )
 
