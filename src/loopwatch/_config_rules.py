@@ -39,7 +39,7 @@ def detector_overrides(value: Any, path: str, base: Policy) -> dict[str, dict[st
 
 def _detector_params(detector: Detector, value: Any, path: str) -> dict[str, Any]:
     table = as_table(value, path)
-    params = _parameters(type(detector))
+    params = parameters_of(type(detector))
     check_keys(table, (ENABLED, *params), path, f"{type(detector).__name__} parameter")
     hints = _type_hints(type(detector))
     out: dict[str, Any] = {}
@@ -50,7 +50,7 @@ def _detector_params(detector: Detector, value: Any, path: str) -> dict[str, Any
         else:
             out[key] = _param(raw, hints.get(key), params[key].default, where)
     try:
-        _rebuild(detector, _without_enabled(out))
+        rebuilt(detector, _without_enabled(out))
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"invalid parameters {_without_enabled(out)}: {exc}", field=path) from exc
     return out
@@ -63,13 +63,13 @@ def apply_overrides(detectors: Iterable[Detector], overrides: Overrides) -> tupl
         if params.get(ENABLED, True) is False:
             continue
         changes = _without_enabled(params)
-        kept.append(_rebuild(detector, changes) if changes else detector)
+        kept.append(rebuilt(detector, changes) if changes else detector)
     return tuple(kept)
 
 
-def _rebuild(detector: Detector, changes: Mapping[str, Any]) -> Detector:
+def rebuilt(detector: Detector, changes: Mapping[str, Any]) -> Detector:
     """A detector of the same class with its current parameters updated by ``changes``."""
-    names = _parameters(type(detector))
+    names = parameters_of(type(detector))
     current = {k: v for k, v in detector._params().items() if k in names}  # with what repr shows (an embedder)
     factory: Callable[..., Detector] = type(detector)
     return factory(**{**current, **changes})
@@ -79,7 +79,8 @@ def _without_enabled(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k != ENABLED}
 
 
-def _parameters(cls: type[Detector]) -> dict[str, inspect.Parameter]:
+def parameters_of(cls: type[Detector]) -> dict[str, inspect.Parameter]:
+    """The parameters a rule's constructor takes by name (what a configuration or a sweep may set)."""
     kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return {name: p for name, p in inspect.signature(cls).parameters.items() if p.kind in kinds}
 

@@ -7,12 +7,12 @@ without being scanned; labels without a run are counted by the report.
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .._config_rules import parameters_of, rebuilt
 from ..detectors.base import Detector
 from ..errors import ConfigError
 from ..policy import Policy
@@ -165,28 +165,27 @@ class Sweep:
             )
         index = position[0]
         detector = policy.detectors[index]
-        # what the rule's constructor takes, as the rule has it now (its repr may show a derived setting too, and
-        # may not show a parameter it folded into another)
-        accepted = inspect.signature(type(detector)).parameters
-        params = {key: value for key, value in detector._params().items() if key in accepted}
-        if self.param not in accepted or accepted[self.param].kind is inspect.Parameter.VAR_KEYWORD:
+        # what the rule's constructor takes (its repr may show a derived setting too, and may not show a parameter
+        # it folded into another): the rule is rebuilt as a configuration file's [detectors] table rebuilds it
+        accepted = parameters_of(type(detector))
+        if self.param not in accepted:
             raise ConfigError(
                 f"{self.detector} has no parameter {self.param!r} (it has: {', '.join(sorted(accepted))})",
                 field="sweep",
             )
         out = []
         for value in self.values:
-            current = params.get(self.param, accepted[self.param].default)
+            current = detector._params().get(self.param, accepted[self.param].default)
             typed: Any = int(value) if isinstance(current, int) and not isinstance(current, bool) else value
-            changed = _rebuilt(detector, {**params, self.param: typed})
+            changed = _rebuilt(detector, {self.param: typed})
             detectors = (*policy.detectors[:index], changed, *policy.detectors[index + 1 :])
             out.append((value, policy.replace(detectors=detectors, name=f"{policy.name}[{self.param}={value:g}]")))
         return out
 
 
-def _rebuilt(detector: Detector, params: Mapping[str, Any]) -> Detector:
+def _rebuilt(detector: Detector, changes: Mapping[str, Any]) -> Detector:
     try:
-        return type(detector)(**params)
+        return rebuilt(detector, changes)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{detector.name}: {exc}", field="sweep") from exc
 
