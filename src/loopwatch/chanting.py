@@ -163,10 +163,15 @@ def _classify_rest(head: str, s: str, more: bool) -> tuple[int, int]:
 
 def _plain_lines(text: str, pos: int) -> tuple[int, bool]:
     """End of the whole prose/blank lines starting at ``pos``, and whether one of them is prose."""
-    stop = _NOT_PLAIN.search(text, pos)
-    end = min(stop.start() if stop is not None else len(text), text.rfind("\n", pos) + 1)
+    end = text.rfind("\n", pos) + 1  # whole lines only: none when no newline follows (a line still streaming)
     if end <= pos:
         return pos, False
+    # searched up to the last newline (what a line start's lookahead reads stays inside its own line)
+    stop = _NOT_PLAIN.search(text, pos, end)
+    if stop is not None:
+        end = stop.start()
+        if end <= pos:
+            return pos, False
     return end, not text[pos:end].isspace()  # a blank line is whitespace only, a prose line is not
 
 
@@ -802,9 +807,14 @@ _FEW_CHECKPOINTS = 64
 def _live_chunk(chunk: str, periods: range) -> bool:
     """Can this chunk count: it has a letter or a digit, and no period in ``periods`` (``chunk[q:] == chunk[:-q]``)?
     The same test as a checkpoint outside :func:`_no_alnum_run`'s runs and :func:`_periodic_zones`' zones."""
-    if _ALNUM.search(chunk) is None:
+    # a letter or a digit (``str.isalnum`` is the pattern's ``[^\W_]``): usually at one end of the chunk
+    if not (chunk[-1:].isalnum() or chunk[:1].isalnum()) and _ALNUM.search(chunk) is None:
         return False
-    return all(chunk[q:] != chunk[:-q] for q in periods)
+    for q in periods:  # noqa: SIM110 - a plain loop: several times cheaper than all() over a generator here
+        # a period ``q`` needs ``chunk[0] == chunk[q]``: one character compared before the slices
+        if (q >= len(chunk) or chunk[0] == chunk[q]) and chunk[q:] == chunk[:-q]:
+            return False
+    return True
 
 
 def _no_alnum_run(size: int) -> re.Pattern[str]:
