@@ -21,6 +21,8 @@ PACKAGE = Path(loopwatch.__file__).parent
 
 CORE = frozenset(
     {
+        "loopwatch._chant_lines",
+        "loopwatch._chant_text",
         "loopwatch._event_values",
         "loopwatch._kernels",
         "loopwatch._kernels_c",

@@ -46,62 +46,61 @@ tracker is latched: :meth:`ChantTracker.feed` returns None until :meth:`ChantTra
 :attr:`ChantTracker.hit` keeps the hit. The state (:meth:`ChantTracker.to_json`) is a small JSON
 document: at most ``history`` characters of eligible text (the most compact form that still allows the
 C-speed searches; the chunk dict is rebuilt from it), a few integers, and CRC-32s of recent lines.
+
+This module is the tracker, one class longer than the package's usual module on purpose: its methods share one
+incremental state and are read in the order above. How lines are classified is in ``_chant_lines``; the text helpers
+it calls (checkpoints, C-speed comparisons, the chunks that can never count) are in ``_chant_text``.
 """
 
 from __future__ import annotations
 
-import re
 import zlib
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import asdict, dataclass
-from itertools import accumulate, compress, pairwise, repeat
-from operator import add, sub
-from typing import Any, Literal
+from itertools import compress, pairwise
+from operator import sub
+from typing import Any
 
-from ._lazy_re import lazy_compile
+from ._chant_lines import (
+    _CODE,
+    _COUNTED,
+    _DIVIDER,
+    _ELIGIBLE,
+    _FENCE,
+    _INERT_LINES,
+    _PROSE,
+    _UNDECIDED,
+    _WS,
+    _classify,
+    _code_lines,
+    _plain_lines,
+)
+from ._chant_text import (
+    _ALNUM,
+    _TEXT_CAP,
+    _anchor_ends,
+    _common_prefix,
+    _common_suffix,
+    _display,
+    _live_chunk,
+    _merged,
+    _no_alnum_run,
+    _no_anchor,
+    _outside,
+    _periodic_zones,
+    _rotation,
+)
 from .errors import ConfigError, StateError
 
 __all__ = ["ChantHit", "ChantTracker"]
 
-# Line kinds.
-_UNDECIDED, _PROSE, _BLANK, _MARKUP, _LIST, _FENCE, _CODE, _DIVIDER = range(8)
-_COUNTED = (_MARKUP, _LIST)  # kinds the line tracker counts
-_ELIGIBLE = (_PROSE, _BLANK)  # kinds whose text is chanting content
-_WS = " \t\r\f\v"  # indentation characters
-
-_HEAD_CAP = 256  # a line start still undecided after this many chars is decided from them
-_TEXT_CAP = 120  # longest reported chunk
 _MAX_LINE_CYCLE = 3  # the line tracker looks for cycles of 1..3 lines
 _VERSION = 1
 
-_DIVIDER_ONLY = lazy_compile(r"[\s\-=_*~+#.·•…\u2500-\u257f]*\Z")
-_DIGITS_PREFIX = lazy_compile(r"\d{1,9}[.)]?\Z")
-_LIST_MARKER = lazy_compile(r"(?:[-*+•]|\d{1,9}[.)])[ \t]+")
-_HEADING = lazy_compile(r"#{1,6}[ \t]")
-# Sentence ends, where checkpoints go: (pattern, offset of the checkpoint in it). The checkpoint is
-# after the full stop / before the newline, so "S. " and "S.\n" end the same chunk.
-_ANCHORS = ((". ", 1), ("! ", 1), ("? ", 1), ("\n", 0))  # keep _no_anchor in step
-_BOUNDARY = lazy_compile(r"[.!?。！？]+\s+|\n\s*")
-_ALNUM = lazy_compile(r"[^\W_]")
-# Fast path that agrees with _classify: whole lines that are blank or start like prose (a number alone on its
-# line, such as "1." or "42", is prose too). The first line start that is neither ends them: found in one
-# search at C speed, however many short lines come before it.
-_NOT_PLAIN = lazy_compile(
-    r"^(?![ \t\r\f\v]{0,255}"  # indentation, then a newline (blank) or what starts prose, else not plain
-    r"(?:\n|[^\s\d\-=_*~+#.·•…\u2500-\u257f|>`]|`[^`\n]|`{1,2}\n|\d{1,9}[^\d.)\n]|\d{1,9}[.)]?\n))",
-    re.MULTILINE,
-)
 
-
-# Whole lines that change nothing but where the text is: markdown lines without a letter or a digit (table
-# rows, quotes, headings, list items: never counted) and dividers. A run of them is skipped in one match.
-_INERT_LINES = lazy_compile(
-    r"(?:[ \t\r\f\v]{0,255}(?!~~~)"  # (a ~~~ line is a code fence)
-    r"(?:(?:[|>]|#{1,6}[ \t]|[-*+•][ \t]+)(?:[^\w\n]|_)*"  # markup without a letter or digit
-    r"|(?:[^\S\n \t\r\f\v]|[\-=_*~+#.·•…\u2500-\u257f])(?:[^\S\n]|[\-=_*~+#.·•…\u2500-\u257f])*)"  # a divider
-    r"\n)+"
-)
+_FEW_CHECKPOINTS = 64
+"""Up to this many checkpoints in one scan, their chunks are tested one by one; past it, as zones of the text."""
 
 
 @dataclass(frozen=True)
@@ -118,137 +117,6 @@ class ChantHit:
     count: int
     first_offset: int
     period: int
-
-
-# ---------------------------------------------------------------------- line classification
-
-
-def _classify(head: str, complete: bool, fence: str) -> tuple[int, int]:
-    """Kind of a line from its first characters, and where a list item's text starts.
-
-    ``head`` is the line so far (without its newline), ``complete`` says the newline was seen, ``fence``
-    is the open code fence character ("" outside code). ``_UNDECIDED`` asks for more characters. A line
-    still undecided after ``_HEAD_CAP`` characters is decided from those alone, so the answer never
-    depends on how the line was split.
-    """
-    if len(head) >= _HEAD_CAP:
-        head, complete = head[:_HEAD_CAP], False
-    s = head.lstrip(_WS)
-    more = not complete and len(head) < _HEAD_CAP
-    if fence:
-        if s.startswith(fence * 3):
-            return _FENCE, 0
-        return (_UNDECIDED if more and (fence * 3).startswith(s) else _CODE), 0
-    if not s:
-        return (_UNDECIDED if more else _BLANK if complete else _PROSE), 0
-    if s.startswith(("```", "~~~")):
-        return _FENCE, 0
-    if s[0] in "|>":
-        return _MARKUP, 0
-    return _classify_rest(head, s, more)
-
-
-def _classify_rest(head: str, s: str, more: bool) -> tuple[int, int]:
-    """:func:`_classify` for a line that is not a fence, table row, quote or blank line."""
-    divider = _DIVIDER_ONLY.match(s) is not None
-    if divider or s in ("`", "``") or _DIGITS_PREFIX.match(s):
-        if more:
-            return _UNDECIDED, 0
-        return (_DIVIDER if divider else _PROSE), 0
-    marker = _LIST_MARKER.match(s)
-    if marker:
-        return _LIST, len(head) - len(s) + marker.end()
-    return (_MARKUP if _HEADING.match(s) else _PROSE), 0
-
-
-def _plain_lines(text: str, pos: int) -> tuple[int, bool]:
-    """End of the whole prose/blank lines starting at ``pos``, and whether one of them is prose."""
-    end = text.rfind("\n", pos) + 1  # whole lines only: none when no newline follows (a line still streaming)
-    if end <= pos:
-        return pos, False
-    # searched up to the last newline (what a line start's lookahead reads stays inside its own line)
-    stop = _NOT_PLAIN.search(text, pos, end)
-    if stop is not None:
-        end = stop.start()
-        if end <= pos:
-            return pos, False
-    return end, not text[pos:end].isspace()  # a blank line is whitespace only, a prose line is not
-
-
-def _code_lines(text: str, pos: int, fence: str) -> int:
-    """End of the whole lines starting at ``pos`` that stay inside the open code block."""
-    marker = fence * 3
-    j = text.find(marker, pos)
-    while j >= 0:  # the first marker that starts a line (after indentation) closes the block
-        nl = text.rfind("\n", pos, j)
-        start = pos if nl < 0 else nl + 1
-        if j - start <= _HEAD_CAP - 3 and not text[start:j].strip(_WS):
-            return start
-        j = text.find(marker, j + 1)
-    nl = text.rfind("\n", pos)
-    return pos if nl < 0 else nl + 1
-
-
-# ---------------------------------------------------------------------- string helpers
-
-
-def _anchor_ends(buf: str, a: int, b: int) -> list[int]:
-    """Sorted buffer indices of the sentence-end checkpoints whose pattern lies inside ``buf[a:b]``."""
-    text, out = buf[a:b], []
-    for pat, at in _ANCHORS:
-        if pat[0] not in text:  # a one-character search (memchr) is much faster than a failed split
-            continue
-        parts = text.split(pat)
-        if len(parts) > 1:  # C-level: cumulative part lengths plus separators
-            lengths = map(add, map(len, parts[:-1]), repeat(len(pat)))
-            out += list(accumulate(lengths, initial=a + at - len(pat)))[1:]
-    if len(out) > 1:
-        out.sort()
-    return out
-
-
-def _no_anchor(buf: str, a: int) -> bool:
-    """No sentence-end checkpoint in ``buf[a:]`` (a newline at ``a`` itself is one already used)."""
-    tail = buf[a:]  # spelled out: this runs on every streamed delta
-    return "\n" not in tail[1:] and ". " not in tail and "! " not in tail and "? " not in tail
-
-
-def _common_prefix(s: str, i: int, j: int, limit: int) -> int:
-    """Largest ``n <= limit`` with ``s[i:i+n] == s[j:j+n]`` (``i + limit`` and ``j + limit`` <= ``len(s)``)."""
-    return _equal_run(s[i : i + limit], s[j : j + limit], "little") if limit > 0 else 0
-
-
-def _common_suffix(s: str, i: int, j: int, limit: int) -> int:
-    """Largest ``n <= limit`` with ``s[i-n:i] == s[j-n:j]`` (``i - limit`` and ``j - limit`` >= 0)."""
-    return _equal_run(s[i - limit : i], s[j - limit : j], "big") if limit > 0 else 0
-
-
-def _equal_run(a: str, b: str, order: Literal["little", "big"]) -> int:
-    """How many characters two strings of the same length share at their start (``order="little"``) or at
-    their end (``"big"``): the code points read as one integer each, the lowest bit where they differ (at C
-    speed, in one pass)."""
-    if a == b:
-        return len(a)
-    if a.isascii() and b.isascii():
-        x, y, bits = a.encode("ascii"), b.encode("ascii"), 8
-    else:
-        x, y, bits = a.encode("utf-32-le", "surrogatepass"), b.encode("utf-32-le", "surrogatepass"), 32
-    diff = int.from_bytes(x, order) ^ int.from_bytes(y, order)
-    return ((diff & -diff).bit_length() - 1) // bits
-
-
-def _rotation(unit: str) -> int:
-    """Shift that makes a repeated unit start after a sentence boundary (". I will" -> "I will... .")."""
-    m = _BOUNDARY.search(unit + unit)
-    if m is None or m.start() >= len(unit):
-        return 0
-    return m.end() % len(unit)
-
-
-def _display(text: str) -> tuple[str, int]:
-    """The reported chunk (stripped, capped) and how many leading characters the strip removed."""
-    stripped = text.lstrip()
-    return stripped.rstrip()[:_TEXT_CAP].rstrip(), len(text) - len(stripped)
 
 
 # ---------------------------------------------------------------------- the tracker
@@ -795,90 +663,6 @@ class ChantTracker:
         extent = self._buf[start : occ[-1] + self._chunk + right]
         whole = len(extent) >= first_gap
         return self._report(extent[:first_gap] if whole else extent, start + base, len(occ), period, whole)
-
-
-_NO_ALNUM_RUNS: dict[int, re.Pattern[str]] = {}
-
-
-_FEW_CHECKPOINTS = 64
-"""Up to this many checkpoints in one scan, their chunks are tested one by one; past it, as zones of the text."""
-
-
-def _live_chunk(chunk: str, periods: range) -> bool:
-    """Can this chunk count: it has a letter or a digit, and no period in ``periods`` (``chunk[q:] == chunk[:-q]``)?
-    The same test as a checkpoint outside :func:`_no_alnum_run`'s runs and :func:`_periodic_zones`' zones."""
-    # a letter or a digit (``str.isalnum`` is the pattern's ``[^\W_]``): usually at one end of the chunk
-    if not (chunk[-1:].isalnum() or chunk[:1].isalnum()) and _ALNUM.search(chunk) is None:
-        return False
-    for q in periods:  # noqa: SIM110 - a plain loop: several times cheaper than all() over a generator here
-        # a period ``q`` needs ``chunk[0] == chunk[q]``: one character compared before the slices
-        if (q >= len(chunk) or chunk[0] == chunk[q]) and chunk[q:] == chunk[:-q]:
-            return False
-    return True
-
-
-def _no_alnum_run(size: int) -> re.Pattern[str]:
-    """Runs of at least ``size`` characters without a letter or a digit (``_ALNUM``'s complement)."""
-    pattern = _NO_ALNUM_RUNS.get(size)
-    if pattern is None:
-        pattern = _NO_ALNUM_RUNS[size] = re.compile(rf"[\W_]{{{size},}}")
-    return pattern
-
-
-def _periodic_zones(buf: str, start: int, size: int, min_period: int) -> list[tuple[int, int]]:
-    """Checkpoints ``c >= start + size`` whose chunk ``buf[c - size:c]`` has a period below ``min_period``, as
-    closed intervals: where ``buf[i] == buf[i + q]`` for ``size - q`` characters in a row, found at C speed
-    (the code points compared as one integer each, equal ones giving zero bytes)."""
-    text = buf[start:]
-    if len(text) <= size or min_period <= 1:
-        return []
-    wide = 1 if text.isascii() else 4
-    raw = text.encode("ascii") if wide == 1 else text.encode("utf-32-le", "surrogatepass")
-    whole = int.from_bytes(raw, "little")
-    zones: list[tuple[int, int]] = []
-    for q in range(1, min_period):
-        shifted = whole >> (8 * wide * q)
-        length = len(raw) - wide * q
-        diff = ((whole ^ shifted) & ((1 << (8 * length)) - 1)).to_bytes(length, "little")
-        for m in _zero_run(wide * (size - q)).finditer(diff):
-            low, high = -(-m.start() // wide), m.end() // wide  # whole code points: buf[i] == buf[i + q] in it
-            if high - low >= size - q:
-                zones.append((start + low + size, start + high + q))
-    return zones
-
-
-def _zero_run(length: int) -> re.Pattern[bytes]:
-    pattern = _ZERO_RUNS.get(length)
-    if pattern is None:
-        pattern = _ZERO_RUNS[length] = re.compile(b"\x00{%d,}" % length)
-    return pattern
-
-
-_ZERO_RUNS: dict[int, re.Pattern[bytes]] = {}
-
-
-def _merged(zones: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Closed intervals sorted, overlapping ones joined."""
-    out: list[tuple[int, int]] = []
-    for low, high in sorted(zones):
-        if out and low <= out[-1][1] + 1:
-            if high > out[-1][1]:
-                out[-1] = (out[-1][0], high)
-        else:
-            out.append((low, high))
-    return out
-
-
-def _outside(points: list[int], zones: list[tuple[int, int]]) -> list[int]:
-    """The sorted ``points`` outside every closed interval of ``zones`` (sorted, disjoint)."""
-    kept: list[int] = []
-    done = 0
-    for low, high in zones:
-        start = bisect_left(points, low, done)
-        kept += points[done:start]
-        done = bisect_right(points, high, start)
-    kept += points[done:]
-    return kept
 
 
 # ---------------------------------------------------------------------- parameters and JSON state
