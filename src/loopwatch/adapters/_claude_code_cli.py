@@ -1,6 +1,7 @@
 """The command line of ``loopwatch hook claude-code`` beyond a hook run: the options read by argparse
 (``--install``, ``--uninstall``, ``--serve``, ``--status``, ``--stop``, and a hook run given options the fast reader
-of :func:`loopwatch.adapters.claude_code.main` does not take). A hook run never loads it (nor argparse).
+of :func:`loopwatch.adapters.claude_code.main` does not take). The hook command ``--install`` writes never loads
+it, nor argparse.
 """
 
 from __future__ import annotations
