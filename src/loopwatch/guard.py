@@ -19,15 +19,16 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._async_guard import AsyncGuard as AsyncGuard
+from ._guard_inputs import _event_of, _name, _policy_of, _safe_repr, _stamp, _store_of
 from .audit import damaged_state_record, judge_record, state_reset_record, store_error_record
 from .engine import Engine, Evaluation
 from .errors import ConfigError, EventError, StateError
-from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, name_of, parse_event
+from .events import Event, ToolCall
 from .policy import Policy
-from .presets import preset as get_preset
 from .session_backend import InProcessSessions, JudgingError, SessionBackend
 from .stored import DamagedStateError, StoredSessions
-from .stores import Store, StoreError, store_from_url
+from .stores import Store, StoreError
 from .verdict import Verdict
 
 if TYPE_CHECKING:
@@ -48,25 +49,6 @@ VerdictHook = Callable[[str, "Event | Mapping[str, Any]", Verdict], None]
 OnError = Literal["allow", "raise"]
 OnStoreError = Literal["allow", "raise", "block"]
 _STRIPES = 64
-_EVENT_CLASSES = (ToolCall, ToolResult, Message, TextDelta, Usage, Reset)
-
-
-def _policy_of(preset: str | Policy | None, policy: Policy | None) -> Policy:
-    if policy is not None and preset is not None:
-        raise ConfigError("give either preset or policy, not both", field="policy")
-    if policy is not None:
-        return policy
-    if isinstance(preset, Policy):
-        return preset
-    return get_preset(preset or "default")
-
-
-def _store_of(store: str | Store | None) -> Store | None:
-    if store is None or isinstance(store, Store):
-        return store
-    if store.strip().lower() in ("memory://", "memory:"):
-        return None  # in this process, without serialising: what the guard does by itself
-    return store_from_url(store)
 
 
 class Guard:
@@ -452,105 +434,3 @@ class _Raised(Exception):
     def __init__(self, error: Exception) -> None:
         super().__init__(error)
         self.error = error
-
-
-def _name(value: object, field: str) -> str:
-    """A session or swarm name as a plain, bounded string (an :class:`EventError` when it has no text)."""
-    if type(value) is str and len(value) <= 1_024:
-        return value
-    return name_of(value, field)
-
-
-def _event_of(event: object) -> Event:
-    """The event to judge: an event object as it is, a subclass's fields as the plain class, a mapping parsed."""
-    if type(event) in _EVENT_CLASSES:
-        return event  # type: ignore[return-value]
-    for kind in _EVENT_CLASSES:
-        if isinstance(event, kind):
-            try:
-                fields = {name: getattr(event, name) for name in kind.__dataclass_fields__}
-                rebuilt: Event = kind(**fields)
-            except EventError:
-                raise
-            except Exception as exc:  # a subclass whose attributes raise
-                raise EventError(f"the event could not be read ({type(exc).__name__})") from None
-            return rebuilt
-    return parse_event(event)
-
-
-def _stamp(event: Event, now: float | None) -> float | None:
-    """When an event happened: its own ``ts``, else the guard's clock."""
-    return event.ts if event.ts is not None else now
-
-
-def _safe_repr(value: object) -> str:
-    try:
-        text = repr(value)
-    except Exception:
-        return f"<{type(value).__name__}>"
-    return text if len(text) <= 200 else text[:197] + "..."
-
-
-class AsyncGuard:
-    """The async twin of :class:`Guard`: the same verdicts, awaitable methods.
-
-    Detection is CPU work done inline. Webhook sinks queue their I/O in their own threads, so awaiting
-    ``observe`` never waits on the network; a JSONL audit sink writes (and fsyncs) inline, by design: the
-    record exists before the verdict is returned. With a ``store`` (SQLite, Redis...) or a ``judge`` (an LLM
-    call), every call runs in a worker thread, so the event loop never waits on the store or the model.
-    """
-
-    def __init__(self, preset: str | Policy | None = None, **kwargs: Any) -> None:
-        self._guard = Guard(preset, **kwargs)
-
-    @property
-    def policy(self) -> Policy:
-        return self._guard.policy
-
-    @property
-    def stats(self) -> dict[str, int]:
-        return self._guard.stats
-
-    def __repr__(self) -> str:
-        return f"Async{self._guard!r}"
-
-    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if self._guard.store is None and self._guard.judge is None:
-            return fn(*args, **kwargs)
-        import asyncio  # only async callers pay for importing it
-
-        return await asyncio.to_thread(fn, *args, **kwargs)
-
-    async def observe(self, session: str, event: Event | Mapping[str, Any], *, swarm: str | None = None) -> Verdict:
-        verdict: Verdict = await self._call(self._guard.observe, session, event, swarm=swarm)
-        return verdict
-
-    async def reset(self, session: str, *, limits: bool = False) -> None:
-        await self._call(self._guard.reset, session, limits=limits)
-
-    async def forget(self, session: str) -> None:
-        await self._call(self._guard.forget, session)
-
-    async def snapshot(self, session: str) -> dict[str, Any]:
-        data: dict[str, Any] = await self._call(self._guard.snapshot, session)
-        return data
-
-    async def restore(self, data: Mapping[str, Any], session: str | None = None) -> None:
-        await self._call(self._guard.restore, data, session)
-
-    async def sessions(self) -> list[str]:
-        names: list[str] = await self._call(self._guard.sessions)
-        return names
-
-    async def swarm_snapshot(self, swarm: str) -> dict[str, Any]:
-        data: dict[str, Any] = await self._call(self._guard.swarm_snapshot, swarm)
-        return data
-
-    async def restore_swarm(self, data: Mapping[str, Any]) -> None:
-        await self._call(self._guard.restore_swarm, data)
-
-    async def clear_swarm(self, swarm: str) -> None:
-        await self._call(self._guard.clear_swarm, swarm)
-
-    async def evict_idle(self, max_idle_seconds: float) -> int:
-        return self._guard.evict_idle(max_idle_seconds)

@@ -72,13 +72,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import hashlib
-import json
 import logging
 import threading
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from .. import errors
@@ -88,6 +85,8 @@ from ..formats import _chat
 from ..guard import Guard
 from ..policy import Policy
 from ..verdict import Verdict
+from ._litellm_history import _RECENT, _REMEMBERED, MARK, _digest, _is_ours, _plain, _Session, default_session
+from ._litellm_responses import _refuse, _reply, _shown
 from ._shared import guard_of
 
 try:
@@ -99,18 +98,11 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
 
 __all__ = ["MARK", "LoopStopped", "LoopwatchGuardrail", "default_session"]
 
-MARK: Final = "[loopwatch]"
-"""The start of every message the adapter writes (nudges, refusals); such messages are never observed."""
-
 SessionKey = Callable[[Mapping[str, Any]], "str | None"]
 NudgeRole = Literal["user", "system"]
 
 _log = logging.getLogger(__name__)
 _CHAT_CALLS: Final = frozenset({"completion", "acompletion", "anthropic_messages"})
-_HEADER: Final = "x-loopwatch-session"
-_RECENT: Final = 64  # digests of the last observed messages kept for re-syncing an edited history
-_REMEMBERED: Final = 1_024  # call ids, response texts and request ids remembered per adapter / session
-_ARGS_SHOWN: Final = 200
 _IN_WRAPPER: contextvars.ContextVar[bool] = contextvars.ContextVar("loopwatch_litellm_wrapper", default=False)
 
 
@@ -133,111 +125,10 @@ class LoopStopped(errors.LoopStopped):
         self.message = str(self)
 
 
-@dataclass
-class _Session:
-    """What the adapter remembers of one session's history between requests."""
-
-    name: str
-    seen: int = 0  # messages of the history already observed
-    last: str = ""  # digest of the last of them
-    recent: deque[str] = field(default_factory=lambda: deque(maxlen=_RECENT))
-    calls: OrderedDict[str, None] = field(default_factory=OrderedDict)  # ids of the tool calls already observed
-    texts: deque[str] = field(default_factory=lambda: deque(maxlen=16))  # digests of assistant texts observed
-    pending: list[str] = field(default_factory=list)  # nudges for the next request
-    stop: Verdict | None = None
-    conversation: _chat.Conversation = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.conversation = _chat.Conversation(self.name, "litellm")
-
-    def saw_call(self, call: ToolCall) -> None:
-        if call.id is None:
-            return
-        self.calls[call.id] = None
-        self.conversation.names[call.id] = call.tool
-        while len(self.calls) > _REMEMBERED:
-            old, _ = self.calls.popitem(last=False)
-            self.conversation.names.pop(old, None)
-
-
-# -- messages --------------------------------------------------------------------------------------------
-
-
-def _plain(value: Any) -> Any:
-    """A message (a dict, or a pydantic object such as litellm's ``Message``) as plain JSON-like data."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return _plain(dump())
-    return value
-
-
-def _stable(value: Any) -> Any:
-    """``value`` without what clients change from one request to the next (``cache_control``, ``None``s)."""
-    if isinstance(value, Mapping):
-        return {k: _stable(v) for k, v in value.items() if v is not None and k != "cache_control"}
-    if isinstance(value, list):
-        return [_stable(v) for v in value]
-    return value
-
-
-def _digest(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(_stable(value), sort_keys=True, default=str)
-    return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=12).hexdigest()
-
-
-def _is_ours(message: Any) -> bool:
-    return isinstance(message, Mapping) and _chat.text_of(message.get("content")).startswith(MARK)
-
-
-def _metadata(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [m for m in (data.get("metadata"), data.get("litellm_metadata")) if isinstance(m, Mapping)]
-
-
-def _header(data: Mapping[str, Any], name: str) -> str | None:
-    request = data.get("proxy_server_request")
-    sources = [request.get("headers") if isinstance(request, Mapping) else None]
-    sources += [m.get("headers") for m in _metadata(data)]
-    for headers in sources:
-        if isinstance(headers, Mapping):
-            for key, value in headers.items():
-                if isinstance(key, str) and key.lower() == name and isinstance(value, str) and value:
-                    return value
-    return None
-
-
-def default_session(data: Mapping[str, Any]) -> str:
-    """The session of a request (``data``: litellm's keyword arguments, or the proxy's request body)."""
-    metadata = _metadata(data)
-    for meta in metadata:
-        value = meta.get("loopwatch_session")
-        if isinstance(value, str) and value:
-            return value
-    value = _header(data, _HEADER) or data.get("litellm_session_id")
-    if isinstance(value, str) and value:
-        return value
-    for meta in metadata:
-        value = meta.get("session_id")
-        if isinstance(value, str) and value:
-            return value
-    messages = data.get("messages")
-    head: list[Any] = []
-    for message in messages if isinstance(messages, list) else ():
-        plain = _plain(message)
-        if _is_ours(plain):
-            continue
-        head.append(plain)
-        if len(head) >= 4 or (isinstance(plain, Mapping) and plain.get("role") == "user"):
-            break
-    owner = [data.get("user"), data.get("user_api_key_hash")] + [m.get("user_api_key_hash") for m in metadata]
-    return f"litellm-{_digest([owner, head])[:16]}"
-
-
 # -- the guardrail -----------------------------------------------------------------------------------------
 
+# Each step of a request is a generator that yields the events to judge and receives their verdicts, so that
+# the sync and async paths share one implementation: _drive runs it with Guard.observe, _adrive with an await.
 # Each step of a request is a generator that yields the events to judge and receives their verdicts, so that
 # the sync and async paths share one implementation: _drive runs it with Guard.observe, _adrive with an await.
 _Steps = Generator[tuple[str, Event], Verdict, Any]
@@ -521,71 +412,6 @@ class LoopwatchGuardrail(CustomGuardrail):
             return done.value
 
 
-# -- responses -----------------------------------------------------------------------------------------------
-
-
 def _call_type(call_type: Any) -> str:
     value = getattr(call_type, "value", call_type)
     return value if isinstance(value, str) else ""
-
-
-def _reply(response: Any) -> tuple[dict[str, Any], Any] | None:
-    """The assistant message of a chat completion (first choice) or an Anthropic message, and its usage."""
-    if isinstance(response, Mapping):
-        if response.get("type") == "message" and isinstance(response.get("content"), list):  # Anthropic
-            return {"role": "assistant", "content": _plain(response["content"])}, _plain(response.get("usage"))
-        return None
-    choices = getattr(response, "choices", None)
-    if not isinstance(choices, list) or not choices:
-        return None
-    message = getattr(choices[0], "message", None)
-    plain = _plain(message)
-    if not isinstance(plain, dict):
-        return None  # a streamed chunk, or something else
-    plain["role"] = "assistant"
-    return plain, _plain(getattr(response, "usage", None))
-
-
-def _shown(args: Mapping[str, Any]) -> str:
-    text = json.dumps(dict(args), ensure_ascii=False, default=str, sort_keys=True)
-    return text if len(text) <= _ARGS_SHOWN else text[: _ARGS_SHOWN - 3] + "..."
-
-
-def _joined(text: Any, notes: list[str]) -> str:
-    before = text.strip() if isinstance(text, str) else ""
-    return "\n\n".join([before, *notes] if before else notes)
-
-
-def _refuse(response: Any, refused: dict[int, str]) -> None:
-    """Remove the refused tool calls from ``response`` (in place) and add the reasons to its text."""
-    notes = [refused[k] for k in sorted(refused)]
-    if isinstance(response, dict):  # Anthropic: tool_use blocks
-        blocks, position = [], -1
-        for block in response.get("content") or []:
-            kind = block.get("type") if isinstance(block, Mapping) else getattr(block, "type", None)
-            if kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
-                position += 1
-                if position in refused:
-                    continue
-            blocks.append(block)
-        blocks.append({"type": "text", "text": "\n\n".join(notes)})
-        response["content"] = blocks
-        if not any(_kind(b) == "tool_use" for b in blocks):
-            response["stop_reason"] = "end_turn"
-        return
-    choice = response.choices[0]
-    message = choice.message
-    calls = list(getattr(message, "tool_calls", None) or [])
-    kept = [c for k, c in enumerate(calls) if k not in refused]
-    legacy = getattr(message, "function_call", None)
-    if legacy is not None and len(calls) in refused:  # the legacy function_call comes after the tool calls
-        message.function_call = None
-        legacy = None
-    message.tool_calls = kept or None
-    message.content = _joined(message.content, notes)
-    if not kept and legacy is None:
-        choice.finish_reason = "stop"
-
-
-def _kind(block: Any) -> Any:
-    return block.get("type") if isinstance(block, Mapping) else getattr(block, "type", None)

@@ -24,67 +24,35 @@ preset, never a stop).
 
 from __future__ import annotations
 
-import binascii
 import re
 import sys
-import zlib
-from array import array
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, Final, Protocol
 
 from ..errors import ConfigError
-from ..fingerprint import ASCII_LOWER, preview
+from ..fingerprint import preview
 from ..ladder import Ladder
 from ..patterns import Pattern
 from ..tools import moves
-from ._state import integer, integer_tuple, keys_of, listed, optional_integer, sketch, table, text
-from .base import (
-    EMPTY_LINE,
-    Detector,
-    Finding,
-    Step,
-    bits_similarity,
-    bits_text,
-    bottom_k,
-    fold,
-    line_hashes,
-    lines_of,
-    masked_of,
-    mutates,
-    pushed,
-)
+from ._rephrase_state import _REPLIES, _SEEN_BITS, _SKETCH_BITS, state_from_json, state_json
+from ._rephrase_state import Channel as Channel
+from ._rephrase_state import Rep as Rep
+from ._rephrase_state import RephraseState as RephraseState
+from ._rephrase_text import collapsed as collapsed
+from ._rephrase_text import instruction_of as instruction_of
+from ._rephrase_text import intent_text as intent_text
+from ._rephrase_text import line_set as line_set
+from ._rephrase_text import observation_lines as observation_lines
+from ._rephrase_text import quantize as quantize
+from ._rephrase_text import quantized_cosine as quantized_cosine
+from ._rephrase_text import word_set as word_set
+from .base import Detector, Finding, Step, bits_similarity, bottom_k, fold, mutates, pushed
 
-_NOT_LETTERS: Final = bytes(c if 65 <= c <= 90 or 97 <= c <= 122 or c >= 128 else 32 for c in range(256))
-"""Every ASCII byte that is not a letter becomes a space (UTF-8 bytes of other scripts stay: word parts)."""
-_LOWER_NOT_LETTERS: Final = _NOT_LETTERS.translate(ASCII_LOWER)
-""":data:`_NOT_LETTERS` with ASCII letters lowercased: for ASCII text, lowercasing and splitting in one pass."""
-_QUOTES: Final = re.compile(rb'"[^"\n]*"|\'[^\'\n]*\'|`[^`\n]*`')
-_CODE: Final = re.compile(r"```.*?(?:```|\Z)", re.S)
-_LABEL: Final = re.compile(r"^\s*(?:THOUGHT|DISCUSSION|Thought|Reasoning|REASONING)\s*:?\s*")
-_SEEN_BITS: Final = 1024
-_SKETCH_BITS: Final = 512
-"""The bits an intent's word sketch is folded into."""
 _SEEN_FULL: Final = _SEEN_BITS // 2
 """When half the bits of the seen-lines filter are set it starts afresh: "new" means new lately."""
-_SHORT: Final = 600
-"""Quoted strings are dropped from short observations only ("No matches found for "x"": a search that found
-nothing), where the quote is what varies; in long ones they tell lines apart (file names in a traceback)."""
 _CHANNELS: Final = 3
 _ASKS: Final = "asks:"
 """The prefix of an instructions channel (one per tool the instructions go to)."""
-_CODE_KEYS: Final = frozenset(
-    {
-        "command", "cmd", "code", "script", "source", "sql", "content", "file_text", "patch", "diff",
-        "old", "new", "old_str", "new_str", "old_string", "new_string", "old_text", "new_text", "insert_text",
-    }
-)  # fmt: skip
-"""Argument keys whose text is code or file content, never an instruction."""
-_INSTRUCTION_WORDS: Final = 6
-_LETTERS_AND_SPACE: Final = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz "
-_LEVELS: Final = 127
-_REPLIES: Final = 2
-"""User replies a new one is compared with (to tell a restated reply from news)."""
 _DIGIT: Final = re.compile(r"\d")
 
 
@@ -92,143 +60,6 @@ class TextEmbedder(Protocol):
     """Texts in, vectors out (see :class:`loopwatch.semantic.Embedder`)."""
 
     def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]: ...
-
-
-def intent_text(text: str, limit: int) -> str:
-    """The prose of an intent: code blocks (the call itself, again) and labels such as ``THOUGHT:`` removed,
-    whitespace collapsed, at most ``limit`` characters."""
-    head = text[: 4 * limit]
-    prose = _LABEL.sub("", _CODE.sub(" ", head) if "```" in head else head)
-    return collapsed(prose, limit)
-
-
-def collapsed(text: str, limit: int) -> str:
-    """``" ".join(text.split())[:limit]``, splitting only the head of ``text`` when that is enough.
-
-    Collapsing the whitespace of a prefix of a text gives a prefix of the collapsed text (a word cut at the
-    end is a prefix of the whole word), so when the head's collapsed form is ``limit`` long it is the answer.
-    """
-    if limit <= 0:
-        return " ".join(text.split())[:limit]
-    edge = limit + limit // 4
-    head = " ".join(text[:edge].split())
-    if len(head) >= limit or len(text) <= edge:
-        return head[:limit]
-    return " ".join(text.split())[:limit]
-
-
-def line_set(masked_text: bytes) -> frozenset[int]:
-    """CRC-32 hashes of the distinct lines of a masked text (see :func:`~.base.lines_of`), and, in a short text,
-    without quoted strings (so ``No matches found for "x"`` and ``No matches found for "y"`` are one line)."""
-    lines = lines_of(masked_text)
-    if len(masked_text) <= _SHORT and (b'"' in masked_text or b"'" in masked_text or b"`" in masked_text):
-        lines = [_QUOTES.sub(b"", line) if b'"' in line or b"'" in line or b"`" in line else line for line in lines]
-    return frozenset(map(zlib.crc32, lines)) - {EMPTY_LINE}
-
-
-def observation_lines(step: Step) -> frozenset[int]:
-    """:func:`line_set` of a result's output or a reply's text, reusing the lines other rules hashed when the
-    text is long (quoted strings stay: they tell lines apart)."""
-    masked_text = masked_of(step)
-    if len(masked_text) > _SHORT:
-        return line_hashes(step)
-    return line_set(masked_text)
-
-
-def word_set(text: str, limit: int) -> set[int]:
-    """CRC-32 hashes of the distinct lowercased words (two letters or more) of ``text[:limit]``."""
-    head = text[:limit]
-    if head.isascii():  # lowercased and split into letters in one pass
-        words = head.encode("ascii").translate(_LOWER_NOT_LETTERS).split()
-    else:
-        words = head.lower().encode("utf-8", "surrogatepass").translate(_NOT_LETTERS).split()
-    return {zlib.crc32(word) for word in words if len(word) > 1}
-
-
-def instruction_of(args: Mapping[str, Any] | None, min_chars: int) -> str | None:
-    """The prose a call's arguments hand over (the longest top-level string of at least ``min_chars`` characters
-    not under a code key such as ``command``, if it has six words and four fifths of its head are letters and
-    spaces), or ``None``."""
-    best: str | None = None
-    for key, value in (args or {}).items():  # a plain loop: ~4x cheaper than max() over a generator here
-        if type(value) is str and len(value) >= min_chars and key not in _CODE_KEYS:
-            best = value if best is None or len(value) > len(best) else best
-    if best is None:
-        return None
-    head = best[:400]
-    if head.isascii():  # letters and spaces counted at C speed
-        letters = len(head) - len(head.encode("ascii").translate(None, _LETTERS_AND_SPACE))
-    else:
-        letters = sum(map(str.isalpha, head)) + head.count(" ")
-    if 5 * letters < 4 * len(head) or len(head.split(None, _INSTRUCTION_WORDS)) < _INSTRUCTION_WORDS:
-        return None
-    return best
-
-
-def quantize(vector: Sequence[float]) -> str:
-    """A vector as one signed byte a dimension, scaled to its largest value (cosine ignores the scale), as
-    base64 text: 512 characters for 384 dimensions. Cosines computed from it are within 0.001 of the exact
-    ones (99th percentile, measured on the corpus's intents with the built-in model)."""
-    peak = max((abs(value) for value in vector), default=0.0)
-    scale = _LEVELS / peak if peak > 0 else 0.0
-    raw = array("b", (max(-_LEVELS, min(_LEVELS, round(value * scale))) for value in vector))
-    return binascii.b2a_base64(raw.tobytes(), newline=False).decode("ascii")
-
-
-def _is_vector(text: object) -> bool:
-    """Is ``text`` a :func:`quantize`-d vector (base64 text of at least one byte)?"""
-    if type(text) is not str:
-        return False
-    try:
-        return len(binascii.a2b_base64(text)) > 0
-    except (binascii.Error, ValueError):
-        return False
-
-
-def quantized_cosine(a: str, b: str) -> float:
-    """The cosine of two :func:`quantize`-d vectors (0.0 if either is empty or they differ in size)."""
-    x = array("b", binascii.a2b_base64(a))
-    y = array("b", binascii.a2b_base64(b))
-    if not x or len(x) != len(y):
-        return 0.0
-    norms = (sum(map(int.__mul__, x, x)) * sum(map(int.__mul__, y, y))) ** 0.5
-    return sum(map(int.__mul__, x, y)) / norms if norms else 0.0
-
-
-Rep = int | str
-"""An intent as compared: a sketch of its words (a folded set of 512 bits) or, with an embedder, its quantized
-vector (:func:`quantize`)."""
-
-
-@dataclass(slots=True)
-class Channel:
-    """One channel's recent intents (``past``: (index, representation, gain then), the latest last) and its
-    streak of repeats."""
-
-    past: tuple[tuple[int, Rep, int], ...] = ()
-    n: int = 0
-    start: int | None = None
-    idx: tuple[int, ...] = ()
-    sim: float = 0.0
-
-
-@dataclass(slots=True)
-class RephraseState:
-    """A :class:`RephraseDetector`'s session state."""
-
-    seen: int | None = None
-    """The lines observed so far, folded into 1,024 bits (``None``: nothing observed yet)."""
-    gain: int = 0
-    """New lines observed so far (each observation's capped)."""
-    channels: dict[str, Channel] = field(default_factory=dict)
-    """The channels, the least recently used first."""
-    pending: tuple[int, str] | None = None
-    """The call awaiting its result: (index, its reasoning)."""
-    asked: tuple[int, str, str] | None = None
-    """The instruction of the call awaiting its result: (index, text, tool)."""
-    undecided: int | None = None
-    replies: tuple[str, ...] = ()
-    """The last user replies' vectors (with an embedder)."""
 
 
 REPHRASE = Pattern(
@@ -344,78 +175,10 @@ class RephraseDetector(Detector):
         return RephraseState()
 
     def dump_state(self, state: RephraseState) -> dict[str, Any]:
-        return {
-            "seen": "" if state.seen is None else bits_text(state.seen, _SEEN_BITS),
-            "gain": state.gain,
-            "channels": {
-                name: {
-                    "past": [[index, self._rep_json(rep), gain] for index, rep, gain in channel.past],
-                    "n": channel.n,
-                    "start": channel.start,
-                    "idx": list(channel.idx),
-                    "sim": channel.sim,
-                }
-                for name, channel in state.channels.items()
-            },
-            "pending": None if state.pending is None else list(state.pending),
-            "asked": None if state.asked is None else list(state.asked),
-            "undecided": state.undecided,
-            "replies": list(state.replies),
-        }
-
-    def _rep_json(self, rep: Rep) -> str:
-        return bits_text(rep, _SKETCH_BITS) if isinstance(rep, int) else rep
+        return state_json(state)
 
     def load_state(self, data: dict[str, Any]) -> RephraseState:
-        keys_of("rephrase", data, ("seen", "gain", "channels", "pending", "undecided"), ("asked", "replies"))
-        seen = data["seen"]
-        asked = data.get("asked")
-        if asked is not None and not (
-            isinstance(asked, list)
-            and len(asked) == 3
-            and type(asked[0]) is int
-            and all(type(x) is str for x in asked[1:])
-        ):
-            raise ValueError(f"rephrase: a pending instruction must be [index, text, tool], got {asked!r}")
-        replies = data.get("replies", [])
-        if not (isinstance(replies, list) and len(replies) <= _REPLIES and all(map(_is_vector, replies))):
-            raise ValueError(f"rephrase: replies must be a list of at most {_REPLIES} vectors, got {replies!r}")
-        pending = data["pending"]
-        if pending is not None and not (
-            isinstance(pending, list) and len(pending) == 2 and type(pending[0]) is int and type(pending[1]) is str
-        ):
-            raise ValueError(f"rephrase: a pending intent must be [index, text], got {pending!r}")
-        return RephraseState(
-            seen=None if seen == "" else sketch(seen, "rephrase: seen", _SEEN_BITS),
-            gain=integer(data["gain"], "rephrase: gain"),
-            channels=table(data["channels"], "rephrase: channels", self._channel),
-            pending=None if pending is None else (pending[0], pending[1]),
-            asked=None if asked is None else (asked[0], asked[1], asked[2]),
-            undecided=optional_integer(data["undecided"], "rephrase: undecided"),
-            replies=tuple(replies),
-        )
-
-    def _channel(self, data: object, what: str) -> Channel:
-        if not isinstance(data, dict):
-            raise ValueError(f"{what} must be an object, got {data!r}")
-        keys_of(what, data, ("past", "n", "start", "idx", "sim"))
-        sim = data["sim"]
-        if type(sim) not in (int, float):
-            raise ValueError(f"{what}: sim must be a number, got {sim!r}")
-        return Channel(
-            past=tuple(listed(data["past"], f"{what}: past", self._past)),
-            n=integer(data["n"], f"{what}: n"),
-            start=optional_integer(data["start"], f"{what}: start"),
-            idx=integer_tuple(data["idx"], f"{what}: idx"),
-            sim=sim,
-        )
-
-    def _past(self, data: object, what: str) -> tuple[int, Rep, int]:
-        if not (isinstance(data, list) and len(data) == 3):
-            raise ValueError(f"{what} must be [index, intent, gain], got {data!r}")
-        index, rep, gain = data
-        read = text(rep, what) if self._embedder is not None else sketch(rep, what, _SKETCH_BITS)
-        return integer(index, what), read, integer(gain, what)
+        return state_from_json(data, vectors=self._embedder is not None)
 
     def observe(self, state: RephraseState, step: Step) -> Finding | None:
         state.undecided = None

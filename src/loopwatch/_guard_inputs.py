@@ -1,0 +1,70 @@
+"""What a caller hands the guard, made ready to judge: the policy (a preset's name or a
+:class:`~loopwatch.policy.Policy`), the store (a :class:`~loopwatch.stores.Store` or its URL), session and swarm
+names, the event (an event object, a subclass's, or its JSON form) and when it happened; and any value shown safely
+in a log line.
+"""
+
+from __future__ import annotations
+
+from .errors import ConfigError, EventError
+from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, name_of, parse_event
+from .policy import Policy
+from .presets import preset as get_preset
+from .stores import Store, store_from_url
+
+_EVENT_CLASSES = (ToolCall, ToolResult, Message, TextDelta, Usage, Reset)
+
+
+def _policy_of(preset: str | Policy | None, policy: Policy | None) -> Policy:
+    if policy is not None and preset is not None:
+        raise ConfigError("give either preset or policy, not both", field="policy")
+    if policy is not None:
+        return policy
+    if isinstance(preset, Policy):
+        return preset
+    return get_preset(preset or "default")
+
+
+def _store_of(store: str | Store | None) -> Store | None:
+    if store is None or isinstance(store, Store):
+        return store
+    if store.strip().lower() in ("memory://", "memory:"):
+        return None  # in this process, without serialising: what the guard does by itself
+    return store_from_url(store)
+
+
+def _name(value: object, field: str) -> str:
+    """A session or swarm name as a plain, bounded string (an :class:`EventError` when it has no text)."""
+    if type(value) is str and len(value) <= 1_024:
+        return value
+    return name_of(value, field)
+
+
+def _event_of(event: object) -> Event:
+    """The event to judge: an event object as it is, a subclass's fields as the plain class, a mapping parsed."""
+    if type(event) in _EVENT_CLASSES:
+        return event  # type: ignore[return-value]
+    for kind in _EVENT_CLASSES:
+        if isinstance(event, kind):
+            try:
+                fields = {name: getattr(event, name) for name in kind.__dataclass_fields__}
+                rebuilt: Event = kind(**fields)
+            except EventError:
+                raise
+            except Exception as exc:  # a subclass whose attributes raise
+                raise EventError(f"the event could not be read ({type(exc).__name__})") from None
+            return rebuilt
+    return parse_event(event)
+
+
+def _stamp(event: Event, now: float | None) -> float | None:
+    """When an event happened: its own ``ts``, else the guard's clock."""
+    return event.ts if event.ts is not None else now
+
+
+def _safe_repr(value: object) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= 200 else text[:197] + "..."

@@ -1,0 +1,135 @@
+"""The rephrase rule's session state (:class:`RephraseState`, one :class:`Channel` of recent intents per channel)
+and its JSON form, as :class:`~loopwatch.detectors.semantic.RephraseDetector` dumps and loads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Final
+
+from ._rephrase_text import _is_vector
+from ._state import integer, integer_tuple, keys_of, listed, optional_integer, sketch, table, text
+from .base import bits_text
+
+_SEEN_BITS: Final = 1024
+"""The bits the lines observed so far are folded into."""
+_SKETCH_BITS: Final = 512
+"""The bits an intent's word sketch is folded into."""
+_REPLIES: Final = 2
+"""User replies a new one is compared with (to tell a restated reply from news)."""
+
+
+Rep = int | str
+"""An intent as compared: a sketch of its words (a folded set of 512 bits) or, with an embedder, its quantized
+vector (:func:`~loopwatch.detectors.semantic.quantize`)."""
+
+
+@dataclass(slots=True)
+class Channel:
+    """One channel's recent intents (``past``: (index, representation, gain then), the latest last) and its
+    streak of repeats."""
+
+    past: tuple[tuple[int, Rep, int], ...] = ()
+    n: int = 0
+    start: int | None = None
+    idx: tuple[int, ...] = ()
+    sim: float = 0.0
+
+
+@dataclass(slots=True)
+class RephraseState:
+    """A :class:`RephraseDetector`'s session state."""
+
+    seen: int | None = None
+    """The lines observed so far, folded into 1,024 bits (``None``: nothing observed yet)."""
+    gain: int = 0
+    """New lines observed so far (each observation's capped)."""
+    channels: dict[str, Channel] = field(default_factory=dict)
+    """The channels, the least recently used first."""
+    pending: tuple[int, str] | None = None
+    """The call awaiting its result: (index, its reasoning)."""
+    asked: tuple[int, str, str] | None = None
+    """The instruction of the call awaiting its result: (index, text, tool)."""
+    undecided: int | None = None
+    replies: tuple[str, ...] = ()
+    """The last user replies' vectors (with an embedder)."""
+
+
+def state_json(state: RephraseState) -> dict[str, Any]:
+    """``state`` as JSON-able data."""
+    return {
+        "seen": "" if state.seen is None else bits_text(state.seen, _SEEN_BITS),
+        "gain": state.gain,
+        "channels": {
+            name: {
+                "past": [[index, _rep_json(rep), gain] for index, rep, gain in channel.past],
+                "n": channel.n,
+                "start": channel.start,
+                "idx": list(channel.idx),
+                "sim": channel.sim,
+            }
+            for name, channel in state.channels.items()
+        },
+        "pending": None if state.pending is None else list(state.pending),
+        "asked": None if state.asked is None else list(state.asked),
+        "undecided": state.undecided,
+        "replies": list(state.replies),
+    }
+
+
+def _rep_json(rep: Rep) -> str:
+    return bits_text(rep, _SKETCH_BITS) if isinstance(rep, int) else rep
+
+
+def state_from_json(data: dict[str, Any], vectors: bool) -> RephraseState:
+    """The state :func:`state_json` gave (``vectors``: its intents are vectors, from an embedder, not word
+    sketches); a :class:`ValueError` when ``data`` is not one."""
+    keys_of("rephrase", data, ("seen", "gain", "channels", "pending", "undecided"), ("asked", "replies"))
+    seen = data["seen"]
+    asked = data.get("asked")
+    if asked is not None and not (
+        isinstance(asked, list) and len(asked) == 3 and type(asked[0]) is int and all(type(x) is str for x in asked[1:])
+    ):
+        raise ValueError(f"rephrase: a pending instruction must be [index, text, tool], got {asked!r}")
+    replies = data.get("replies", [])
+    if not (isinstance(replies, list) and len(replies) <= _REPLIES and all(map(_is_vector, replies))):
+        raise ValueError(f"rephrase: replies must be a list of at most {_REPLIES} vectors, got {replies!r}")
+    pending = data["pending"]
+    if pending is not None and not (
+        isinstance(pending, list) and len(pending) == 2 and type(pending[0]) is int and type(pending[1]) is str
+    ):
+        raise ValueError(f"rephrase: a pending intent must be [index, text], got {pending!r}")
+    return RephraseState(
+        seen=None if seen == "" else sketch(seen, "rephrase: seen", _SEEN_BITS),
+        gain=integer(data["gain"], "rephrase: gain"),
+        channels=table(data["channels"], "rephrase: channels", partial(_channel, vectors=vectors)),
+        pending=None if pending is None else (pending[0], pending[1]),
+        asked=None if asked is None else (asked[0], asked[1], asked[2]),
+        undecided=optional_integer(data["undecided"], "rephrase: undecided"),
+        replies=tuple(replies),
+    )
+
+
+def _channel(data: object, what: str, *, vectors: bool) -> Channel:
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} must be an object, got {data!r}")
+    keys_of(what, data, ("past", "n", "start", "idx", "sim"))
+    sim = data["sim"]
+    if type(sim) not in (int, float):
+        raise ValueError(f"{what}: sim must be a number, got {sim!r}")
+    return Channel(
+        past=tuple(listed(data["past"], f"{what}: past", partial(_past, vectors=vectors))),
+        n=integer(data["n"], f"{what}: n"),
+        start=optional_integer(data["start"], f"{what}: start"),
+        idx=integer_tuple(data["idx"], f"{what}: idx"),
+        sim=sim,
+    )
+
+
+def _past(data: object, what: str, *, vectors: bool) -> tuple[int, Rep, int]:
+    if not (isinstance(data, list) and len(data) == 3):
+        raise ValueError(f"{what} must be [index, intent, gain], got {data!r}")
+    index, rep, gain = data
+    read = text(rep, what) if vectors else sketch(rep, what, _SKETCH_BITS)
+    return integer(index, what), read, integer(gain, what)
