@@ -179,7 +179,7 @@ _VOLATILE = [
     "mins", "µs", "us", "ns", "se", "mi", "new", "src", "a", "f", "e", "x", "X", "0x", "deadbeef", "8f2a91", "pid",
     "PID", "Pid", "process ", "Process ", "=", "#", "bash:", "sh:", "zsh:", "dash:", " line ", "/tmp/", "/var/",
     "/var/folders/", "/private/var/", "/var/tmp/", "tmp", "TMP", "tmp.", "_", "\n", "'", ")", "]", "\t", "\x00",
-    "é", "\xc2", "Q", "x" * 700, "9" * 11,
+    "é", "\xc2", "Q", "x" * 700, "9" * 11, "0X", "ABCDEF", "Tmp", "tMP", "h:", "µ", "2024-01-02T10:20:30",
 ]  # fmt: skip
 _volatile_bytes = st.one_of(
     st.binary(),
@@ -193,6 +193,29 @@ _volatile_bytes = st.one_of(
 @given(_volatile_bytes)
 def test_compiled_masking_matches_the_pure_one(data: bytes) -> None:
     assert compiled().masked_bytes(data) == masking._masked_bytes_py(data)
+
+
+# Every kind of volatile part and every error word, with the bytes around them that decide (a letter or digit
+# before or after, "0x", a date, a unit, a look-alike that is not one).
+_EVERY_KIND = (
+    b"at 2024-01-02T10:20:30.123+02:00 took 0.13s (300 ms, 7 \xc2\xb5s, 12 src, 3 seconds) id "
+    b"123e4567-e89b-12d3-a456-426614174000 at 0x7ffee3b1 0XDEADBEEF 8f2a91c0 1700000000123 defaced abc123 "
+    b"ABCDEF-ABCDEFAB-abcd-ABCD-abcd-abcdefabcdef pid=4242 PID 7 Process #9 bash: line 13008: x sh: 4: "
+    b"/tmp/tmpab12cd34/out.txt tmp.Xy12Ab34 /var/folders/x /private/var/y TMP 9:05:00Z\n"
+    b"Error: no errors, 0 failed, fail-fast, timeout=3, x_unknown, Traceback, can't, NOT FOUND, timed out\n"
+)
+
+
+@needs_compiled
+def test_compiled_masking_and_error_lines_match_the_pure_ones_at_every_offset_and_length() -> None:
+    # the compiled kernels read 8 bytes at a time: every part must be found wherever it falls in those 8 bytes,
+    # and wherever the text ends
+    c = compiled()
+    for shift in range(16):
+        data = b"x" * shift + _EVERY_KIND
+        for end in range(len(data) + 1):
+            assert c.masked_bytes(data[:end]) == masking._masked_bytes_py(data[:end]), (shift, end)
+            assert c.error_lines(data[:end]) == _kernels_py.error_lines(data[:end]), (shift, end)
 
 
 @needs_compiled

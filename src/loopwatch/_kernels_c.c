@@ -69,6 +69,45 @@ static PyObject *call_pure(const char *name, PyObject *args) {
     return result;
 }
 
+/* -- 8 bytes at a time ------------------------------------------------------------------------------------
+
+   Where most bytes need no more than a test, 8 of them are tested at once as one 64-bit number: each test sets the
+   top bit of the bytes it holds for (a comparison of each byte, with the carries kept inside their byte). */
+
+#define ONES UINT64_C(0x0101010101010101)
+
+/* s[at:at + 8] as a number, s[at] its lowest byte (whatever the machine's byte order); bytes past n are zeros */
+static inline uint64_t word_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at) {
+    uint64_t w = 0;
+    if (at + 8 <= n)
+        memcpy(&w, s + at, 8);
+    else
+        for (Py_ssize_t i = n - 1; i >= at; i--) w = w << 8 | s[i];
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    if (at + 8 <= n) w = __builtin_bswap64(w);
+#endif
+    return w;
+}
+
+/* the index (0 to 7) of the lowest byte whose top bit is set in bits (not 0) */
+static inline int lowest_byte(uint64_t bits) {
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_ctzll(bits) >> 3;
+#else
+    int i = 0;
+    while (!(bits & 0x80)) bits >>= 8, i++;
+    return i;
+#endif
+}
+
+/* w with its bytes A-Z lowercased: a byte below 0x80 is A-Z when adding 0x3F carries into its top bit and adding 0x25
+   does not (at most 0x7F + 0x3F: no carry crosses into the next byte); its top bit, moved to 0x20, lowercases it */
+static inline uint64_t lower_word(uint64_t w) {
+    uint64_t low = w & (ONES * 0x7F);
+    uint64_t upper = (low + ONES * (0x80 - 'A')) & ~(low + ONES * (0x7F - 'Z')) & ~w & (ONES * 0x80);
+    return w | (upper >> 2);
+}
+
 /* -- error_lines ------------------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -86,7 +125,7 @@ static const keyword keywords[] = {
     KW("unsupported", 0), KW("not allowed", 0),
 };
 #define N_KEYWORDS ((int)(sizeof(keywords) / sizeof(keywords[0])))
-static unsigned char keyword_pair[256][256]; /* their lowercase first two bytes: where a keyword may start */
+
 /* Is "error"/"fail" at p excluded by the look-behinds (?<!\b0 ) and (?<!\bno ) (ASCII case-insensitive)? */
 static int guarded_out(const unsigned char *s, Py_ssize_t p) {
     if (p >= 2 && s[p - 1] == ' ' && s[p - 2] == '0' && (p == 2 || !byte_word[s[p - 3]])) return 1;
@@ -110,22 +149,62 @@ static int joined(const unsigned char *s, Py_ssize_t p, Py_ssize_t after, Py_ssi
     return 0;
 }
 
-/* Does the line s[start:end] hold a keyword (the regular expression's alternation matching somewhere in it)?
-   Each position costs one look-up of its two bytes; only where a keyword may start are the keywords compared. */
-static int line_has_error(const unsigned char *s, Py_ssize_t start, Py_ssize_t end) {
-    for (Py_ssize_t p = start; p + 1 < end; p++) {
-        unsigned char first = ascii_lower[s[p]], second = ascii_lower[s[p + 1]];
-        if (!keyword_pair[first][second]) continue;
-        for (int k = 0; k < N_KEYWORDS; k++) {
-            const keyword *kw = &keywords[k];
-            if ((unsigned char)kw->word[0] != first || (unsigned char)kw->word[1] != second || kw->len > end - p)
-                continue;
-            Py_ssize_t i = 2;
-            while (i < kw->len && ascii_lower[s[p + i]] == (unsigned char)kw->word[i]) i++;
-            if (i == kw->len && !(kw->guarded && guarded_out(s, p)) && !joined(s, p, p + kw->len, end)) return 1;
+/* Every keyword is 4 bytes or longer. Their first 4 bytes (as a number, the first byte lowest) are kept in a table
+   of 256 slots, each with the keywords that start with them: a prefix's slot is the top 8 bits of the prefix times
+   prefix_multiplier, a number chosen at import so that no two prefixes share a slot. So the 4 bytes at a position
+   (lowercased) may start a keyword only if they are the prefix in their slot: a multiplication, a look-up and a
+   comparison, and no branch. */
+static uint32_t prefix_multiplier;
+static uint32_t slot_prefix[256];   /* the prefix in each slot */
+static uint32_t slot_keywords[256]; /* bit k: keywords[k] starts with the slot's prefix (0: no keyword does) */
+#define PREFIX_SLOT(x) (((uint32_t)(x) * prefix_multiplier) >> 24)
+
+static void keywords_init(void) {
+    for (prefix_multiplier = UINT32_C(0x9E3779B1);; prefix_multiplier += 2) {
+        memset(slot_prefix, 0, sizeof(slot_prefix));
+        memset(slot_keywords, 0, sizeof(slot_keywords));
+        int k = 0;
+        for (; k < N_KEYWORDS; k++) {
+            const unsigned char *w = (const unsigned char *)keywords[k].word;
+            uint32_t prefix = (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
+            uint32_t slot = PREFIX_SLOT(prefix);
+            if (slot_keywords[slot] && slot_prefix[slot] != prefix) break; /* taken: try another multiplier */
+            slot_prefix[slot] = prefix;
+            slot_keywords[slot] |= UINT32_C(1) << k;
         }
+        if (k == N_KEYWORDS) return;
+    }
+}
+
+/* Does one of ``candidates`` (keywords whose first 4 bytes are those at p, lowercased) start at p, and count there
+   (not negated, not joined into a name)? */
+static int error_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t p, uint32_t candidates) {
+    for (int k = 0; candidates; k++, candidates >>= 1) {
+        if (!(candidates & 1)) continue;
+        const keyword *kw = &keywords[k];
+        if (kw->len > n - p) continue;
+        Py_ssize_t i = 4;
+        while (i < kw->len && ascii_lower[s[p + i]] == (unsigned char)kw->word[i]) i++;
+        /* (a keyword holds no line end: the byte after it is the line's end, or a byte of the same line) */
+        if (i == kw->len && !(kw->guarded && guarded_out(s, p)) && !joined(s, p, p + kw->len, n)) return 1;
     }
     return 0;
+}
+
+/* The first position at or after ``from`` where a keyword that counts starts, or -1. Five positions at a time: the
+   8 bytes from the first, lowercased, hold the 4 bytes from each of them. */
+static Py_ssize_t find_error(const unsigned char *s, Py_ssize_t n, Py_ssize_t from) {
+    for (Py_ssize_t p = from; p + 4 <= n; p += 5) {
+        uint64_t w = lower_word(word_at(s, n, p));
+#define FOUR(i) ((uint32_t)(w >> (8 * (i))))
+#define HIT(i) ((uint32_t)(slot_prefix[PREFIX_SLOT(FOUR(i))] == FOUR(i)) << (i))
+        uint32_t hits = HIT(0) | HIT(1) | HIT(2) | HIT(3) | HIT(4); /* most often 0 */
+        for (int i = 0; hits; i++, hits >>= 1)
+            if ((hits & 1) && error_at(s, n, p + i, slot_keywords[PREFIX_SLOT(FOUR(i))])) return p + i;
+#undef HIT
+#undef FOUR
+    }
+    return -1;
 }
 
 PyDoc_STRVAR(error_lines_doc, "error_lines(data: bytes) -> list[bytes]\n--\n\n"
@@ -140,21 +219,20 @@ static PyObject *error_lines(PyObject *self, PyObject *arg) {
     Py_ssize_t n = PyBytes_GET_SIZE(arg);
     PyObject *out = PyList_New(0);
     if (out == NULL) return NULL;
-    Py_ssize_t start = 0;
-    for (;;) {
-        const unsigned char *nl = memchr(s + start, '\n', (size_t)(n - start));
+    /* each keyword that counts: its line is an error line, and the search goes on after that line */
+    for (Py_ssize_t at = find_error(s, n, 0); at >= 0;) {
+        Py_ssize_t start = at;
+        while (start > 0 && s[start - 1] != '\n') start--;
+        const unsigned char *nl = memchr(s + at, '\n', (size_t)(n - at));
         Py_ssize_t end = nl ? (Py_ssize_t)(nl - s) : n;
-        if (line_has_error(s, start, end)) {
-            PyObject *line = PyBytes_FromStringAndSize((const char *)s + start, end - start);
-            if (line == NULL || PyList_Append(out, line) < 0) {
-                Py_XDECREF(line);
-                Py_DECREF(out);
-                return NULL;
-            }
-            Py_DECREF(line);
+        PyObject *line = PyBytes_FromStringAndSize((const char *)s + start, end - start);
+        if (line == NULL || PyList_Append(out, line) < 0) {
+            Py_XDECREF(line);
+            Py_DECREF(out);
+            return NULL;
         }
-        if (nl == NULL) break;
-        start = end + 1;
+        Py_DECREF(line);
+        at = nl ? find_error(s, n, end + 1) : -1;
     }
     return out;
 }
@@ -736,21 +814,6 @@ static Py_ssize_t hex_run_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at
 
 /* -- one pass over the text, 8 bytes at a time, for the anchors made of digits and hex characters -- */
 
-#define ONES UINT64_C(0x0101010101010101)
-
-/* s[at:at + 8] as a number, s[at] its lowest byte (whatever the machine's byte order); bytes past n are zeros */
-static inline uint64_t word_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at) {
-    uint64_t w = 0;
-    if (at + 8 <= n)
-        memcpy(&w, s + at, 8);
-    else if (at < n)
-        memcpy(&w, s + at, (size_t)(n - at));
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    w = __builtin_bswap64(w);
-#endif
-    return w;
-}
-
 /* Which bytes of w are digits: the top bit of each byte of the result says. w ^ "00000000" turns the digits, and
    only them, into bytes 0 to 9; a byte of x is 10 or more when its top bit is set or when its low 7 bits plus 0x76
    carry into its top bit (at most 0x7F + 0x76: no carry crosses into the next byte). */
@@ -765,17 +828,6 @@ static inline uint64_t hex_letter_bits(uint64_t w) {
     uint64_t y = (w | (ONES * 0x20)) ^ (ONES * 0x60), low = y & (ONES * 0x7F);
     uint64_t one_or_more = (low + ONES * 0x7F) | y, seven_or_more = (low + ONES * (0x80 - 7)) | y;
     return one_or_more & ~seven_or_more & (ONES * 0x80);
-}
-
-/* the index (0 to 7) of the lowest byte whose top bit is set in bits (not 0) */
-static inline int lowest_byte(uint64_t bits) {
-#if defined(__GNUC__) || defined(__clang__)
-    return __builtin_ctzll(bits) >> 3;
-#else
-    int i = 0;
-    while (!(bits & 0x80)) bits >>= 8, i++;
-    return i;
-#endif
 }
 
 /* masking._times, masking._durations and masking._hex_runs in one pass. For each 8 bytes (and the 8 after them, as
@@ -1079,7 +1131,6 @@ PyMODINIT_FUNC PyInit__kernels_c(void) {
     tables_init();
     byte_class_init();
     rare_init();
-    for (int k = 0; k < N_KEYWORDS; k++)
-        keyword_pair[(unsigned char)keywords[k].word[0]][(unsigned char)keywords[k].word[1]] = 1;
+    keywords_init();
     return PyModule_Create(&module);
 }
