@@ -1,9 +1,10 @@
 """The compiled text kernels of another version against this checkout's, side by side in one process, on
-``bench_guard.py``'s ~4 KB tool outputs: ``masked_bytes`` (a tool output without its volatile parts) and
-``error_lines`` (its lines that say something went wrong, on the masked output, as the rules call it).
+``bench_guard.py``'s ~4 KB tool outputs: ``masked_bytes`` (a tool output without its volatile parts),
+``error_lines`` (its lines that say something went wrong, on the masked output, as the rules call it) and
+``numbers_marked`` (its numbers replaced by ``#``).
 
     python benchmarks/bench_masking.py                       # against the last commit's _kernels_c.c
-    python benchmarks/bench_masking.py --base 7567d9b --outputs 2000 --rounds 7
+    python benchmarks/bench_masking.py --base fb647b5 --outputs 2000 --rounds 7
     python benchmarks/bench_masking.py --pure                # the pure-Python twins too
 
 Both versions of ``src/loopwatch/_kernels_c.c`` (``--base``: any git revision; this checkout's file as it is now)
@@ -11,8 +12,11 @@ are compiled with ``hatch_build.build`` into temporary folders and loaded side b
 ``bench_guard.py`` draws a tool result (file listings, pytest runs with a failure, tracebacks, grep hits, numbered
 source, one fifth each). Each round times every output through each version in turn (``--calls`` calls in a row,
 the order of the versions alternating from round to round); an output's time is its median over the rounds. Prints,
-per kernel and kind of output, the mean time per call and per 4 KB of output, and each version's ratio to the base's.
-Exits 1 when the two versions (or the pure-Python twins) give different results on any output.
+per kernel and kind of output, the time per 4 KB of input and each version's ratio to the first column's, and the
+mean time per call. Exits 1 when the versions (or the pure-Python twins) give different results on any output.
+
+``numbers_marked`` (a new kernel) is timed as the ``error_retry`` rule would call it, on the whole lines of a masked
+output's first and last 800 bytes, against the regular expression that defines it (``zlib.crc32`` of either).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -43,6 +48,22 @@ from loopwatch.masking import _masked_bytes_py  # noqa: E402
 
 OUTPUT_KINDS = ("listing", "pytest", "traceback", "grep", "numbered source")
 """``Content.output``'s kinds of tool output, in the order of its first draw."""
+
+
+WHAT = {
+    "masked_bytes": "",
+    "error_lines": " (of the masked outputs)",
+    "numbers_marked": " (of the masked outputs' whole lines of their first and last 800 bytes; the CRC of the result)",
+}
+
+
+def numbers_window(masked: bytes) -> bytes:
+    """What the ``error_retry`` rule compares with its numbers marked (``detectors/failures.py``'s ``_numberless``):
+    a masked output's whole lines of its first and last 800 bytes."""
+    if len(masked) <= 1_600:
+        return masked
+    head, tail = masked[:800], masked[-800:]
+    return head[: head.rfind(b"\n") + 1 or None] + b"\n" + tail[tail.find(b"\n") + 1 :]
 
 
 def load(path: Path) -> ModuleType:
@@ -104,18 +125,25 @@ def main() -> int:
         }
     drawn = outputs(args.outputs, args.seed)
     masked = [_masked_bytes_py(data) for _, data in drawn]
+    windows = [numbers_window(data) for data in masked]
+    new = versions["this checkout"]
     kernels: dict[str, dict[str, Callable[[bytes], Any]]] = {
         "masked_bytes": {name: module.masked_bytes for name, module in versions.items()},
         "error_lines": {name: module.error_lines for name, module in versions.items()},
+        "numbers_marked": {
+            "re.sub + crc32": lambda data: zlib.crc32(_kernels_py.NUMBER.sub(b"#", data)),
+            "this checkout + crc32": lambda data: zlib.crc32(new.numbers_marked(data)),
+        },
     }
+    inputs_of = {"masked_bytes": [data for _, data in drawn], "error_lines": masked, "numbers_marked": windows}
     if args.pure:
         kernels["masked_bytes"]["pure Python"] = _masked_bytes_py
         kernels["error_lines"]["pure Python"] = _kernels_py.error_lines
+        kernels["numbers_marked"]["pure Python + crc32"] = lambda data: zlib.crc32(_kernels_py.numbers_marked(data))
 
     differences = 0
     for kernel, funcs in kernels.items():
-        inputs = [data for _, data in drawn] if kernel == "masked_bytes" else masked
-        for data in inputs:
+        for data in inputs_of[kernel]:
             results = {name: func(data) for name, func in funcs.items()}
             if len({repr(r) for r in results.values()}) != 1:
                 differences += 1
@@ -126,7 +154,7 @@ def main() -> int:
         f"{args.rounds} rounds x {args.calls} calls each, versions alternating; {differences} differences"
     )
     for kernel, funcs in kernels.items():
-        inputs = [data for _, data in drawn] if kernel == "masked_bytes" else masked
+        inputs = inputs_of[kernel]
         names = list(funcs)
         for func in funcs.values():  # warm-up
             for data in inputs[:50]:
@@ -138,7 +166,7 @@ def main() -> int:
                 for name in order:
                     samples[name][i].append(timed(funcs[name], data, args.calls))
         per_output = {name: [statistics.median(times) for times in samples[name]] for name in names}
-        print(f"\n{kernel}" + ("" if kernel == "masked_bytes" else " (of the masked outputs)"))
+        print(f"\n{kernel}" + WHAT[kernel])
         header = f"  {'kind':<16} {'bytes':>6}" + "".join(f" {name:>24}" for name in names)
         print(header)
         base_name = names[0]
@@ -152,6 +180,10 @@ def main() -> int:
                 ratio = "" if name == base_name else f" ({per_4k / base_per_4k:.2f}x)"
                 row += f" {f'{per_4k:.2f} us/4KB{ratio}':>24}"
             print(row)
+        row = f"  {'all, per call':<16} {'':>6}"
+        for name in names:
+            row += f" {f'{statistics.fmean(per_output[name]) / 1000:.2f} us':>24}"
+        print(row)
     return 1 if differences else 0
 
 

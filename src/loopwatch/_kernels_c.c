@@ -100,6 +100,15 @@ static inline int lowest_byte(uint64_t bits) {
 #endif
 }
 
+/* Which bytes of w are digits: the top bit of each byte of the result says. w ^ "00000000" turns the digits, and
+   only them, into bytes 0 to 9; a byte of x is 10 or more when its top bit is set or when its low 7 bits plus 0x76
+   carry into its top bit (at most 0x7F + 0x76: no carry crosses into the next byte). */
+static inline uint64_t digit_bits(uint64_t w) {
+    uint64_t x = w ^ (ONES * '0');
+    uint64_t ten_or_more = (((x & (ONES * 0x7F)) + ONES * (0x80 - 10)) | x) & (ONES * 0x80);
+    return ten_or_more ^ (ONES * 0x80);
+}
+
 /* w with its bytes A-Z lowercased: a byte below 0x80 is A-Z when adding 0x3F carries into its top bit and adding 0x25
    does not (at most 0x7F + 0x3F: no carry crosses into the next byte); its top bit, moved to 0x20, lowercases it */
 static inline uint64_t lower_word(uint64_t w) {
@@ -311,6 +320,49 @@ static PyObject *line_hashes(PyObject *self, PyObject *arg) {
             c = CRC_BYTE(c, ascii_lower[s[p]]);
         }
     }
+    return out;
+}
+
+/* -- numbers_marked ---------------------------------------------------------------------------------------- */
+
+/* the first digit at or after p, or n (8 bytes at a time) */
+static Py_ssize_t next_digit(const unsigned char *s, Py_ssize_t n, Py_ssize_t p) {
+    for (; p < n; p += 8) {
+        uint64_t digits = digit_bits(word_at(s, n, p)); /* (the bytes past n are not digits) */
+        if (digits) return p + lowest_byte(digits);
+    }
+    return n;
+}
+
+PyDoc_STRVAR(numbers_marked_doc, "numbers_marked(data: bytes) -> bytes\n--\n\n"
+                                 "``data`` with each run of ASCII digits replaced by one ``#``.");
+
+static PyObject *numbers_marked(PyObject *self, PyObject *arg) {
+    if (!PyBytes_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "numbers_marked() expects bytes, not %.100s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg);
+    Py_ssize_t digit = next_digit(s, n, 0);
+    if (digit == n) {
+        Py_INCREF(arg);
+        return arg;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n); /* never longer than data */
+    if (out == NULL) return NULL;
+    char *o = PyBytes_AS_STRING(out);
+    Py_ssize_t kept = 0, p = 0;
+    while (p < n) { /* s[p:digit] has no digit; a number starts at digit (or digit is n) */
+        memcpy(o + kept, s + p, (size_t)(digit - p));
+        kept += digit - p;
+        if (digit == n) break;
+        o[kept++] = '#';
+        p = digit + 1;
+        while (p < n && (unsigned)(s[p] - '0') < 10u) p++;
+        digit = next_digit(s, n, p);
+    }
+    if (_PyBytes_Resize(&out, kept) < 0) return NULL;
     return out;
 }
 
@@ -814,15 +866,6 @@ static Py_ssize_t hex_run_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at
 
 /* -- one pass over the text, 8 bytes at a time, for the anchors made of digits and hex characters -- */
 
-/* Which bytes of w are digits: the top bit of each byte of the result says. w ^ "00000000" turns the digits, and
-   only them, into bytes 0 to 9; a byte of x is 10 or more when its top bit is set or when its low 7 bits plus 0x76
-   carry into its top bit (at most 0x7F + 0x76: no carry crosses into the next byte). */
-static inline uint64_t digit_bits(uint64_t w) {
-    uint64_t x = w ^ (ONES * '0');
-    uint64_t ten_or_more = (((x & (ONES * 0x7F)) + ONES * (0x80 - 10)) | x) & (ONES * 0x80);
-    return ten_or_more ^ (ONES * 0x80);
-}
-
 /* Which bytes of w are a-f or A-F, the same way: (w | 0x20) ^ 0x60 turns those, and only them, into bytes 1 to 6. */
 static inline uint64_t hex_letter_bits(uint64_t w) {
     uint64_t y = (w | (ONES * 0x20)) ^ (ONES * 0x60), low = y & (ONES * 0x7F);
@@ -1112,6 +1155,7 @@ static PyMethodDef methods[] = {
     {"error_lines", (PyCFunction)error_lines, METH_O, error_lines_doc},
     {"word_hashes", (PyCFunction)word_hashes, METH_O, word_hashes_doc},
     {"line_hashes", (PyCFunction)line_hashes, METH_O, line_hashes_doc},
+    {"numbers_marked", (PyCFunction)numbers_marked, METH_O, numbers_marked_doc},
     {"alnum_word_hashes", (PyCFunction)(void (*)(void))alnum_word_hashes, METH_FASTCALL, alnum_word_hashes_doc},
     {"fold", (PyCFunction)(void (*)(void))fold, METH_FASTCALL, fold_doc},
     {"bottom_k", (PyCFunction)(void (*)(void))bottom_k, METH_FASTCALL, bottom_k_doc},
