@@ -134,6 +134,7 @@ static const keyword keywords[] = {
     KW("unsupported", 0), KW("not allowed", 0),
 };
 #define N_KEYWORDS ((int)(sizeof(keywords) / sizeof(keywords[0])))
+_Static_assert(N_KEYWORDS <= 32, "a keyword is a bit of a 32-bit slot_keywords");
 
 /* Is "error"/"fail" at p excluded by the look-behinds (?<!\b0 ) and (?<!\bno ) (ASCII case-insensitive)? */
 static int guarded_out(const unsigned char *s, Py_ssize_t p) {
@@ -160,9 +161,9 @@ static int joined(const unsigned char *s, Py_ssize_t p, Py_ssize_t after, Py_ssi
 
 /* Every keyword is 4 bytes or longer. Their first 4 bytes (as a number, the first byte lowest) are kept in a table
    of 256 slots, each with the keywords that start with them: a prefix's slot is the top 8 bits of the prefix times
-   prefix_multiplier, a number chosen at import so that no two prefixes share a slot. So the 4 bytes at a position
-   (lowercased) may start a keyword only if they are the prefix in their slot: a multiplication, a look-up and a
-   comparison, and no branch. */
+   prefix_multiplier, a number chosen at import so that no two prefixes share a slot (the first one tried does). So
+   the 4 bytes at a position (lowercased) may start a keyword only if they are the prefix in their slot: a
+   multiplication, a look-up and a comparison, and no branch. */
 static uint32_t prefix_multiplier;
 static uint32_t slot_prefix[256];   /* the prefix in each slot */
 static uint32_t slot_keywords[256]; /* bit k: keywords[k] starts with the slot's prefix (0: no keyword does) */
@@ -687,13 +688,13 @@ static PyObject *sketch_of(PyObject *self, PyObject *const *args, Py_ssize_t nar
    one pass look for several anchors at once: each anchor keeps its own "resume from" position (where masking's
    ``find(anchor, end)`` would look next), so each finds exactly the spans its own scan finds.
 
-   Three passes, each reading most bytes once or not at all:
-   - the digits (times of day and durations: each of their anchors starts with a digit), skipping to the next
-     digit 8 bytes at a time;
-   - the runs of hex characters (UUIDs, addresses, hex ids, long numbers), reading one byte in six where hex
-     characters are scarce;
-   - the first and last 1 KB for the rare kinds (process ids, shell line numbers, temporary paths): one pass finds
-     which of their anchors occur and where first, then each anchor that occurs is followed from there. */
+   Two passes, each reading the text 8 bytes at a time:
+   - the whole text, for the anchors made of digits and hex characters (times of day, durations, UUIDs, addresses,
+     hex ids, long numbers): the digits and hex characters of 8 bytes are found at once, as bits, and only the few
+     places where an anchor may be are looked at (mask_digits_and_hex);
+   - the first and last 1 KB, for the rare kinds (process ids, shell line numbers, temporary paths): 7 byte pairs
+     at a time are looked up in a table of the pairs their anchors start with, which finds the anchors that occur
+     and where first; each is then followed from there (mask_rare). */
 
 /* byte classes: one table look-up where a chain of comparisons would be */
 enum { B_DIGIT = 1, B_HEX = 2, B_LETTER = 4, B_LOWER = 8, B_UNIT = 16, B_SPACE = 32 };
@@ -866,7 +867,8 @@ static Py_ssize_t hex_run_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at
 
 /* -- one pass over the text, 8 bytes at a time, for the anchors made of digits and hex characters -- */
 
-/* Which bytes of w are a-f or A-F, the same way: (w | 0x20) ^ 0x60 turns those, and only them, into bytes 1 to 6. */
+/* Which bytes of w are a-f or A-F, the same way as digit_bits: (w | 0x20) ^ 0x60 turns those, and only them, into
+   bytes 1 to 6. */
 static inline uint64_t hex_letter_bits(uint64_t w) {
     uint64_t y = (w | (ONES * 0x20)) ^ (ONES * 0x60), low = y & (ONES * 0x7F);
     uint64_t one_or_more = (low + ONES * 0x7F) | y, seven_or_more = (low + ONES * (0x80 - 7)) | y;
@@ -907,11 +909,11 @@ static int mask_digits_and_hex(const unsigned char *s, Py_ssize_t n, span_list *
             }
         }
 
-        uint64_t pairs = hex & ((hex >> 8) | (next_hex << 56)); /* bytes i and i + 1 are hex */
-        uint64_t next_pairs = next_hex & (next_hex >> 8);      /* the same in the next 8 (its last byte unused) */
-        uint64_t fours = pairs & ((pairs >> 16) | (next_pairs << 48));            /* i to i + 3 */
-        uint64_t sixes = fours & ((pairs >> 32) | (next_pairs << 32));            /* i to i + 5 */
-        uint64_t run_starts = sixes & ~((hex << 8) | (hex_before >> 56));         /* and not i - 1 */
+        uint64_t pairs = hex & ((hex >> 8) | (next_hex << 56));        /* bytes i and i + 1 are hex */
+        uint64_t next_pairs = next_hex & (next_hex >> 8);             /* the same in the next 8 (its last unused) */
+        uint64_t fours = pairs & ((pairs >> 16) | (next_pairs << 48)); /* i to i + 3 */
+        uint64_t sixes = fours & ((pairs >> 32) | (next_pairs << 32)); /* i to i + 5 */
+        uint64_t run_starts = sixes & ~((hex << 8) | (hex_before >> 56)); /* and not i - 1 */
         for (; run_starts; run_starts &= run_starts - 1) {
             Py_ssize_t p = at + lowest_byte(run_starts), end = p + 6;
             if (p < hex_from) continue; /* inside a UUID */
@@ -989,15 +991,16 @@ typedef struct {
 
 /* masking._rare's anchors, in the order it follows them */
 static const rare_anchor rare_anchors[] = {
-    {"bash:", SHELL_LINE},     {"sh:", SHELL_LINE},           {"zsh:", SHELL_LINE},      {"dash:", SHELL_LINE},
-    {"pid", PID},              {"PID", PID},                  {"Pid", PID},              {"process ", PID},
-    {"Process ", PID},         {"/tmp/", TMP_PATH},           {"/var/folders/", TMP_PATH}, {"/private/var/", TMP_PATH},
-    {"/var/tmp/", TMP_PATH},   {"tmp", TMP_NAME},             {"/var/", TMP_PATH},
+    {"bash:", SHELL_LINE}, {"sh:", SHELL_LINE},      {"zsh:", SHELL_LINE},          {"dash:", SHELL_LINE},
+    {"pid", PID},          {"PID", PID},             {"Pid", PID},                  {"process ", PID},
+    {"Process ", PID},     {"/tmp/", TMP_PATH},      {"/var/folders/", TMP_PATH},   {"/private/var/", TMP_PATH},
+    {"/var/tmp/", TMP_PATH}, {"tmp", TMP_NAME},      {"/var/", TMP_PATH},
 };
 #define N_RARE ((int)(sizeof(rare_anchors) / sizeof(rare_anchors[0])))
-#define FIRST_TMP_ROOT 9  /* "/tmp/" ... "tmp": followed when "tmp" occurs in any case */
-#define VAR_ANCHOR 14     /* "/var/": followed when "tmp" does not occur in any case */
+#define FIRST_TMP_ROOT 9    /* "/tmp/" ... "tmp": followed when "tmp" occurs in any case */
+#define VAR_ANCHOR 14       /* "/var/": followed when "tmp" does not occur in any case */
 #define TMP_ANY_CASE N_RARE /* a bit of its own: "tmp", "TMP", "Tmp"... */
+_Static_assert(N_RARE + 1 <= 32, "an anchor is a bit of a 32-bit rare_byte");
 
 /* bit i of rare_byte[k][c]: the byte k of rare anchor i is c (every anchor is 3 bytes or longer); bit TMP_ANY_CASE:
    the byte k of "tmp" in some case is c. The three looked up at a position and and-ed say which anchors may start
@@ -1074,8 +1077,9 @@ static int mask_rare(const unsigned char *s, Py_ssize_t n, Py_ssize_t offset, sp
     for (; p + 8 <= n; p += 7) {
         uint64_t w = word_at(s, n, p);
 #define PAIR(i) rare_pair[(w >> (8 * (i))) & 0xFFFF]
-        if (PAIR(0) | PAIR(1) | PAIR(2) | PAIR(3) | PAIR(4) | PAIR(5) | PAIR(6))
+        int may_start = PAIR(0) | PAIR(1) | PAIR(2) | PAIR(3) | PAIR(4) | PAIR(5) | PAIR(6);
 #undef PAIR
+        if (may_start)
             for (int i = 0; i < 7; i++) note_rare_at(s, n, p + i, first, &unseen);
     }
     for (; p < n; p++) note_rare_at(s, n, p, first, &unseen);
