@@ -43,9 +43,9 @@ def compiler() -> list[str] | None:
     return command
 
 
-def build(out_dir: Path, *, sanitize: bool = False, strict: bool = False) -> Path:
-    """Compiles the kernels into ``out_dir`` (``strict``: a warning is an error); raises ``RuntimeError`` (with the
-    compiler's output) on failure."""
+def build(out_dir: Path, *, sanitize: bool = False, strict: bool = False, source: Path = SOURCE) -> Path:
+    """Compiles the kernels (``source``: another version of ``_kernels_c.c``, for a benchmark) into ``out_dir``
+    (``strict``: a warning is an error); raises ``RuntimeError`` (with the compiler's output) on failure."""
     cc = compiler()
     if cc is None:
         raise RuntimeError("no C compiler found (set CC, or install gcc or clang)")
@@ -60,10 +60,10 @@ def build(out_dir: Path, *, sanitize: bool = False, strict: bool = False) -> Pat
     with tempfile.TemporaryDirectory() as scratch:
         built = Path(scratch) / target.name  # then moved in one step: a running process never sees half a file
         done = subprocess.run(
-            [*cc, *flags, f"-I{include}", str(SOURCE), "-o", str(built)], capture_output=True, text=True, check=False
+            [*cc, *flags, f"-I{include}", str(source), "-o", str(built)], capture_output=True, text=True, check=False
         )
         if done.returncode != 0:
-            raise RuntimeError(f"compiling {SOURCE.name} failed:\n{done.stdout}{done.stderr}")
+            raise RuntimeError(f"compiling {source.name} failed:\n{done.stdout}{done.stderr}")
         os.replace(built, target)
     return target
 

@@ -127,7 +127,7 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
         if compiled.masked_bytes(data) != _masked_bytes_py(data):
             differences += 1
             print(f"DIFFERENCE in masked_bytes: {data[:200]!r}", file=sys.stderr)
-        for name in ("error_lines", "word_hashes", "line_hashes"):
+        for name in ("error_lines", "word_hashes", "line_hashes", "numbers_marked"):
             calls += 1
             if getattr(compiled, name)(data) != getattr(pure, name)(data):
                 differences += 1

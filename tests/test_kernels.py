@@ -78,6 +78,27 @@ def test_the_pure_error_lines_are_what_the_regular_expression_finds(data: bytes)
     assert _kernels_py.error_lines(data) == _kernels_py.ERROR_LINE.findall(data)
 
 
+_numbers = st.lists(
+    st.sampled_from([b"0", b"7", b"42", b"#", b"a", b" ", b"\n", b"\x00", b"\xff", b"9" * 20]), max_size=40
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(any_bytes, _numbers.map(b"".join)))
+def test_the_pure_numbers_marked_are_what_the_regular_expression_gives(data: bytes) -> None:
+    assert _kernels_py.numbers_marked(data) == _kernels_py.NUMBER.sub(b"#", data)
+
+
+def test_numbers_marked_replace_each_number_with_one_mark() -> None:
+    for data, expected in [
+        (b"", b""), (b"no digits", b"no digits"), (b"7", b"#"), (b"123", b"#"), (b"#1", b"##"), (b"1#", b"##"),
+        (b"12 of 345 passed in 0.52s", b"# of # passed in #.#s"), (b"x1y22z333", b"x#y#z#"),
+    ]:  # fmt: skip
+        assert _kernels_py.numbers_marked(data) == expected
+        if _kernels_c is not None:
+            assert _kernels_c.numbers_marked(data) == expected
+
+
 def test_error_lines_know_a_count_of_zero_from_an_error() -> None:
     data = b"ran 12 tests\n0 errors, 0 failures\nno failure here\nERROR: boom\nxno error\n_0 fail\ncan't open"
     assert _kernels_py.error_lines(data) == [b"ERROR: boom", b"xno error", b"_0 fail", b"can't open"]
@@ -115,7 +136,7 @@ def test_the_pure_argument_words_are_the_regular_expression_words(text: str, lim
 @given(any_bytes)
 def test_compiled_byte_kernels_match_the_pure_ones(data: bytes) -> None:
     c = compiled()
-    for name in ("error_lines", "word_hashes", "line_hashes"):
+    for name in ("error_lines", "word_hashes", "line_hashes", "numbers_marked"):
         assert getattr(c, name)(data) == getattr(_kernels_py, name)(data), name
 
 
@@ -149,7 +170,7 @@ def test_compiled_sketches_match_the_pure_ones(hashes: Any, k: int, bits: int) -
 @needs_compiled
 def test_compiled_kernels_refuse_what_the_pure_ones_refuse() -> None:
     c = compiled()
-    for name in ("error_lines", "word_hashes", "line_hashes"):
+    for name in ("error_lines", "word_hashes", "line_hashes", "numbers_marked"):
         for bad in ("text", None, 3):
             assert outcome(getattr(c, name), bad)[0] == "error"
     assert outcome(c.alnum_word_hashes, b"bytes", 3) == ("error", TypeError)
@@ -166,7 +187,7 @@ def test_compiled_kernels_match_the_pure_ones_on_huge_inputs() -> None:
     words = ["error", "0 fail", "Traceback", "x" * 5000, "naïve", "\x00", "\n", " ", "ok", "ΣΑΣ", "\ud800", "٣٤"]
     text = "".join(rng.choice(words) for _ in range(200_000))
     data = text.encode("utf-8", "surrogatepass")
-    for name in ("error_lines", "word_hashes", "line_hashes"):
+    for name in ("error_lines", "word_hashes", "line_hashes", "numbers_marked"):
         assert getattr(c, name)(data) == getattr(_kernels_py, name)(data), name
     for limit in (0, 64, 10**9):
         assert c.alnum_word_hashes(text, limit) == _kernels_py.alnum_word_hashes(text, limit)
@@ -179,7 +200,7 @@ _VOLATILE = [
     "mins", "µs", "us", "ns", "se", "mi", "new", "src", "a", "f", "e", "x", "X", "0x", "deadbeef", "8f2a91", "pid",
     "PID", "Pid", "process ", "Process ", "=", "#", "bash:", "sh:", "zsh:", "dash:", " line ", "/tmp/", "/var/",
     "/var/folders/", "/private/var/", "/var/tmp/", "tmp", "TMP", "tmp.", "_", "\n", "'", ")", "]", "\t", "\x00",
-    "é", "\xc2", "Q", "x" * 700, "9" * 11,
+    "é", "\xc2", "Q", "x" * 700, "9" * 11, "0X", "ABCDEF", "Tmp", "tMP", "h:", "µ", "2024-01-02T10:20:30",
 ]  # fmt: skip
 _volatile_bytes = st.one_of(
     st.binary(),
@@ -193,6 +214,30 @@ _volatile_bytes = st.one_of(
 @given(_volatile_bytes)
 def test_compiled_masking_matches_the_pure_one(data: bytes) -> None:
     assert compiled().masked_bytes(data) == masking._masked_bytes_py(data)
+
+
+# Every kind of volatile part and every error word, with the bytes around them that decide (a letter or digit
+# before or after, "0x", a date, a unit, a look-alike that is not one).
+_EVERY_KIND = (
+    b"at 2024-01-02T10:20:30.123+02:00 took 0.13s (300 ms, 7 \xc2\xb5s, 12 src, 3 seconds) id "
+    b"123e4567-e89b-12d3-a456-426614174000 at 0x7ffee3b1 0XDEADBEEF 8f2a91c0 1700000000123 defaced abc123 "
+    b"ABCDEF-ABCDEFAB-abcd-ABCD-abcd-abcdefabcdef pid=4242 PID 7 Process #9 bash: line 13008: x sh: 4: "
+    b"/tmp/tmpab12cd34/out.txt tmp.Xy12Ab34 /var/folders/x /private/var/y TMP 9:05:00Z\n"
+    b"Error: no errors, 0 failed, fail-fast, timeout=3, x_unknown, Traceback, can't, NOT FOUND, timed out\n"
+)
+
+
+@needs_compiled
+def test_compiled_masking_error_lines_and_numbers_match_the_pure_ones_at_every_offset_and_length() -> None:
+    # the compiled kernels read 8 bytes at a time: every part must be found wherever it falls in those 8 bytes,
+    # and wherever the text ends
+    c = compiled()
+    for shift in range(16):
+        data = b"x" * shift + _EVERY_KIND
+        for end in range(len(data) + 1):
+            assert c.masked_bytes(data[:end]) == masking._masked_bytes_py(data[:end]), (shift, end)
+            assert c.error_lines(data[:end]) == _kernels_py.error_lines(data[:end]), (shift, end)
+            assert c.numbers_marked(data[:end]) == _kernels_py.numbers_marked(data[:end]), (shift, end)
 
 
 @needs_compiled

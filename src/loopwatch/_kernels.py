@@ -21,6 +21,7 @@ __all__ = [
     "fold",
     "line_hashes",
     "masked_bytes",
+    "numbers_marked",
     "sketch_of",
     "word_hashes",
 ]
@@ -45,6 +46,7 @@ COMPILED: bool = _impl is not _kernels_py
 error_lines = _impl.error_lines
 word_hashes = _impl.word_hashes
 line_hashes = _impl.line_hashes
+numbers_marked = _impl.numbers_marked
 alnum_word_hashes = _impl.alnum_word_hashes
 fold = _impl.fold
 bottom_k = _impl.bottom_k

@@ -69,6 +69,54 @@ static PyObject *call_pure(const char *name, PyObject *args) {
     return result;
 }
 
+/* -- 8 bytes at a time ------------------------------------------------------------------------------------
+
+   Where most bytes need no more than a test, 8 of them are tested at once as one 64-bit number: each test sets the
+   top bit of the bytes it holds for (a comparison of each byte, with the carries kept inside their byte). */
+
+#define ONES UINT64_C(0x0101010101010101)
+
+/* s[at:at + 8] as a number, s[at] its lowest byte (whatever the machine's byte order); bytes past n are zeros */
+static inline uint64_t word_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at) {
+    uint64_t w = 0;
+    if (at + 8 <= n)
+        memcpy(&w, s + at, 8);
+    else
+        for (Py_ssize_t i = n - 1; i >= at; i--) w = w << 8 | s[i];
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    if (at + 8 <= n) w = __builtin_bswap64(w);
+#endif
+    return w;
+}
+
+/* the index (0 to 7) of the lowest byte whose top bit is set in bits (not 0) */
+static inline int lowest_byte(uint64_t bits) {
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_ctzll(bits) >> 3;
+#else
+    int i = 0;
+    while (!(bits & 0x80)) bits >>= 8, i++;
+    return i;
+#endif
+}
+
+/* Which bytes of w are digits: the top bit of each byte of the result says. w ^ "00000000" turns the digits, and
+   only them, into bytes 0 to 9; a byte of x is 10 or more when its top bit is set or when its low 7 bits plus 0x76
+   carry into its top bit (at most 0x7F + 0x76: no carry crosses into the next byte). */
+static inline uint64_t digit_bits(uint64_t w) {
+    uint64_t x = w ^ (ONES * '0');
+    uint64_t ten_or_more = (((x & (ONES * 0x7F)) + ONES * (0x80 - 10)) | x) & (ONES * 0x80);
+    return ten_or_more ^ (ONES * 0x80);
+}
+
+/* w with its bytes A-Z lowercased: a byte below 0x80 is A-Z when adding 0x3F carries into its top bit and adding 0x25
+   does not (at most 0x7F + 0x3F: no carry crosses into the next byte); its top bit, moved to 0x20, lowercases it */
+static inline uint64_t lower_word(uint64_t w) {
+    uint64_t low = w & (ONES * 0x7F);
+    uint64_t upper = (low + ONES * (0x80 - 'A')) & ~(low + ONES * (0x7F - 'Z')) & ~w & (ONES * 0x80);
+    return w | (upper >> 2);
+}
+
 /* -- error_lines ------------------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -86,7 +134,8 @@ static const keyword keywords[] = {
     KW("unsupported", 0), KW("not allowed", 0),
 };
 #define N_KEYWORDS ((int)(sizeof(keywords) / sizeof(keywords[0])))
-static unsigned char keyword_pair[256][256]; /* their lowercase first two bytes: where a keyword may start */
+_Static_assert(N_KEYWORDS <= 32, "a keyword is a bit of a 32-bit slot_keywords");
+
 /* Is "error"/"fail" at p excluded by the look-behinds (?<!\b0 ) and (?<!\bno ) (ASCII case-insensitive)? */
 static int guarded_out(const unsigned char *s, Py_ssize_t p) {
     if (p >= 2 && s[p - 1] == ' ' && s[p - 2] == '0' && (p == 2 || !byte_word[s[p - 3]])) return 1;
@@ -110,22 +159,62 @@ static int joined(const unsigned char *s, Py_ssize_t p, Py_ssize_t after, Py_ssi
     return 0;
 }
 
-/* Does the line s[start:end] hold a keyword (the regular expression's alternation matching somewhere in it)?
-   Each position costs one look-up of its two bytes; only where a keyword may start are the keywords compared. */
-static int line_has_error(const unsigned char *s, Py_ssize_t start, Py_ssize_t end) {
-    for (Py_ssize_t p = start; p + 1 < end; p++) {
-        unsigned char first = ascii_lower[s[p]], second = ascii_lower[s[p + 1]];
-        if (!keyword_pair[first][second]) continue;
-        for (int k = 0; k < N_KEYWORDS; k++) {
-            const keyword *kw = &keywords[k];
-            if ((unsigned char)kw->word[0] != first || (unsigned char)kw->word[1] != second || kw->len > end - p)
-                continue;
-            Py_ssize_t i = 2;
-            while (i < kw->len && ascii_lower[s[p + i]] == (unsigned char)kw->word[i]) i++;
-            if (i == kw->len && !(kw->guarded && guarded_out(s, p)) && !joined(s, p, p + kw->len, end)) return 1;
+/* Every keyword is 4 bytes or longer. Their first 4 bytes (as a number, the first byte lowest) are kept in a table
+   of 256 slots, each with the keywords that start with them: a prefix's slot is the top 8 bits of the prefix times
+   prefix_multiplier, a number chosen at import so that no two prefixes share a slot (the first one tried does). So
+   the 4 bytes at a position (lowercased) may start a keyword only if they are the prefix in their slot: a
+   multiplication, a look-up and a comparison, and no branch. */
+static uint32_t prefix_multiplier;
+static uint32_t slot_prefix[256];   /* the prefix in each slot */
+static uint32_t slot_keywords[256]; /* bit k: keywords[k] starts with the slot's prefix (0: no keyword does) */
+#define PREFIX_SLOT(x) (((uint32_t)(x) * prefix_multiplier) >> 24)
+
+static void keywords_init(void) {
+    for (prefix_multiplier = UINT32_C(0x9E3779B1);; prefix_multiplier += 2) {
+        memset(slot_prefix, 0, sizeof(slot_prefix));
+        memset(slot_keywords, 0, sizeof(slot_keywords));
+        int k = 0;
+        for (; k < N_KEYWORDS; k++) {
+            const unsigned char *w = (const unsigned char *)keywords[k].word;
+            uint32_t prefix = (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
+            uint32_t slot = PREFIX_SLOT(prefix);
+            if (slot_keywords[slot] && slot_prefix[slot] != prefix) break; /* taken: try another multiplier */
+            slot_prefix[slot] = prefix;
+            slot_keywords[slot] |= UINT32_C(1) << k;
         }
+        if (k == N_KEYWORDS) return;
+    }
+}
+
+/* Does one of ``candidates`` (keywords whose first 4 bytes are those at p, lowercased) start at p, and count there
+   (not negated, not joined into a name)? */
+static int error_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t p, uint32_t candidates) {
+    for (int k = 0; candidates; k++, candidates >>= 1) {
+        if (!(candidates & 1)) continue;
+        const keyword *kw = &keywords[k];
+        if (kw->len > n - p) continue;
+        Py_ssize_t i = 4;
+        while (i < kw->len && ascii_lower[s[p + i]] == (unsigned char)kw->word[i]) i++;
+        /* (a keyword holds no line end: the byte after it is the line's end, or a byte of the same line) */
+        if (i == kw->len && !(kw->guarded && guarded_out(s, p)) && !joined(s, p, p + kw->len, n)) return 1;
     }
     return 0;
+}
+
+/* The first position at or after ``from`` where a keyword that counts starts, or -1. Five positions at a time: the
+   8 bytes from the first, lowercased, hold the 4 bytes from each of them. */
+static Py_ssize_t find_error(const unsigned char *s, Py_ssize_t n, Py_ssize_t from) {
+    for (Py_ssize_t p = from; p + 4 <= n; p += 5) {
+        uint64_t w = lower_word(word_at(s, n, p));
+#define FOUR(i) ((uint32_t)(w >> (8 * (i))))
+#define HIT(i) ((uint32_t)(slot_prefix[PREFIX_SLOT(FOUR(i))] == FOUR(i)) << (i))
+        uint32_t hits = HIT(0) | HIT(1) | HIT(2) | HIT(3) | HIT(4); /* most often 0 */
+        for (int i = 0; hits; i++, hits >>= 1)
+            if ((hits & 1) && error_at(s, n, p + i, slot_keywords[PREFIX_SLOT(FOUR(i))])) return p + i;
+#undef HIT
+#undef FOUR
+    }
+    return -1;
 }
 
 PyDoc_STRVAR(error_lines_doc, "error_lines(data: bytes) -> list[bytes]\n--\n\n"
@@ -140,21 +229,20 @@ static PyObject *error_lines(PyObject *self, PyObject *arg) {
     Py_ssize_t n = PyBytes_GET_SIZE(arg);
     PyObject *out = PyList_New(0);
     if (out == NULL) return NULL;
-    Py_ssize_t start = 0;
-    for (;;) {
-        const unsigned char *nl = memchr(s + start, '\n', (size_t)(n - start));
+    /* each keyword that counts: its line is an error line, and the search goes on after that line */
+    for (Py_ssize_t at = find_error(s, n, 0); at >= 0;) {
+        Py_ssize_t start = at;
+        while (start > 0 && s[start - 1] != '\n') start--;
+        const unsigned char *nl = memchr(s + at, '\n', (size_t)(n - at));
         Py_ssize_t end = nl ? (Py_ssize_t)(nl - s) : n;
-        if (line_has_error(s, start, end)) {
-            PyObject *line = PyBytes_FromStringAndSize((const char *)s + start, end - start);
-            if (line == NULL || PyList_Append(out, line) < 0) {
-                Py_XDECREF(line);
-                Py_DECREF(out);
-                return NULL;
-            }
-            Py_DECREF(line);
+        PyObject *line = PyBytes_FromStringAndSize((const char *)s + start, end - start);
+        if (line == NULL || PyList_Append(out, line) < 0) {
+            Py_XDECREF(line);
+            Py_DECREF(out);
+            return NULL;
         }
-        if (nl == NULL) break;
-        start = end + 1;
+        Py_DECREF(line);
+        at = nl ? find_error(s, n, end + 1) : -1;
     }
     return out;
 }
@@ -233,6 +321,49 @@ static PyObject *line_hashes(PyObject *self, PyObject *arg) {
             c = CRC_BYTE(c, ascii_lower[s[p]]);
         }
     }
+    return out;
+}
+
+/* -- numbers_marked ---------------------------------------------------------------------------------------- */
+
+/* the first digit at or after p, or n (8 bytes at a time) */
+static Py_ssize_t next_digit(const unsigned char *s, Py_ssize_t n, Py_ssize_t p) {
+    for (; p < n; p += 8) {
+        uint64_t digits = digit_bits(word_at(s, n, p)); /* (the bytes past n are not digits) */
+        if (digits) return p + lowest_byte(digits);
+    }
+    return n;
+}
+
+PyDoc_STRVAR(numbers_marked_doc, "numbers_marked(data: bytes) -> bytes\n--\n\n"
+                                 "``data`` with each run of ASCII digits replaced by one ``#``.");
+
+static PyObject *numbers_marked(PyObject *self, PyObject *arg) {
+    if (!PyBytes_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "numbers_marked() expects bytes, not %.100s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg);
+    Py_ssize_t digit = next_digit(s, n, 0);
+    if (digit == n) {
+        Py_INCREF(arg);
+        return arg;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n); /* never longer than data */
+    if (out == NULL) return NULL;
+    char *o = PyBytes_AS_STRING(out);
+    Py_ssize_t kept = 0, p = 0;
+    while (p < n) { /* s[p:digit] has no digit; a number starts at digit (or digit is n) */
+        memcpy(o + kept, s + p, (size_t)(digit - p));
+        kept += digit - p;
+        if (digit == n) break;
+        o[kept++] = '#';
+        p = digit + 1;
+        while (p < n && (unsigned)(s[p] - '0') < 10u) p++;
+        digit = next_digit(s, n, p);
+    }
+    if (_PyBytes_Resize(&out, kept) < 0) return NULL;
     return out;
 }
 
@@ -553,16 +684,40 @@ static PyObject *sketch_of(PyObject *self, PyObject *const *args, Py_ssize_t nar
    The same scan as masking.volatile_spans (see its docstrings for what each kind is), written out: each regular
    expression it tries at an anchor is a loop here, with the regular expression's backtracking worked out by hand
    (the comments give the expression). Only the union of the spans matters for the masked text, so spans are
-   collected, sorted and cut out; their kinds are not kept. */
+   collected, sorted and cut out; their kinds are not kept, and neither is the order they are found in. That lets
+   one pass look for several anchors at once: each anchor keeps its own "resume from" position (where masking's
+   ``find(anchor, end)`` would look next), so each finds exactly the spans its own scan finds.
 
-#define IS_DIGIT(c) ((c) >= '0' && (c) <= '9')
-#define IS_LETTER(c) (((c) >= 'a' && (c) <= 'z') || ((c) >= 'A' && (c) <= 'Z'))
-#define IS_ALNUM(c) (IS_DIGIT(c) || IS_LETTER(c))
-#define IS_HEX(c) (IS_DIGIT(c) || ((c) >= 'a' && (c) <= 'f') || ((c) >= 'A' && (c) <= 'F'))
-#define IS_LOWER(c) ((c) >= 'a' && (c) <= 'z')
-#define IS_UNIT_START(c) ((c) == 's' || (c) == 'm' || (c) == 'u' || (c) == 'n' || (c) == 0xC2)
-/* the re module's \s for bytes: " \t\n\r\x0b\x0c" */
-#define IS_RE_SPACE(c) ((c) == ' ' || ((c) >= '\t' && (c) <= '\r'))
+   Two passes, each reading the text 8 bytes at a time:
+   - the whole text, for the anchors made of digits and hex characters (times of day, durations, UUIDs, addresses,
+     hex ids, long numbers): the digits and hex characters of 8 bytes are found at once, as bits, and only the few
+     places where an anchor may be are looked at (mask_digits_and_hex);
+   - the first and last 1 KB, for the rare kinds (process ids, shell line numbers, temporary paths): 7 byte pairs
+     at a time are looked up in a table of the pairs their anchors start with, which finds the anchors that occur
+     and where first; each is then followed from there (mask_rare). */
+
+/* byte classes: one table look-up where a chain of comparisons would be */
+enum { B_DIGIT = 1, B_HEX = 2, B_LETTER = 4, B_LOWER = 8, B_UNIT = 16, B_SPACE = 32 };
+static unsigned char byte_class[256];
+
+#define IS_DIGIT(c) (byte_class[(unsigned char)(c)] & B_DIGIT)              /* [0-9] */
+#define IS_HEX(c) (byte_class[(unsigned char)(c)] & B_HEX)                  /* [0-9a-fA-F] */
+#define IS_LETTER(c) (byte_class[(unsigned char)(c)] & B_LETTER)            /* [A-Za-z] */
+#define IS_ALNUM(c) (byte_class[(unsigned char)(c)] & (B_DIGIT | B_LETTER)) /* [0-9A-Za-z] */
+#define IS_LOWER(c) (byte_class[(unsigned char)(c)] & B_LOWER)              /* [a-z] */
+#define IS_UNIT_START(c) (byte_class[(unsigned char)(c)] & B_UNIT)          /* s, m, u, n, and 0xC2 (µ's first byte) */
+#define IS_RE_SPACE(c) (byte_class[(unsigned char)(c)] & B_SPACE)           /* the re module's \s: " \t\n\r\x0b\x0c" */
+
+static void byte_class_init(void) {
+    for (int c = 0; c < 256; c++) {
+        int digit = c >= '0' && c <= '9', lower = c >= 'a' && c <= 'z', upper = c >= 'A' && c <= 'Z';
+        int hex = digit || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+        int unit = c == 's' || c == 'm' || c == 'u' || c == 'n' || c == 0xC2;
+        int space = c == ' ' || (c >= '\t' && c <= '\r');
+        byte_class[c] = (unsigned char)((digit ? B_DIGIT : 0) | (hex ? B_HEX : 0) | (lower || upper ? B_LETTER : 0) |
+                                        (lower ? B_LOWER : 0) | (unit ? B_UNIT : 0) | (space ? B_SPACE : 0));
+    }
+}
 
 typedef struct {
     Py_ssize_t *v; /* start, end pairs */
@@ -600,17 +755,12 @@ static int word_edge(const unsigned char *s, Py_ssize_t n, Py_ssize_t start, Py_
     return (start == 0 || !IS_ALNUM(s[start - 1])) && (end >= n || !IS_ALNUM(s[end]));
 }
 
-/* the shape "0:00:00" (a digit, ":", two digits, ":", two digits) from ``from`` on */
-static Py_ssize_t find_clock(const unsigned char *s, Py_ssize_t n, Py_ssize_t from) {
-    for (Py_ssize_t p = from; p + 7 <= n; p++) {
-        const unsigned char *colon = memchr(s + p + 1, ':', (size_t)(n - 6 - p));
-        if (colon == NULL) return -1;
-        p = (Py_ssize_t)(colon - s) - 1;
-        if (IS_DIGIT(s[p]) && IS_DIGIT(s[p + 2]) && IS_DIGIT(s[p + 3]) && s[p + 4] == ':' && IS_DIGIT(s[p + 5]) &&
-            IS_DIGIT(s[p + 6]))
-            return p;
-    }
-    return -1;
+/* -- times and durations -- */
+
+/* the shape "0:00:00" at the digit at: \d:\d\d:\d\d */
+static int clock_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at) {
+    return at + 7 <= n && s[at + 1] == ':' && IS_DIGIT(s[at + 2]) && IS_DIGIT(s[at + 3]) && s[at + 4] == ':' &&
+           IS_DIGIT(s[at + 5]) && IS_DIGIT(s[at + 6]);
 }
 
 /* \d{4}-\d\d-\d\d[T ] at s[0:11] */
@@ -619,37 +769,27 @@ static int date_at(const unsigned char *s) {
            IS_DIGIT(s[6]) && s[7] == '-' && IS_DIGIT(s[8]) && IS_DIGIT(s[9]) && (s[10] == 'T' || s[10] == ' ');
 }
 
-static int mask_times(const unsigned char *s, Py_ssize_t n, span_list *spans) {
-    Py_ssize_t at = find_clock(s, n, 0);
-    while (at >= 0) {
-        Py_ssize_t start = (at > 0 && IS_DIGIT(s[at - 1])) ? at - 1 : at;
-        if (start >= 11 && date_at(s + start - 11)) start -= 11;
-        /* _TIME from start: [date] \d?\d:\d\d:\d\d, then (?:[.,]\d+)? and (?:Z|[+-]\d\d:?\d\d)? */
-        Py_ssize_t p = at + 7;
-        if (p + 1 < n && (s[p] == '.' || s[p] == ',') && IS_DIGIT(s[p + 1])) {
-            p += 2;
-            while (p < n && IS_DIGIT(s[p])) p++;
-        }
-        if (p < n && s[p] == 'Z') {
-            p++;
-        } else if (p + 2 < n && (s[p] == '+' || s[p] == '-') && IS_DIGIT(s[p + 1]) && IS_DIGIT(s[p + 2])) {
-            if (p + 5 < n && s[p + 3] == ':' && IS_DIGIT(s[p + 4]) && IS_DIGIT(s[p + 5]))
-                p += 6;
-            else if (p + 4 < n && IS_DIGIT(s[p + 3]) && IS_DIGIT(s[p + 4]))
-                p += 5;
-        }
-        if (word_edge(s, n, start, p) && add_span(spans, start, p) < 0) return -1;
-        at = find_clock(s, n, p);
+/* masking._times at a clock_at: the time of day (with its date before it, if any) is a span when it is a whole
+   word. Returns where the scan for the next time goes on (the end of this one), or -1 when out of memory. */
+static Py_ssize_t time_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at, span_list *spans) {
+    Py_ssize_t start = (at > 0 && IS_DIGIT(s[at - 1])) ? at - 1 : at;
+    if (start >= 11 && date_at(s + start - 11)) start -= 11;
+    /* _TIME from start: [date] \d?\d:\d\d:\d\d, then (?:[.,]\d+)? and (?:Z|[+-]\d\d:?\d\d)? */
+    Py_ssize_t p = at + 7;
+    if (p + 1 < n && (s[p] == '.' || s[p] == ',') && IS_DIGIT(s[p + 1])) {
+        p += 2;
+        while (p < n && IS_DIGIT(s[p])) p++;
     }
-    return 0;
-}
-
-/* the shape "0L" (gap 0) or "0_L" (gap 1): a digit, a space when gap is 1, then a byte a unit starts with */
-static Py_ssize_t find_duration(const unsigned char *s, Py_ssize_t n, Py_ssize_t from, int gap) {
-    for (Py_ssize_t p = from; p + 2 + gap <= n; p++) {
-        if (IS_DIGIT(s[p]) && (!gap || s[p + 1] == ' ') && IS_UNIT_START(s[p + 1 + gap])) return p;
+    if (p < n && s[p] == 'Z') {
+        p++;
+    } else if (p + 2 < n && (s[p] == '+' || s[p] == '-') && IS_DIGIT(s[p + 1]) && IS_DIGIT(s[p + 2])) {
+        if (p + 5 < n && s[p + 3] == ':' && IS_DIGIT(s[p + 4]) && IS_DIGIT(s[p + 5]))
+            p += 6;
+        else if (p + 4 < n && IS_DIGIT(s[p + 3]) && IS_DIGIT(s[p + 4]))
+            p += 5;
     }
-    return -1;
+    if (word_edge(s, n, start, p) && add_span(spans, start, p) < 0) return -1;
+    return p;
 }
 
 static const char *const time_units[] = {"ns",  "us",   "\xc2\xb5s", "ms",     "s",      "sec",     "secs",
@@ -661,54 +801,39 @@ static int is_time_unit(const unsigned char *s, Py_ssize_t len) {
     return 0;
 }
 
-static int mask_durations(const unsigned char *s, Py_ssize_t n, span_list *spans) {
-    for (int gap = 0; gap <= 1; gap++) {
-        Py_ssize_t at = find_duration(s, n, 0, gap);
-        while (at >= 0) {
-            Py_ssize_t unit_at = at + 1 + gap, end = unit_at + 1;
-            unsigned char first = s[unit_at];
-            if (unit_at + 1 < n && IS_LETTER(s[unit_at + 1])) {
-                unsigned char second = s[unit_at + 1];
-                int starts_unit = (first == 's' && second == 'e') || (first == 'm' && second == 's') ||
-                                  (first == 'u' && second == 's') || (first == 'n' && second == 's') ||
-                                  (first == 'm' && second == 'i');
-                if (!starts_unit) { /* "12 src", "3 new": a word, not a unit */
-                    at = find_duration(s, n, end, gap);
-                    continue;
-                }
-            }
-            /* _UNIT: (?:\xc2\xb5)?[a-z]+ */
-            Py_ssize_t q = unit_at;
-            if (first == 0xC2) q = (q + 2 < n && s[q + 1] == 0xB5 && IS_LOWER(s[q + 2])) ? q + 2 : -1;
-            if (q >= 0 && IS_LOWER(s[q])) {
-                while (q < n && IS_LOWER(s[q])) q++;
-                end = q;
-                if (is_time_unit(s + unit_at, end - unit_at) && (end >= n || !IS_LETTER(s[end]))) {
-                    /* _NUMBER_BEFORE: the leftmost \d+(?:\.\d+)? ending at the anchor's digit, in 24 bytes */
-                    Py_ssize_t floor = at - 24 > 0 ? at - 24 : 0, start = at;
-                    while (start > floor && IS_DIGIT(s[start - 1])) start--;
-                    if (start - 2 >= floor && s[start - 1] == '.' && IS_DIGIT(s[start - 2])) {
-                        start -= 2;
-                        while (start > floor && IS_DIGIT(s[start - 1])) start--;
-                    }
-                    if ((start == 0 || !IS_LETTER(s[start - 1])) && add_span(spans, start, end) < 0) return -1;
-                }
-            }
-            at = find_duration(s, n, end, gap);
-        }
+/* masking._durations at the shape "0L" (gap 0: a digit, then a byte a unit starts with) or "0_L" (gap 1: a digit,
+   a space, then that byte) at at: the number and its unit are a span when the unit is a unit of time. Returns where
+   the scan for the next "0L" (or "0_L") goes on, or -1 when out of memory. */
+static Py_ssize_t duration_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at, int gap, span_list *spans) {
+    Py_ssize_t unit_at = at + 1 + gap, end = unit_at + 1;
+    unsigned char first = s[unit_at];
+    if (unit_at + 1 < n && IS_LETTER(s[unit_at + 1])) {
+        unsigned char second = s[unit_at + 1];
+        int starts_unit = (first == 's' && second == 'e') || (first == 'm' && second == 's') ||
+                          (first == 'u' && second == 's') || (first == 'n' && second == 's') ||
+                          (first == 'm' && second == 'i');
+        if (!starts_unit) return end; /* "12 src", "3 new": a word, not a unit */
     }
-    return 0;
+    /* _UNIT: (?:\xc2\xb5)?[a-z]+ */
+    Py_ssize_t q = unit_at;
+    if (first == 0xC2) q = (q + 2 < n && s[q + 1] == 0xB5 && IS_LOWER(s[q + 2])) ? q + 2 : -1;
+    if (q < 0 || !IS_LOWER(s[q])) return end;
+    while (q < n && IS_LOWER(s[q])) q++;
+    end = q;
+    if (is_time_unit(s + unit_at, end - unit_at) && (end >= n || !IS_LETTER(s[end]))) {
+        /* _NUMBER_BEFORE: the leftmost \d+(?:\.\d+)? ending at the anchor's digit, in 24 bytes */
+        Py_ssize_t floor = at - 24 > 0 ? at - 24 : 0, start = at;
+        while (start > floor && IS_DIGIT(s[start - 1])) start--;
+        if (start - 2 >= floor && s[start - 1] == '.' && IS_DIGIT(s[start - 2])) {
+            start -= 2;
+            while (start > floor && IS_DIGIT(s[start - 1])) start--;
+        }
+        if ((start == 0 || !IS_LETTER(s[start - 1])) && add_span(spans, start, end) < 0) return -1;
+    }
+    return end;
 }
 
-/* six hex characters in a row */
-static Py_ssize_t find_hex6(const unsigned char *s, Py_ssize_t n, Py_ssize_t from) {
-    Py_ssize_t run = 0;
-    for (Py_ssize_t p = from; p < n; p++) {
-        run = IS_HEX(s[p]) ? run + 1 : 0;
-        if (run == 6) return p - 5;
-    }
-    return -1;
-}
+/* -- runs of hex characters -- */
 
 static int hex_span(const unsigned char *s, Py_ssize_t n, Py_ssize_t at, Py_ssize_t len) {
     if (at + len > n) return 0;
@@ -723,31 +848,88 @@ static int uuid_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at) {
            s[at + 23] == '-' && hex_span(s, n, at + 24, 12);
 }
 
-static int mask_hex_runs(const unsigned char *s, Py_ssize_t n, span_list *spans) {
-    Py_ssize_t at = find_hex6(s, n, 0);
-    while (at >= 0) {
-        if (uuid_at(s, n, at) && word_edge(s, n, at, at + 36)) {
-            if (add_span(spans, at, at + 36) < 0) return -1;
-            at = find_hex6(s, n, at + 36);
-            continue;
-        }
-        Py_ssize_t end = at;
-        while (end < n && IS_HEX(s[end])) end++;
-        if (at >= 2 && s[at - 2] == '0' && (s[at - 1] == 'x' || s[at - 1] == 'X') && word_edge(s, n, at - 2, end)) {
-            if (add_span(spans, at - 2, end) < 0) return -1;
-        } else if (word_edge(s, n, at, end)) {
-            int digits_only = 1, changes = 0;
-            for (Py_ssize_t i = at; i < end; i++) {
-                if (!IS_DIGIT(s[i])) digits_only = 0;
-                if (i > at && IS_DIGIT(s[i]) != IS_DIGIT(s[i - 1])) changes++;
+/* masking._hex_runs at a run of 6 or more hex characters s[at:end] (the whole run: hexes.find("000000") lands on
+   a run's start): a UUID from at, an address ("0x" before the run), a hex id or a long number is a span. Returns
+   where the scan goes on (after the UUID, else the run's end), or -1 when out of memory. */
+static Py_ssize_t hex_run_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at, Py_ssize_t end, span_list *spans) {
+    if (uuid_at(s, n, at) && word_edge(s, n, at, at + 36)) return add_span(spans, at, at + 36) < 0 ? -1 : at + 36;
+    if (at >= 2 && s[at - 2] == '0' && (s[at - 1] == 'x' || s[at - 1] == 'X') && word_edge(s, n, at - 2, end))
+        return add_span(spans, at - 2, end) < 0 ? -1 : end;
+    if (!word_edge(s, n, at, end)) return end;
+    int digits_only = 1, changes = 0;
+    for (Py_ssize_t i = at; i < end; i++) {
+        if (!IS_DIGIT(s[i])) digits_only = 0;
+        if (i > at && !IS_DIGIT(s[i]) != !IS_DIGIT(s[i - 1])) changes++;
+    }
+    int keep = digits_only ? end - at >= 10 : changes >= 2;
+    return (keep && add_span(spans, at, end) < 0) ? -1 : end;
+}
+
+/* -- one pass over the text, 8 bytes at a time, for the anchors made of digits and hex characters -- */
+
+/* Which bytes of w are a-f or A-F, the same way as digit_bits: (w | 0x20) ^ 0x60 turns those, and only them, into
+   bytes 1 to 6. */
+static inline uint64_t hex_letter_bits(uint64_t w) {
+    uint64_t y = (w | (ONES * 0x20)) ^ (ONES * 0x60), low = y & (ONES * 0x7F);
+    uint64_t one_or_more = (low + ONES * 0x7F) | y, seven_or_more = (low + ONES * (0x80 - 7)) | y;
+    return one_or_more & ~seven_or_more & (ONES * 0x80);
+}
+
+/* masking._times, masking._durations and masking._hex_runs in one pass. For each 8 bytes (and the 8 after them, as
+   an anchor may go on there), the digits and the hex characters are found as bits; then
+   - times and durations: each of their anchors ("0:00:00", "0L", "0_L") is a digit followed by ':', a space or a
+     byte a unit starts with, so it can only be at the last digit of a number. Each anchor is tried at those digits
+     its own scan has reached (where masking's shape.find(anchor, end) would look next);
+   - hex runs: hexes.find("000000") lands on the start of a run of 6 or more hex characters: a byte that is hex, the
+     5 after it too, and not the one before it. Each is judged as a whole run unless it is inside a UUID found
+     before it (where masking's scan goes on).
+   Bits are only set for anchors, which are few, and nothing else in the 8 bytes is looked at. */
+static int mask_digits_and_hex(const unsigned char *s, Py_ssize_t n, span_list *spans) {
+    Py_ssize_t time_from = 0, unit_from = 0, spaced_unit_from = 0, hex_from = 0; /* where each scan goes on */
+    uint64_t w = word_at(s, n, 0);
+    uint64_t digits = digit_bits(w), hex = digits | hex_letter_bits(w), hex_before = 0;
+    for (Py_ssize_t at = 0; at < n; at += 8) {
+        uint64_t next_w = word_at(s, n, at + 8);
+        uint64_t next_digits = digit_bits(next_w), next_hex = next_digits | hex_letter_bits(next_w);
+
+        uint64_t last_digits = digits & ~((digits >> 8) | (next_digits << 56)); /* the next byte is not a digit */
+        for (; last_digits; last_digits &= last_digits - 1) {
+            Py_ssize_t p = at + lowest_byte(last_digits);
+            if (p >= time_from && clock_at(s, n, p)) {
+                time_from = time_at(s, n, p, spans);
+                if (time_from < 0) return -1;
             }
-            int keep = digits_only ? end - at >= 10 : changes >= 2;
-            if (keep && add_span(spans, at, end) < 0) return -1;
+            if (p >= unit_from && p + 2 <= n && IS_UNIT_START(s[p + 1])) { /* "0L" */
+                unit_from = duration_at(s, n, p, 0, spans);
+                if (unit_from < 0) return -1;
+            }
+            if (p >= spaced_unit_from && p + 3 <= n && s[p + 1] == ' ' && IS_UNIT_START(s[p + 2])) { /* "0_L" */
+                spaced_unit_from = duration_at(s, n, p, 1, spans);
+                if (spaced_unit_from < 0) return -1;
+            }
         }
-        at = find_hex6(s, n, end);
+
+        uint64_t pairs = hex & ((hex >> 8) | (next_hex << 56));        /* bytes i and i + 1 are hex */
+        uint64_t next_pairs = next_hex & (next_hex >> 8);             /* the same in the next 8 (its last unused) */
+        uint64_t fours = pairs & ((pairs >> 16) | (next_pairs << 48)); /* i to i + 3 */
+        uint64_t sixes = fours & ((pairs >> 32) | (next_pairs << 32)); /* i to i + 5 */
+        uint64_t run_starts = sixes & ~((hex << 8) | (hex_before >> 56)); /* and not i - 1 */
+        for (; run_starts; run_starts &= run_starts - 1) {
+            Py_ssize_t p = at + lowest_byte(run_starts), end = p + 6;
+            if (p < hex_from) continue; /* inside a UUID */
+            while (end < n && IS_HEX(s[end])) end++;
+            hex_from = hex_run_at(s, n, p, end, spans);
+            if (hex_from < 0) return -1;
+        }
+
+        hex_before = hex;
+        hex = next_hex;
+        digits = next_digits;
     }
     return 0;
 }
+
+/* -- process ids, shell line numbers, temporary paths -- */
 
 /* _SHELL_LINE at q: " (?:line )?\d+:" ; the end of the match, or -1 */
 static Py_ssize_t shell_line_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t q) {
@@ -802,20 +984,56 @@ static Py_ssize_t tmp_name_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t a
 
 enum { SHELL_LINE, PID, TMP_PATH, TMP_NAME };
 
-/* masking._anchored (and _shell_lines: a shell's span starts after its "sh:" and the scan goes on from there) */
-static int anchored(const unsigned char *s, Py_ssize_t n, Py_ssize_t offset, const char *anchor, int kind,
+typedef struct {
+    const char *text;
+    int kind;
+} rare_anchor;
+
+/* masking._rare's anchors, in the order it follows them */
+static const rare_anchor rare_anchors[] = {
+    {"bash:", SHELL_LINE}, {"sh:", SHELL_LINE},      {"zsh:", SHELL_LINE},          {"dash:", SHELL_LINE},
+    {"pid", PID},          {"PID", PID},             {"Pid", PID},                  {"process ", PID},
+    {"Process ", PID},     {"/tmp/", TMP_PATH},      {"/var/folders/", TMP_PATH},   {"/private/var/", TMP_PATH},
+    {"/var/tmp/", TMP_PATH}, {"tmp", TMP_NAME},      {"/var/", TMP_PATH},
+};
+#define N_RARE ((int)(sizeof(rare_anchors) / sizeof(rare_anchors[0])))
+#define FIRST_TMP_ROOT 9    /* "/tmp/" ... "tmp": followed when "tmp" occurs in any case */
+#define VAR_ANCHOR 14       /* "/var/": followed when "tmp" does not occur in any case */
+#define TMP_ANY_CASE N_RARE /* a bit of its own: "tmp", "TMP", "Tmp"... */
+_Static_assert(N_RARE + 1 <= 32, "an anchor is a bit of a 32-bit rare_byte");
+
+/* bit i of rare_byte[k][c]: the byte k of rare anchor i is c (every anchor is 3 bytes or longer); bit TMP_ANY_CASE:
+   the byte k of "tmp" in some case is c. The three looked up at a position and and-ed say which anchors may start
+   there (exactly, for the anchors of 3 bytes). */
+static uint32_t rare_byte[3][256];
+static unsigned char rare_pair[256 * 256]; /* [first | second << 8]: some anchor starts with these two bytes */
+
+static void rare_init(void) {
+    for (int i = 0; i < N_RARE; i++)
+        for (int k = 0; k < 3; k++) rare_byte[k][(unsigned char)rare_anchors[i].text[k]] |= UINT32_C(1) << i;
+    for (int k = 0; k < 3; k++) {
+        rare_byte[k][(unsigned char)"tmp"[k]] |= UINT32_C(1) << TMP_ANY_CASE;
+        rare_byte[k][(unsigned char)"TMP"[k]] |= UINT32_C(1) << TMP_ANY_CASE;
+    }
+    for (int first = 0; first < 256; first++)
+        for (int second = 0; second < 256; second++)
+            rare_pair[first | second << 8] = (rare_byte[0][first] & rare_byte[1][second]) != 0;
+}
+
+/* masking._anchored (and _shell_lines: a shell's span starts after its "sh:" and the scan goes on from there) for
+   one anchor, from its first occurrence at */
+static int anchored(const unsigned char *s, Py_ssize_t n, Py_ssize_t offset, Py_ssize_t at, const rare_anchor *anchor,
                     span_list *spans) {
-    Py_ssize_t alen = (Py_ssize_t)strlen(anchor);
-    Py_ssize_t at = find_bytes(s, n, 0, anchor);
+    Py_ssize_t alen = (Py_ssize_t)strlen(anchor->text);
     while (at >= 0) {
         Py_ssize_t end = -1, start = at;
-        switch (kind) {
+        switch (anchor->kind) {
             case SHELL_LINE:
                 start = at + alen;
                 end = shell_line_at(s, n, start);
                 break;
             case PID:
-                end = pid_at(s, n, at, anchor[alen - 1] == ' ' ? alen - 1 : alen);
+                end = pid_at(s, n, at, anchor->text[alen - 1] == ' ' ? alen - 1 : alen);
                 break;
             case TMP_PATH:
                 end = tmp_path_at(s, n, at);
@@ -825,42 +1043,55 @@ static int anchored(const unsigned char *s, Py_ssize_t n, Py_ssize_t offset, con
         }
         int before = at == 0 || !IS_LETTER(s[at - 1]);
         if (end >= 0 && before && add_span(spans, start + offset, end + offset) < 0) return -1;
-        if (kind == SHELL_LINE)
-            at = find_bytes(s, n, at + alen, anchor);
+        if (anchor->kind == SHELL_LINE)
+            at = find_bytes(s, n, at + alen, anchor->text);
         else
-            at = find_bytes(s, n, (end >= 0 && before) ? end : at + 1, anchor);
+            at = find_bytes(s, n, (end >= 0 && before) ? end : at + 1, anchor->text);
     }
     return 0;
 }
 
+/* notes in first[] the anchors (and "tmp" in any case) that start at p and were not seen before */
+static void note_rare_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t p, Py_ssize_t *first, uint32_t *unseen) {
+    if (p + 3 > n) return;
+    uint32_t here = rare_byte[0][s[p]] & rare_byte[1][s[p + 1]] & rare_byte[2][s[p + 2]] & *unseen;
+    for (int i = 0; here; i++, here >>= 1) {
+        if (!(here & 1)) continue;
+        if (i < N_RARE) { /* the first 3 bytes match: the rest too? */
+            Py_ssize_t len = (Py_ssize_t)strlen(rare_anchors[i].text);
+            if (p + len > n || memcmp(s + p, rare_anchors[i].text, (size_t)len) != 0) continue;
+        }
+        first[i] = p;
+        *unseen &= ~(UINT32_C(1) << i);
+    }
+}
+
 /* masking._rare: process ids, shell line numbers and temporary paths in s[0:n], a part of the text at offset */
 static int mask_rare(const unsigned char *s, Py_ssize_t n, Py_ssize_t offset, span_list *spans) {
-    static const char *const shells[] = {"bash:", "sh:", "zsh:", "dash:"};
-    static const char *const pids[] = {"pid", "PID", "Pid", "process ", "Process "};
-    static const char *const tmp_roots[] = {"/tmp/", "/var/folders/", "/private/var/", "/var/tmp/"};
-    /* one pass for what each kind needs somewhere in the text before it is looked for (as masking._rare does) */
-    int has_shell = 0, has_pid = 0, has_tmp = 0; /* "sh:", "pid"/"PID"/"Pid" or "rocess ", "tmp" in any case */
-    for (Py_ssize_t p = 0; p + 3 <= n; p++) {
-        unsigned char c = ascii_lower[s[p]];
-        if (c == 's')
-            has_shell |= s[p] == 's' && s[p + 1] == 'h' && s[p + 2] == ':';
-        else if (c == 'p')
-            has_pid |= ascii_lower[s[p + 1]] == 'i' && ascii_lower[s[p + 2]] == 'd';
-        else if (c == 't')
-            has_tmp |= ascii_lower[s[p + 1]] == 'm' && ascii_lower[s[p + 2]] == 'p';
-        else if (c == 'r')
-            has_pid |= p + 7 <= n && memcmp(s + p, "rocess ", 7) == 0;
+    Py_ssize_t first[N_RARE + 1]; /* where each anchor (and "tmp" in any case) first occurs; -1: nowhere */
+    for (int i = 0; i <= N_RARE; i++) first[i] = -1;
+    uint32_t unseen = (UINT32_C(1) << (N_RARE + 1)) - 1;
+    /* 7 positions at a time: the 7 byte pairs of an 8-byte load looked up in rare_pair (most often no anchor may
+       start at any of them), then the last positions one at a time */
+    Py_ssize_t p = 0;
+    for (; p + 8 <= n; p += 7) {
+        uint64_t w = word_at(s, n, p);
+#define PAIR(i) rare_pair[(w >> (8 * (i))) & 0xFFFF]
+        int may_start = PAIR(0) | PAIR(1) | PAIR(2) | PAIR(3) | PAIR(4) | PAIR(5) | PAIR(6);
+#undef PAIR
+        if (may_start)
+            for (int i = 0; i < 7; i++) note_rare_at(s, n, p + i, first, &unseen);
     }
-    for (int i = 0; i < 4 && has_shell; i++)
-        if (anchored(s, n, offset, shells[i], SHELL_LINE, spans) < 0) return -1;
-    for (int i = 0; i < 5 && has_pid; i++)
-        if (anchored(s, n, offset, pids[i], PID, spans) < 0) return -1;
-    if (has_tmp) {
-        for (int i = 0; i < 4; i++)
-            if (anchored(s, n, offset, tmp_roots[i], TMP_PATH, spans) < 0) return -1;
-        return anchored(s, n, offset, "tmp", TMP_NAME, spans);
-    }
-    return anchored(s, n, offset, "/var/", TMP_PATH, spans);
+    for (; p < n; p++) note_rare_at(s, n, p, first, &unseen);
+    /* shells and process ids: where their anchors occur (masking._rare's "sh:" and "pid"/"process " tests, in
+       lowercase, hold whenever one does) */
+    for (int i = 0; i < FIRST_TMP_ROOT; i++)
+        if (first[i] >= 0 && anchored(s, n, offset, first[i], &rare_anchors[i], spans) < 0) return -1;
+    /* temporary paths: with "tmp" somewhere (in any case), its four roots and generated names; else "/var/" */
+    int any_tmp = first[TMP_ANY_CASE] >= 0;
+    for (int i = any_tmp ? FIRST_TMP_ROOT : VAR_ANCHOR; i < (any_tmp ? VAR_ANCHOR : N_RARE); i++)
+        if (first[i] >= 0 && anchored(s, n, offset, first[i], &rare_anchors[i], spans) < 0) return -1;
+    return 0;
 }
 
 #define RARE_EDGE 1024
@@ -881,7 +1112,7 @@ static PyObject *masked_bytes(PyObject *self, PyObject *arg) {
     const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(arg);
     Py_ssize_t n = PyBytes_GET_SIZE(arg);
     span_list spans = {NULL, 0, 0};
-    int failed = mask_times(s, n, &spans) < 0 || mask_durations(s, n, &spans) < 0 || mask_hex_runs(s, n, &spans) < 0;
+    int failed = mask_digits_and_hex(s, n, &spans) < 0;
     if (!failed) {
         if (n <= 2 * RARE_EDGE)
             failed = mask_rare(s, n, 0, &spans) < 0;
@@ -928,6 +1159,7 @@ static PyMethodDef methods[] = {
     {"error_lines", (PyCFunction)error_lines, METH_O, error_lines_doc},
     {"word_hashes", (PyCFunction)word_hashes, METH_O, word_hashes_doc},
     {"line_hashes", (PyCFunction)line_hashes, METH_O, line_hashes_doc},
+    {"numbers_marked", (PyCFunction)numbers_marked, METH_O, numbers_marked_doc},
     {"alnum_word_hashes", (PyCFunction)(void (*)(void))alnum_word_hashes, METH_FASTCALL, alnum_word_hashes_doc},
     {"fold", (PyCFunction)(void (*)(void))fold, METH_FASTCALL, fold_doc},
     {"bottom_k", (PyCFunction)(void (*)(void))bottom_k, METH_FASTCALL, bottom_k_doc},
@@ -945,7 +1177,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__kernels_c(void) {
     crc_init();
     tables_init();
-    for (int k = 0; k < N_KEYWORDS; k++)
-        keyword_pair[(unsigned char)keywords[k].word[0]][(unsigned char)keywords[k].word[1]] = 1;
+    byte_class_init();
+    rare_init();
+    keywords_init();
     return PyModule_Create(&module);
 }

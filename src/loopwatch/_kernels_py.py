@@ -15,12 +15,14 @@ from typing import Final
 
 __all__ = [
     "ERROR_LINE",
+    "NUMBER",
     "alnum_word_hashes",
     "bottom_k",
     "error_lines",
     "fold",
     "line_hashes",
     "lines_of",
+    "numbers_marked",
     "sketch_of",
     "word_hashes",
 ]
@@ -117,6 +119,24 @@ def lines_of(masked_text: bytes) -> list[bytes]:
 def line_hashes(masked_text: bytes) -> frozenset[int]:
     """CRC-32s of the distinct lines of :func:`lines_of`, the empty line's (0) left out."""
     return frozenset(map(zlib.crc32, lines_of(masked_text))) - _NO_LINE
+
+
+NUMBER: Final = re.compile(rb"[0-9]+")
+"""What :func:`numbers_marked` replaces, as a regular expression (``NUMBER.sub(b"#", data)``): the definition, and
+what the tests compare both kernels with (scanning with it costs ~20 ns per byte)."""
+_DIGITS_TO_ZERO: Final = bytes.maketrans(b"123456789", b"000000000")
+
+
+def numbers_marked(data: bytes) -> bytes:
+    """``data`` with each run of ASCII digits replaced by one ``#`` (``NUMBER.sub(b"#", data)``), at C speed: with its
+    digits turned into ``0``, the text splits at ``0`` into what lies between its numbers."""
+    parts = data.translate(_DIGITS_TO_ZERO).split(b"0")
+    if len(parts) == 1:
+        return data
+    between = list(filter(None, parts))
+    if not between:  # nothing but digits
+        return b"#"
+    return (b"" if parts[0] else b"#") + b"#".join(between) + (b"" if parts[-1] else b"#")
 
 
 _ALNUM_WORD: Final = re.compile(r"[^\W_]+")
