@@ -10,7 +10,8 @@ objects), a sketch as one integer (not its base64 text). The helpers here read t
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
+from itertools import chain
 from operator import attrgetter
 from typing import Any, Final, TypeGuard, TypeVar
 
@@ -187,6 +188,84 @@ def table(value: object, what: str, item: Callable[[object, str], T]) -> dict[st
     if not isinstance(value, dict):
         raise ValueError(f"{what} must be an object, got {value!r}")
     return {text(k, what): item(v, f"{what}[{k!r}]") for k, v in value.items()}
+
+
+# -- small tables ----------------------------------------------------------------------------------------------
+# A rule's table of a few entries (its records per tool, per call, per channel; the least recently used first) is
+# kept as one flat tuple, key, value, key, value...: a dict of even one entry takes 224 bytes, this 56 (a tuple
+# holds no spare room), and an empty one is the shared ``()``. Its values may be mutable records, changed in place.
+
+Flat = tuple[Any, ...]
+"""A small table: key, value, key, value... (see above)."""
+
+
+def flat_get(table: Flat, key: object) -> Any:
+    """The value of ``key`` in ``table`` (``None`` if it has none)."""
+    for at in range(0, len(table), 2):
+        if table[at] == key:
+            return table[at + 1]
+    return None
+
+
+def flat_put(table: Flat, key: object, value: object, limit: int | None = None) -> Flat:
+    """``table`` with ``key``'s entry (moved or added) last, set to ``value``, and only its last ``limit`` entries."""
+    for at in range(0, len(table), 2):
+        if table[at] == key:
+            table = table[:at] + table[at + 2 :]
+            break
+    if limit is not None and len(table) >= 2 * limit:
+        if limit < 1:
+            return ()
+        table = table[len(table) - 2 * limit + 2 :]
+    return (*table, key, value)
+
+
+def flat_set(table: Flat, key: object, value: object) -> Flat:
+    """``table`` with ``key`` set to ``value``: in its place if it has an entry, else added last."""
+    for at in range(1, len(table), 2):
+        if table[at - 1] == key:
+            return (*table[:at], value, *table[at + 1 :])
+    return (*table, key, value)
+
+
+def flat_pop(table: Flat, key: object) -> tuple[Flat, Any]:
+    """``table`` without ``key``'s entry, and that entry's value (``None`` if it has none)."""
+    for at in range(0, len(table), 2):
+        if table[at] == key:
+            return table[:at] + table[at + 2 :], table[at + 1]
+    return table, None
+
+
+def flat_only(table: Flat, keys: Container[object]) -> Flat:
+    """``table`` with only the entries whose key is in ``keys``."""
+    return tuple(chain.from_iterable(entry for entry in flat_items(table) if entry[0] in keys))
+
+
+def flat_keys(table: Flat) -> Flat:
+    """The keys of ``table``, in order."""
+    return table[::2]
+
+
+def flat_values(table: Flat) -> Flat:
+    """The values of ``table``, in order."""
+    return table[1::2]
+
+
+def flat_items(table: Flat) -> Iterator[tuple[Any, Any]]:
+    """(key, value) of each entry of ``table``, in order."""
+    return zip(table[::2], table[1::2], strict=True)
+
+
+def flat_of(entries: Mapping[Any, Any]) -> Flat:
+    """A small table of the entries of ``entries``, in its order."""
+    return tuple(chain.from_iterable(entries.items()))
+
+
+def flat_json(table: Flat, write: Callable[[Any], Any] | None = None) -> dict[Any, Any]:
+    """The JSON object of ``table``, its values written by ``write`` (as they are without one)."""
+    if write is None:
+        return dict(zip(table[::2], table[1::2], strict=True))
+    return {key: write(value) for key, value in zip(table[::2], table[1::2], strict=True)}
 
 
 def listed(value: object, what: str, item: Callable[[object, str], T]) -> list[T]:

@@ -30,7 +30,8 @@ import sys
 import zlib
 from array import array
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Final, Protocol
 
 from ..errors import ConfigError
@@ -38,7 +39,21 @@ from ..fingerprint import ASCII_LOWER, preview
 from ..ladder import Ladder
 from ..patterns import Pattern
 from ..tools import moves
-from ._state import integer, integer_tuple, keys_of, listed, optional_integer, sketch, table, text
+from ._state import (
+    Flat,
+    flat_items,
+    flat_of,
+    flat_pop,
+    flat_put,
+    integer,
+    integer_tuple,
+    keys_of,
+    listed,
+    optional_integer,
+    sketch,
+    table,
+    text,
+)
 from .base import (
     EMPTY_LINE,
     Detector,
@@ -202,14 +217,26 @@ vector (:func:`quantize`)."""
 
 @dataclass(slots=True)
 class Channel:
-    """One channel's recent intents (``past``: (index, representation, gain then), the latest last) and its
-    streak of repeats."""
+    """One channel's recent intents (see :meth:`intents`) and its streak of repeats."""
 
-    past: tuple[tuple[int, Rep, int], ...] = ()
+    past: tuple[Any, ...] = ()
+    """The recent intents, the latest last, in one flat tuple: index, representation, gain then, index..."""
     n: int = 0
     start: int | None = None
     idx: tuple[int, ...] = ()
     sim: float = 0.0
+
+    def intents(self) -> tuple[tuple[int, Rep, int], ...]:
+        """The recent intents, the latest last: (index, representation, gain then)."""
+        past = self.past
+        return tuple(zip(past[::3], past[1::3], past[2::3], strict=True))
+
+    def remember(self, index: int, rep: Rep, gain: int, window: int) -> None:
+        """Add an intent, keeping the last ``window``."""
+        past = self.past
+        if len(past) >= 3 * window:
+            past = past[len(past) - 3 * (window - 1) :]
+        self.past = (*past, index, rep, gain)
 
 
 @dataclass(slots=True)
@@ -220,8 +247,9 @@ class RephraseState:
     """The lines observed so far, folded into 1,024 bits (``None``: nothing observed yet)."""
     gain: int = 0
     """New lines observed so far (each observation's capped)."""
-    channels: dict[str, Channel] = field(default_factory=dict)
-    """The channels, the least recently used first."""
+    channels: Flat = ()
+    """Each channel's :class:`Channel` by its name, the least recently used first (a small table,
+    :data:`~._state.Flat`)."""
     pending: tuple[int, str] | None = None
     """The call awaiting its result: (index, its reasoning)."""
     asked: tuple[int, str, str] | None = None
@@ -349,13 +377,13 @@ class RephraseDetector(Detector):
             "gain": state.gain,
             "channels": {
                 name: {
-                    "past": [[index, self._rep_json(rep), gain] for index, rep, gain in channel.past],
+                    "past": [[index, self._rep_json(rep), gain] for index, rep, gain in channel.intents()],
                     "n": channel.n,
                     "start": channel.start,
                     "idx": list(channel.idx),
                     "sim": channel.sim,
                 }
-                for name, channel in state.channels.items()
+                for name, channel in flat_items(state.channels)
             },
             "pending": None if state.pending is None else list(state.pending),
             "asked": None if state.asked is None else list(state.asked),
@@ -388,7 +416,7 @@ class RephraseDetector(Detector):
         return RephraseState(
             seen=None if seen == "" else sketch(seen, "rephrase: seen", _SEEN_BITS),
             gain=integer(data["gain"], "rephrase: gain"),
-            channels=table(data["channels"], "rephrase: channels", self._channel),
+            channels=flat_of(table(data["channels"], "rephrase: channels", self._channel)),
             pending=None if pending is None else (pending[0], pending[1]),
             asked=None if asked is None else (asked[0], asked[1], asked[2]),
             undecided=optional_integer(data["undecided"], "rephrase: undecided"),
@@ -403,7 +431,7 @@ class RephraseDetector(Detector):
         if type(sim) not in (int, float):
             raise ValueError(f"{what}: sim must be a number, got {sim!r}")
         return Channel(
-            past=tuple(listed(data["past"], f"{what}: past", self._past)),
+            past=tuple(chain.from_iterable(listed(data["past"], f"{what}: past", self._past))),
             n=integer(data["n"], f"{what}: n"),
             start=optional_integer(data["start"], f"{what}: start"),
             idx=integer_tuple(data["idx"], f"{what}: idx"),
@@ -514,13 +542,12 @@ class RephraseDetector(Detector):
         rep = self._represent(text)
         if not rep:
             return None
-        channels = state.channels
-        entry = channels.pop(channel, None) or Channel()
-        channels[sys.intern(channel)] = entry  # most recently used last (a name shared by the sessions)
-        while len(channels) > _CHANNELS:
-            del channels[next(iter(channels))]
-        match, similarity, near = self._match(state, entry.past, rep, threshold, max_gain)
-        entry.past = pushed(entry.past, (index, rep, state.gain), self.window)
+        channels, found = flat_pop(state.channels, channel)
+        entry: Channel = found or Channel()
+        # most recently used last (a name shared by the sessions)
+        state.channels = flat_put(channels, sys.intern(channel), entry, _CHANNELS)
+        match, similarity, near = self._match(state, entry.intents(), rep, threshold, max_gain)
+        entry.remember(index, rep, state.gain, self.window)
         if match is None:
             entry.n, entry.start, entry.idx, entry.sim = 0, None, (), 0.0
             if near:
