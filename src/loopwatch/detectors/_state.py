@@ -317,3 +317,94 @@ def reset(state: S, fresh: S) -> None:
     """Give every field of ``state`` (a dataclass with slots) its value in ``fresh``."""
     for name in type(state).__slots__:  # type: ignore[attr-defined]
         setattr(state, name, getattr(fresh, name))
+
+
+# -- packed fingerprints ---------------------------------------------------------------------------------------
+# A short sequence of fingerprints (16 hex digits each, or null, or "" where a rule marks something) is kept as one
+# bytes object, 8 bytes an entry: 8 bytes where a string takes 65. A sequence that holds anything else (text a
+# snapshot brought that is not 16 lowercase hex digits, or one of the two marks' own bytes) is kept as a tuple.
+
+Packed = bytes | tuple[str | None, ...]
+"""A short sequence of fingerprints (see above)."""
+
+_NULL: Final = bytes(8)
+_BLANK: Final = b"\xff" * 8
+_HEX: Final = "0123456789abcdef"
+
+
+def _packed_entry(fingerprint: str | None) -> bytes | None:
+    """The 8 bytes of ``fingerprint`` in a packed sequence (``None`` when it cannot be packed)."""
+    if fingerprint is None:
+        return _NULL
+    if len(fingerprint) != 16:
+        return _BLANK if fingerprint == "" else None
+    if fingerprint.strip(_HEX):
+        return None
+    entry = bytes.fromhex(fingerprint)
+    return None if entry in (_NULL, _BLANK) else entry
+
+
+def _unpacked_entry(entry: bytes) -> str | None:
+    return None if entry == _NULL else "" if entry == _BLANK else entry.hex()
+
+
+def packed_of(fingerprints: Iterable[str | None]) -> Packed:
+    """``fingerprints`` packed (a tuple of them if they cannot all be)."""
+    items = tuple(fingerprints)
+    entries = [entry for entry in map(_packed_entry, items) if entry is not None]
+    return b"".join(entries) if len(entries) == len(items) else items
+
+
+def packed_list(sequence: Packed) -> list[str | None]:
+    """The fingerprints of a packed sequence, in order (its JSON form)."""
+    if isinstance(sequence, tuple):
+        return list(sequence)
+    return [_unpacked_entry(sequence[at : at + 8]) for at in range(0, len(sequence), 8)]
+
+
+def packed_len(sequence: Packed) -> int:
+    """How many fingerprints a packed sequence holds."""
+    return len(sequence) if type(sequence) is tuple else len(sequence) >> 3
+
+
+def packed_at(sequence: Packed, index: int) -> str | None:
+    """The fingerprint at ``index`` (negative: from the end) of a packed sequence; ``IndexError`` past its ends."""
+    if isinstance(sequence, tuple):
+        return sequence[index]
+    count = len(sequence) >> 3
+    if not -count <= index < count:
+        raise IndexError("packed fingerprint index out of range")
+    at = 8 * (index % count)
+    return _unpacked_entry(sequence[at : at + 8])
+
+
+def packed_has(sequence: Packed, fingerprint: str | None) -> bool:
+    """Is ``fingerprint`` in a packed sequence?"""
+    if isinstance(sequence, tuple):
+        return fingerprint in sequence
+    entry = _packed_entry(fingerprint)
+    if entry is None:
+        return False  # a packed sequence holds only what can be packed
+    at = sequence.find(entry)
+    while at > 0 and at & 7:  # found across two entries: look on
+        at = sequence.find(entry, at + 1)
+    return at >= 0
+
+
+def packed_push(sequence: Packed, fingerprint: str | None, limit: int) -> Packed:
+    """A packed sequence with ``fingerprint`` added last, keeping its last ``limit`` entries."""
+    entry = None if isinstance(sequence, tuple) else _packed_entry(fingerprint)
+    if entry is None or isinstance(sequence, tuple):
+        items = tuple(packed_list(sequence))
+        return (*items[len(items) - limit + 1 :], fingerprint) if len(items) >= limit else (*items, fingerprint)
+    if len(sequence) >= 8 * limit:
+        sequence = sequence[len(sequence) - 8 * limit + 8 :]
+    return sequence + entry
+
+
+def packed_with_last(sequence: Packed, fingerprint: str | None) -> Packed:
+    """A (non-empty) packed sequence with its last fingerprint replaced by ``fingerprint``."""
+    entry = None if isinstance(sequence, tuple) else _packed_entry(fingerprint)
+    if entry is None or isinstance(sequence, tuple):
+        return (*packed_list(sequence)[:-1], fingerprint)
+    return sequence[:-8] + entry
