@@ -201,19 +201,27 @@ Flat = tuple[Any, ...]
 
 def flat_get(table: Flat, key: object) -> Any:
     """The value of ``key`` in ``table`` (``None`` if it has none)."""
-    for at in range(0, len(table), 2):
-        if table[at] == key:
-            return table[at + 1]
-    return None
+    keys = table[::2]
+    return table[2 * keys.index(key) + 1] if key in keys else None
 
 
 def flat_put(table: Flat, key: object, value: object, limit: int | None = None) -> Flat:
     """``table`` with ``key``'s entry (moved or added) last, set to ``value``, and only its last ``limit`` entries."""
-    for at in range(0, len(table), 2):
-        if table[at] == key:
-            table = table[:at] + table[at + 2 :]
-            break
+    keys = table[::2]
+    if key in keys:
+        at = 2 * keys.index(key)
+        table = table[:at] + table[at + 2 :]
     if limit is not None and len(table) >= 2 * limit:
+        if limit < 1:
+            return ()
+        table = table[len(table) - 2 * limit + 2 :]
+    return (*table, key, value)
+
+
+def flat_append(table: Flat, key: object, value: object, limit: int) -> Flat:
+    """``table`` (which has no entry for ``key``) with ``key``'s entry added last, and only its last ``limit``
+    entries: :func:`flat_put` after :func:`flat_pop`."""
+    if len(table) >= 2 * limit:
         if limit < 1:
             return ()
         table = table[len(table) - 2 * limit + 2 :]
@@ -222,17 +230,19 @@ def flat_put(table: Flat, key: object, value: object, limit: int | None = None) 
 
 def flat_set(table: Flat, key: object, value: object) -> Flat:
     """``table`` with ``key`` set to ``value``: in its place if it has an entry, else added last."""
-    for at in range(1, len(table), 2):
-        if table[at - 1] == key:
-            return (*table[:at], value, *table[at + 1 :])
+    keys = table[::2]
+    if key in keys:
+        at = 2 * keys.index(key) + 1
+        return (*table[:at], value, *table[at + 1 :])
     return (*table, key, value)
 
 
 def flat_pop(table: Flat, key: object) -> tuple[Flat, Any]:
     """``table`` without ``key``'s entry, and that entry's value (``None`` if it has none)."""
-    for at in range(0, len(table), 2):
-        if table[at] == key:
-            return table[:at] + table[at + 2 :], table[at + 1]
+    keys = table[::2]
+    if key in keys:
+        at = 2 * keys.index(key)
+        return table[:at] + table[at + 2 :], table[at + 1]
     return table, None
 
 
@@ -329,19 +339,20 @@ Packed = bytes | tuple[str | None, ...]
 
 _NULL: Final = bytes(8)
 _BLANK: Final = b"\xff" * 8
-_HEX: Final = "0123456789abcdef"
+_MARKS: Final = frozenset({_NULL, _BLANK})
 
 
-def _packed_entry(fingerprint: str | None) -> bytes | None:
+def packed_entry(fingerprint: str | None) -> bytes | None:
     """The 8 bytes of ``fingerprint`` in a packed sequence (``None`` when it cannot be packed)."""
     if fingerprint is None:
         return _NULL
-    if len(fingerprint) != 16:
-        return _BLANK if fingerprint == "" else None
-    if fingerprint.strip(_HEX):
+    try:
+        entry = bytes.fromhex(fingerprint)
+    except ValueError:
         return None
-    entry = bytes.fromhex(fingerprint)
-    return None if entry in (_NULL, _BLANK) else entry
+    if len(entry) == 8 and entry.hex() == fingerprint and entry not in _MARKS:
+        return entry
+    return _BLANK if fingerprint == "" else None
 
 
 def _unpacked_entry(entry: bytes) -> str | None:
@@ -351,7 +362,7 @@ def _unpacked_entry(entry: bytes) -> str | None:
 def packed_of(fingerprints: Iterable[str | None]) -> Packed:
     """``fingerprints`` packed (a tuple of them if they cannot all be)."""
     items = tuple(fingerprints)
-    entries = [entry for entry in map(_packed_entry, items) if entry is not None]
+    entries = [entry for entry in map(packed_entry, items) if entry is not None]
     return b"".join(entries) if len(entries) == len(items) else items
 
 
@@ -364,7 +375,7 @@ def packed_list(sequence: Packed) -> list[str | None]:
 
 def packed_len(sequence: Packed) -> int:
     """How many fingerprints a packed sequence holds."""
-    return len(sequence) if type(sequence) is tuple else len(sequence) >> 3
+    return len(sequence) if isinstance(sequence, tuple) else len(sequence) >> 3
 
 
 def packed_at(sequence: Packed, index: int) -> str | None:
@@ -378,33 +389,43 @@ def packed_at(sequence: Packed, index: int) -> str | None:
     return _unpacked_entry(sequence[at : at + 8])
 
 
-def packed_has(sequence: Packed, fingerprint: str | None) -> bool:
-    """Is ``fingerprint`` in a packed sequence?"""
-    if isinstance(sequence, tuple):
-        return fingerprint in sequence
-    entry = _packed_entry(fingerprint)
-    if entry is None:
-        return False  # a packed sequence holds only what can be packed
+def _pushed_list(sequence: Packed, fingerprint: str | None, limit: int) -> tuple[str | None, ...]:
+    items = tuple(packed_list(sequence))
+    return (*items[len(items) - limit + 1 :], fingerprint) if len(items) >= limit else (*items, fingerprint)
+
+
+def packed_add(sequence: Packed, fingerprint: str | None, limit: int) -> tuple[bool, Packed]:
+    """Is ``fingerprint`` in a packed sequence, and the sequence with it added last, keeping its last ``limit``
+    entries."""
+    entry = packed_entry(fingerprint)
+    if entry is None or isinstance(sequence, tuple):
+        return fingerprint in packed_list(sequence), _pushed_list(sequence, fingerprint, limit)
     at = sequence.find(entry)
     while at > 0 and at & 7:  # found across two entries: look on
         at = sequence.find(entry, at + 1)
-    return at >= 0
+    if len(sequence) >= 8 * limit:
+        sequence = sequence[len(sequence) - 8 * limit + 8 :]
+    return at >= 0, sequence + entry
 
 
 def packed_push(sequence: Packed, fingerprint: str | None, limit: int) -> Packed:
     """A packed sequence with ``fingerprint`` added last, keeping its last ``limit`` entries."""
-    entry = None if isinstance(sequence, tuple) else _packed_entry(fingerprint)
+    entry = packed_entry(fingerprint)
     if entry is None or isinstance(sequence, tuple):
-        items = tuple(packed_list(sequence))
-        return (*items[len(items) - limit + 1 :], fingerprint) if len(items) >= limit else (*items, fingerprint)
+        return _pushed_list(sequence, fingerprint, limit)
     if len(sequence) >= 8 * limit:
         sequence = sequence[len(sequence) - 8 * limit + 8 :]
     return sequence + entry
 
 
+def packed_last(sequence: Packed) -> str | None:
+    """The last fingerprint of a (non-empty) packed sequence."""
+    return sequence[-1] if isinstance(sequence, tuple) else _unpacked_entry(sequence[-8:])
+
+
 def packed_with_last(sequence: Packed, fingerprint: str | None) -> Packed:
     """A (non-empty) packed sequence with its last fingerprint replaced by ``fingerprint``."""
-    entry = None if isinstance(sequence, tuple) else _packed_entry(fingerprint)
+    entry = packed_entry(fingerprint)
     if entry is None or isinstance(sequence, tuple):
         return (*packed_list(sequence)[:-1], fingerprint)
     return sequence[:-8] + entry

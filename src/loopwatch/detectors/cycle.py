@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from ..errors import ConfigError
 from ..ladder import Ladder
@@ -18,8 +18,9 @@ from ._state import (
     integer_tuple,
     keys_of,
     optional_text_tuple,
+    packed_add,
     packed_at,
-    packed_has,
+    packed_last,
     packed_len,
     packed_list,
     packed_of,
@@ -145,33 +146,37 @@ class CycleDetector(Detector):
     def _call(self, state: CycleState, step: Step) -> Finding | None:
         fps = state.fps
         fingerprint = loose_fp(step) if self.loose else step.call_fp
-        # Only a call that repeats one of the last calls can belong to a unit seen twice, so only such
-        # calls pay for the per-period comparison, a label, and the mutation and polling checks.
-        repeated = packed_has(fps, fingerprint)
-        if repeated:
-            self._match(state, fingerprint)
-        elif any(state.match):
-            first = state.match[0]
-            state.match = self._zeros if first == 0 else (first, *self._zeros[1:])
-        match = state.match
         limit = self.max_period + 1
-        state.fps = packed_push(fps, fingerprint, limit)
+        repeated, state.fps = packed_add(fps, fingerprint, limit)
+        if not repeated:
+            # Only a call that repeats one of the last calls can belong to a unit seen twice, so only such
+            # calls pay for the per-period comparison, a label, and the mutation and polling checks.
+            if any(state.match):
+                first = state.match[0]
+                state.match = self._zeros if first == 0 else (first, *self._zeros[1:])
+            state.idx = pushed(state.idx, step.index, limit)
+            state.tools = _pushed_shared(state.tools, None, limit, self._no_labels)
+            state.outs = packed_push(state.outs, None, limit)
+            state.polls = _pushed_shared(state.polls, False, limit, self._no_polls)
+            return None
+        self._match(state, fps, fingerprint)
+        match = state.match
         state.idx = pushed(state.idx, step.index, limit)
-        tools = pushed(state.tools, call_label(step, 60) if repeated else None, limit)
-        state.tools = self._no_labels[len(tools)] if tools.count(None) == len(tools) else tools
+        state.tools = _pushed_shared(state.tools, call_label(step, 60), limit, self._no_labels)
         # a change's own output (the file it wrote) differs every time; only look-ups and runs tell progress
-        state.outs = packed_push(state.outs, "" if repeated and mutates(step) else None, limit)
-        waits = pushed(state.polls, repeated and self.polls_exempt and polls(step), limit)
-        state.polls = waits if any(waits) else self._no_polls[len(waits)]
-        period = self._period(match) if repeated else None
+        out = "" if mutates(step) else None
+        state.outs = packed_push(state.outs, out, limit)
+        state.polls = _pushed_shared(state.polls, self.polls_exempt and polls(step), limit, self._no_polls)
+        period = self._period(match)
         if period is None or any(state.polls[-period:]):
             return None  # a unit with a wait or status check in it is polling, not a loop
         reps = 1 + match[period] // period
         return self._finding(state, step, period, reps)
 
-    def _match(self, state: CycleState, fingerprint: str | None) -> None:
-        """Count, per period p, one more call equal to the call p positions earlier (or restart at 0)."""
-        fps, match, starts = state.fps, list(state.match), list(state.starts)
+    def _match(self, state: CycleState, fps: Packed, fingerprint: str | None) -> None:
+        """Count, per period p, one more call equal to the call p positions earlier in ``fps`` (the calls before
+        this one), or restart at 0."""
+        match, starts = list(state.match), list(state.starts)
         calls = packed_len(fps)
         for p in range(1, self.max_period + 1):
             if calls >= p and packed_at(fps, -p) == fingerprint:
@@ -193,10 +198,12 @@ class CycleDetector(Detector):
 
     def _result(self, state: CycleState, step: Step) -> None:
         outs = state.outs
-        if packed_at(outs, -1) == "":
+        if packed_last(outs) == "":
             return
         state.outs = packed_with_last(outs, step.outcome_fp)
         match = state.match
+        if match is self._zeros:
+            return  # no period to break
         calls = packed_len(outs)
         broken = [
             p
@@ -224,6 +231,19 @@ class CycleDetector(Detector):
             blockable=True,
             hard=True,
         )
+
+
+T = TypeVar("T")
+
+
+def _pushed_shared(items: tuple[T, ...], item: T, limit: int, shared: tuple[tuple[T, ...], ...]) -> tuple[T, ...]:
+    """``pushed(items, item, limit)``, as the tuple of ``shared`` of its length when it is equal to it (``shared[n]``:
+    ``n`` items of one value, the tuple the sessions share)."""
+    n = len(items)
+    if n <= limit and items is shared[n] and item == shared[-1][-1]:
+        return shared[n + 1 if n < limit else limit]
+    items = pushed(items, item, limit)
+    return shared[len(items)] if items == shared[len(items)] else items
 
 
 def cycle(

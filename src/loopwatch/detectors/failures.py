@@ -7,6 +7,7 @@ import zlib
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Final
 
 from .._kernels import error_lines
@@ -21,13 +22,13 @@ from ._state import (
     Reader,
     fields_json,
     flag,
+    flat_append,
     flat_get,
     flat_items,
     flat_json,
     flat_of,
     flat_only,
     flat_pop,
-    flat_put,
     flat_set,
     from_fields,
     integer,
@@ -245,12 +246,16 @@ class ErrorRetryState:
 
     streaks: Flat = ()
     """Each tool's :class:`Streak`."""
-    shapes: Flat = ()
-    """The fingerprint of each tool's last call."""
+    calls: tuple[Any, ...] = ()
+    """Each tool's last call, in one flat tuple: tool key, the call's fingerprint, its argument words (an ``array``
+    shared with the step, never changed; ``None`` for a call recorded before they were kept), tool key..."""
     change: int | None = None
     """The call awaiting its result that may change something."""
-    actions: Flat = ()
-    """The argument words of each tool's last call (an ``array``, shared with the step: never changed)."""
+
+    def action(self, key: str) -> array[int] | None:
+        """The argument words of the tool's last call."""
+        keys = self.calls[::3]
+        return self.calls[3 * keys.index(key) + 2] if key in keys else None
 
 
 class ErrorRetryDetector(Detector):
@@ -322,20 +327,28 @@ class ErrorRetryDetector(Detector):
         return ErrorRetryState()
 
     def dump_state(self, state: ErrorRetryState) -> dict[str, Any]:
+        calls = state.calls
         return {
             "streaks": flat_json(state.streaks, Streak.to_json),
-            "shapes": flat_json(state.shapes),
+            "shapes": dict(zip(calls[::3], calls[1::3], strict=True)),
             "change": state.change,
-            "actions": flat_json(state.actions, array.tolist),
+            "actions": {
+                key: action.tolist() for key, action in zip(calls[::3], calls[2::3], strict=True) if action is not None
+            },
         }
 
     def load_state(self, data: dict[str, Any]) -> ErrorRetryState:
         keys_of("error_retry", data, ("streaks", "shapes"), ("change", "actions"))
+        shapes = table(data["shapes"], "error_retry: shapes", text)
+        actions = table(data.get("actions", {}), "error_retry: actions", words)
+        # a tool's words are kept with its fingerprint (snapshots taken before words were kept have none): in the
+        # shapes' order
+        if list(actions) != [key for key in shapes if key in actions]:
+            raise ValueError(f"error_retry: actions {list(actions)} do not go with the shapes {list(shapes)}")
         return ErrorRetryState(
             streaks=flat_of(table(data["streaks"], "error_retry: streaks", Streak.from_json)),
-            shapes=flat_of(table(data["shapes"], "error_retry: shapes", text)),
+            calls=tuple(chain.from_iterable((key, shape, actions.get(key)) for key, shape in shapes.items())),
             change=optional_integer(data.get("change"), "error_retry: change"),
-            actions=flat_of(table(data.get("actions", {}), "error_retry: actions", words)),
         )
 
     def observe(self, state: ErrorRetryState, step: Step) -> Finding | None:
@@ -352,10 +365,17 @@ class ErrorRetryDetector(Detector):
                 for other_key, other in flat_items(streaks):
                     other.mut = other.mut or other_key != key
             shape = step.call_fp or ""
-            same_shape = flat_get(state.shapes, key) == shape
-            state.shapes = flat_put(state.shapes, key, shape, self.tools)
-            state.actions = flat_put(state.actions, key, argument_word_array(step), self.tools)
-            streak: Streak | None = flat_get(streaks, key)
+            calls = state.calls
+            keys = calls[::3]
+            same_shape = False
+            if key in keys:  # the tool's last call goes last
+                at = 3 * keys.index(key)
+                same_shape = calls[at + 1] == shape
+                calls = calls[:at] + calls[at + 3 :]
+            if len(calls) >= 3 * self.tools:
+                calls = calls[len(calls) - 3 * self.tools + 3 :] if self.tools > 0 else ()
+            state.calls = (*calls, key, shape, argument_word_array(step)) if self.tools > 0 else ()
+            streak: Streak | None = flat_get(streaks, key) if streaks else None
             if streak is None or step.index - streak.last > self.gap or streak.mut:
                 return None
             if same_shape and streak.counted()[0] + 1 >= self.threshold:
@@ -366,15 +386,16 @@ class ErrorRetryDetector(Detector):
             return None
         if state.change is not None and state.change == step.call_index:
             state.change = None
-            if not step.failed:
+            if not step.failed and streaks:
                 # a change that worked: what fails next is a new attempt (the same failure after each of several
                 # changes is the no_effect rule's business, not a retry)
                 kept = flat_get(streaks, key)
                 state.streaks = () if kept is None else (key, kept)
         if not step.failed or not (step.output or "").strip():
-            state.streaks, _ = flat_pop(state.streaks, key)
+            if state.streaks:
+                state.streaks, _ = flat_pop(state.streaks, key)
             return None
-        streak = self._join(state, key, step, flat_get(state.actions, key))
+        streak = self._join(state, key, step, state.action(key))
         failures = streak.counted()[0]
         if failures < 2 or (streak.variants and failures < self.variants):
             return None
@@ -431,7 +452,7 @@ class ErrorRetryDetector(Detector):
         streak.n += 1
         streak.last = step.index
         streak.idx = pushed(streak.idx, where, 8)
-        state.streaks = flat_put(streaks, key, streak, self.tools)
+        state.streaks = flat_append(streaks, key, streak, self.tools)
         return streak
 
     def _finding(self, key: str, streak: Streak, step: Step, *, blockable: bool, attempt: bool = False) -> Finding:

@@ -21,12 +21,12 @@ from ..tools import batch_items, runs_code, same_query, scope_overlaps, search_s
 from ._state import (
     Flat,
     flag,
+    flat_append,
     flat_items,
     flat_json,
     flat_of,
     flat_only,
     flat_pop,
-    flat_put,
     flat_values,
     keys_of,
     optional_integer,
@@ -263,7 +263,7 @@ class RerunDetector(Detector):
         if not same or version is None:
             version = Version(step.outcome_fp, 1, words, places, step.call_index, (step.call_index,))
         version.words, version.places = words, places
-        state.versions = flat_put(versions, key, version, self.calls)
+        state.versions = flat_append(versions, key, version, self.calls)
         count = version.count
         if count < self.threshold:
             return None
@@ -292,7 +292,7 @@ class RerunDetector(Detector):
             run.count += 1
             run.changed = False
             run.indices = pushed(run.indices, step.call_index, 8)
-        state.runs = flat_put(runs, key, run, self.calls)  # most recently run last
+        state.runs = flat_append(runs, key, run, self.calls)  # most recently run last
         count = run.count
         if count < self.threshold:
             return None

@@ -11,11 +11,11 @@ from ..patterns import Pattern
 from ..tools import runs_code
 from ._state import (
     Flat,
+    flat_append,
     flat_get,
     flat_json,
     flat_of,
     flat_pop,
-    flat_put,
     integer,
     integer_tuple,
     keys_of,
@@ -149,7 +149,7 @@ class RevisitDetector(Detector):
         previous = entry.indices[-1] if entry.indices else None
         entry.count += 1
         entry.indices = (*entry.indices[-7:], where)
-        state.seen = flat_put(seen, step.call_fp, entry, self.kept)  # most recently made last
+        state.seen = flat_append(seen, step.call_fp, entry, self.kept)  # most recently made last
         if entry.count < self.threshold or previous is None or state.fresh < previous:
             # the same call right again is the repeat rule's, a round of calls all made before is the cycle rule's:
             # a circuit goes somewhere new (another file, another search) and comes back

@@ -41,10 +41,10 @@ from ..patterns import Pattern
 from ..tools import moves
 from ._state import (
     Flat,
+    flat_append,
     flat_items,
     flat_of,
     flat_pop,
-    flat_put,
     integer,
     integer_tuple,
     keys_of,
@@ -545,7 +545,7 @@ class RephraseDetector(Detector):
         channels, found = flat_pop(state.channels, channel)
         entry: Channel = found or Channel()
         # most recently used last (a name shared by the sessions)
-        state.channels = flat_put(channels, sys.intern(channel), entry, _CHANNELS)
+        state.channels = flat_append(channels, sys.intern(channel), entry, _CHANNELS)
         match, similarity, near = self._match(state, entry.intents(), rep, threshold, max_gain)
         entry.remember(index, rep, state.gain, self.window)
         if match is None:
