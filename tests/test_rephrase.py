@@ -10,6 +10,7 @@ import pytest
 
 from loopwatch import Guard, Ladder, Message, ToolCall, ToolResult
 from loopwatch.detectors import RephraseDetector, rephrase
+from loopwatch.detectors._state import flat_values
 from loopwatch.detectors.semantic import quantize, quantized_cosine
 from loopwatch.engine import Engine
 from loopwatch.errors import StateError
@@ -129,7 +130,8 @@ def test_user_replies_do_not_reset_it_and_state_stays_small_and_json() -> None:
         )
         engine.observe(session, Message("user", SAME_REPLY))
     state = session.detectors[0]
-    assert len(state.channels) <= 3 and all(len(c.past) <= detector.window for c in state.channels.values())
+    channels = flat_values(state.channels)
+    assert len(channels) <= 3 and all(len(c.intents()) <= detector.window for c in channels)
     assert len(json.dumps(engine.dump(session))) < 4096
     restored = engine.load(json.loads(json.dumps(engine.dump(session))))
     assert restored.detectors[0] == state

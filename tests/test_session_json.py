@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from loopwatch.detectors._state import flat_values
 from loopwatch.engine import Engine
 from loopwatch.errors import StateError
 from loopwatch.events import Event, Message, ToolCall, ToolResult, Usage
@@ -170,7 +171,7 @@ def test_a_snapshot_in_an_older_form_loads() -> None:
     data["last_user"] = "an old reply's signature"
     old = engine.load(data)
     assert old.last is None and old.refused is None and old.last_user == ("an old reply's signature",)
-    assert all(ladder.nudges == () and ladder.previous is None for ladder in (old.ladders or {}).values())
+    assert all(ladder.nudges == () and ladder.previous is None for ladder in flat_values(old.ladders))
     again = json.loads(json.dumps(engine.dump(old)))
     assert again["last_user"] == ["an old reply's signature"] and again["last"] is None
     assert engine.observe(old, same).action != "ok"  # the streak goes on from the loaded state

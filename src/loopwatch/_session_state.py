@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .detectors._state import integer, optional_integer, table, text, text_tuple
+from .detectors._state import Flat, flat_items, flat_of, integer, optional_integer, table, text, text_tuple
 from .limits import UsageCounters
 
 STATE_VERSION: Final = 1
@@ -51,8 +51,9 @@ class SessionState:
     detectors: list[Any]
     usage: UsageCounters = field(default_factory=UsageCounters)
     index: int = 0
-    ladders: dict[str, LadderState] | None = None
-    """Per pattern, its ladder (``None``: no pattern was found yet)."""
+    ladders: Flat = ()
+    """Per pattern, its ladder, in a small table (:data:`~loopwatch.detectors._state.Flat`: pattern, ladder,
+    pattern...)."""
     last_call: CallRecord | None = None
     """The last tool call, until its result comes."""
     call_ids: dict[str, CallRecord] | None = None
@@ -84,7 +85,7 @@ def session_json(state: SessionState, detectors: list[Any], policy: str) -> dict
                 "previous": ladder.previous,
                 "nudges": [list(nudge) for nudge in ladder.nudges],
             }
-            for pattern, ladder in (state.ladders or {}).items()
+            for pattern, ladder in flat_items(state.ladders)
         },
         "usage": {
             "iterations": usage.iterations,
@@ -130,7 +131,7 @@ def read_session(data: Mapping[str, Any], detectors: list[Any]) -> SessionState:
         detectors=detectors,
         usage=_usage(data["usage"]),
         index=index,
-        ladders=ladders or None,
+        ladders=flat_of(ladders),
         last_call=None if calls["last"] is None else _call(calls["last"], "calls: last"),
         call_ids=ids or None,
         warned=text_tuple(data["warned"], "warned"),

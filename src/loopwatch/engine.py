@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from ._lazy_re import lazy_compile
 from ._session_state import STATE_VERSION, LadderState, SessionState, read_session, session_json
 from .audit import judge_record, verdict_records
+from .detectors._state import flat_get
 from .detectors.base import Detector, Finding, Step, masked_of, signature_of
 from .detectors.swarm import SwarmDetector
 from .errors import StateError
@@ -110,7 +111,7 @@ class Engine:
     def reset(self, session: SessionState, *, limits: bool = False) -> None:
         """Clear loop state (streaks, ladders, a stop); limits keep counting unless ``limits=True``."""
         session.detectors = [d.new_state() for d in self._detectors]
-        session.ladders = None
+        session.ladders = ()
         session.stopped = None
         if limits:
             session.usage = Limits.new_usage()
@@ -121,7 +122,7 @@ class Engine:
         for i, detector in enumerate(self._detectors):
             if detector.reset_on_user:
                 states[i] = detector.new_state()
-        session.ladders = None
+        session.ladders = ()
 
     def dump(self, session: SessionState) -> dict[str, Any]:
         """The JSON form of a session (seed 003's toJSON)."""
@@ -338,12 +339,10 @@ class Engine:
         ladder = self.policy.ladder(finding.pattern, step.tool)
         if ladder is None:
             return None
-        ladders = session.ladders
-        if ladders is None:
-            ladders = session.ladders = {}
-        ladder_state = ladders.get(finding.pattern)
+        ladder_state: LadderState | None = flat_get(session.ladders, finding.pattern)
         if ladder_state is None:
-            ladder_state = ladders[finding.pattern] = LadderState(finding.key)
+            ladder_state = LadderState(finding.key)
+            session.ladders = (*session.ladders, finding.pattern, ladder_state)
         decision = decide(ladder, ladder_state, finding, step.index, hard_evidence=self.policy.hard_evidence)
         if decision is None:
             return None

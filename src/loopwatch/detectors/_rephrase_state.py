@@ -4,12 +4,25 @@ and its JSON form, as :class:`~loopwatch.detectors.semantic.RephraseDetector` du
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
+from itertools import chain
 from typing import Any, Final
 
 from ._rephrase_text import _is_vector
-from ._state import integer, integer_tuple, keys_of, listed, optional_integer, sketch, table, text
+from ._state import (
+    Flat,
+    flat_items,
+    flat_of,
+    integer,
+    integer_tuple,
+    keys_of,
+    listed,
+    optional_integer,
+    sketch,
+    table,
+    text,
+)
 from .base import bits_text
 
 _SEEN_BITS: Final = 1024
@@ -27,14 +40,26 @@ vector (:func:`~loopwatch.detectors.semantic.quantize`)."""
 
 @dataclass(slots=True)
 class Channel:
-    """One channel's recent intents (``past``: (index, representation, gain then), the latest last) and its
-    streak of repeats."""
+    """One channel's recent intents (see :meth:`intents`) and its streak of repeats."""
 
-    past: tuple[tuple[int, Rep, int], ...] = ()
+    past: tuple[Any, ...] = ()
+    """The recent intents, the latest last, in one flat tuple: index, representation, gain then, index..."""
     n: int = 0
     start: int | None = None
     idx: tuple[int, ...] = ()
     sim: float = 0.0
+
+    def intents(self) -> tuple[tuple[int, Rep, int], ...]:
+        """The recent intents, the latest last: (index, representation, gain then)."""
+        past = self.past
+        return tuple(zip(past[::3], past[1::3], past[2::3], strict=True))
+
+    def remember(self, index: int, rep: Rep, gain: int, window: int) -> None:
+        """Add an intent, keeping the last ``window``."""
+        past = self.past
+        if len(past) >= 3 * window:
+            past = past[len(past) - 3 * (window - 1) :]
+        self.past = (*past, index, rep, gain)
 
 
 @dataclass(slots=True)
@@ -45,8 +70,9 @@ class RephraseState:
     """The lines observed so far, folded into 1,024 bits (``None``: nothing observed yet)."""
     gain: int = 0
     """New lines observed so far (each observation's capped)."""
-    channels: dict[str, Channel] = field(default_factory=dict)
-    """The channels, the least recently used first."""
+    channels: Flat = ()
+    """Each channel's :class:`Channel` by its name, the least recently used first (a small table,
+    :data:`~._state.Flat`)."""
     pending: tuple[int, str] | None = None
     """The call awaiting its result: (index, its reasoning)."""
     asked: tuple[int, str, str] | None = None
@@ -63,13 +89,13 @@ def state_json(state: RephraseState) -> dict[str, Any]:
         "gain": state.gain,
         "channels": {
             name: {
-                "past": [[index, _rep_json(rep), gain] for index, rep, gain in channel.past],
+                "past": [[index, _rep_json(rep), gain] for index, rep, gain in channel.intents()],
                 "n": channel.n,
                 "start": channel.start,
                 "idx": list(channel.idx),
                 "sim": channel.sim,
             }
-            for name, channel in state.channels.items()
+            for name, channel in flat_items(state.channels)
         },
         "pending": None if state.pending is None else list(state.pending),
         "asked": None if state.asked is None else list(state.asked),
@@ -103,7 +129,7 @@ def state_from_json(data: dict[str, Any], vectors: bool) -> RephraseState:
     return RephraseState(
         seen=None if seen == "" else sketch(seen, "rephrase: seen", _SEEN_BITS),
         gain=integer(data["gain"], "rephrase: gain"),
-        channels=table(data["channels"], "rephrase: channels", partial(_channel, vectors=vectors)),
+        channels=flat_of(table(data["channels"], "rephrase: channels", partial(_channel, vectors=vectors))),
         pending=None if pending is None else (pending[0], pending[1]),
         asked=None if asked is None else (asked[0], asked[1], asked[2]),
         undecided=optional_integer(data["undecided"], "rephrase: undecided"),
@@ -119,7 +145,7 @@ def _channel(data: object, what: str, *, vectors: bool) -> Channel:
     if type(sim) not in (int, float):
         raise ValueError(f"{what}: sim must be a number, got {sim!r}")
     return Channel(
-        past=tuple(listed(data["past"], f"{what}: past", partial(_past, vectors=vectors))),
+        past=tuple(chain.from_iterable(listed(data["past"], f"{what}: past", partial(_past, vectors=vectors)))),
         n=integer(data["n"], f"{what}: n"),
         start=optional_integer(data["start"], f"{what}: start"),
         idx=integer_tuple(data["idx"], f"{what}: idx"),

@@ -10,7 +10,8 @@ objects), a sketch as one integer (not its base64 text). The helpers here read t
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
+from itertools import chain
 from operator import attrgetter
 from typing import Any, Final, TypeGuard, TypeVar
 
@@ -189,6 +190,94 @@ def table(value: object, what: str, item: Callable[[object, str], T]) -> dict[st
     return {text(k, what): item(v, f"{what}[{k!r}]") for k, v in value.items()}
 
 
+# -- small tables ----------------------------------------------------------------------------------------------
+# A rule's table of a few entries (its records per tool, per call, per channel; the least recently used first) is
+# kept as one flat tuple, key, value, key, value...: a dict of even one entry takes 224 bytes, this 56 (a tuple
+# holds no spare room), and an empty one is the shared ``()``. Its values may be mutable records, changed in place.
+
+Flat = tuple[Any, ...]
+"""A small table: key, value, key, value... (see above)."""
+
+
+def flat_get(table: Flat, key: object) -> Any:
+    """The value of ``key`` in ``table`` (``None`` if it has none)."""
+    keys = table[::2]
+    return table[2 * keys.index(key) + 1] if key in keys else None
+
+
+def flat_put(table: Flat, key: object, value: object, limit: int | None = None) -> Flat:
+    """``table`` with ``key``'s entry (moved or added) last, set to ``value``, and only its last ``limit`` entries."""
+    keys = table[::2]
+    if key in keys:
+        at = 2 * keys.index(key)
+        table = table[:at] + table[at + 2 :]
+    if limit is not None and len(table) >= 2 * limit:
+        if limit < 1:
+            return ()
+        table = table[len(table) - 2 * limit + 2 :]
+    return (*table, key, value)
+
+
+def flat_append(table: Flat, key: object, value: object, limit: int) -> Flat:
+    """``table`` (which has no entry for ``key``) with ``key``'s entry added last, and only its last ``limit``
+    entries: :func:`flat_put` after :func:`flat_pop`."""
+    if len(table) >= 2 * limit:
+        if limit < 1:
+            return ()
+        table = table[len(table) - 2 * limit + 2 :]
+    return (*table, key, value)
+
+
+def flat_set(table: Flat, key: object, value: object) -> Flat:
+    """``table`` with ``key`` set to ``value``: in its place if it has an entry, else added last."""
+    keys = table[::2]
+    if key in keys:
+        at = 2 * keys.index(key) + 1
+        return (*table[:at], value, *table[at + 1 :])
+    return (*table, key, value)
+
+
+def flat_pop(table: Flat, key: object) -> tuple[Flat, Any]:
+    """``table`` without ``key``'s entry, and that entry's value (``None`` if it has none)."""
+    keys = table[::2]
+    if key in keys:
+        at = 2 * keys.index(key)
+        return table[:at] + table[at + 2 :], table[at + 1]
+    return table, None
+
+
+def flat_only(table: Flat, keys: Container[object]) -> Flat:
+    """``table`` with only the entries whose key is in ``keys``."""
+    return tuple(chain.from_iterable(entry for entry in flat_items(table) if entry[0] in keys))
+
+
+def flat_keys(table: Flat) -> Flat:
+    """The keys of ``table``, in order."""
+    return table[::2]
+
+
+def flat_values(table: Flat) -> Flat:
+    """The values of ``table``, in order."""
+    return table[1::2]
+
+
+def flat_items(table: Flat) -> Iterator[tuple[Any, Any]]:
+    """(key, value) of each entry of ``table``, in order."""
+    return zip(table[::2], table[1::2], strict=True)
+
+
+def flat_of(entries: Mapping[Any, Any]) -> Flat:
+    """A small table of the entries of ``entries``, in its order."""
+    return tuple(chain.from_iterable(entries.items()))
+
+
+def flat_json(table: Flat, write: Callable[[Any], Any] | None = None) -> dict[Any, Any]:
+    """The JSON object of ``table``, its values written by ``write`` (as they are without one)."""
+    if write is None:
+        return dict(zip(table[::2], table[1::2], strict=True))
+    return {key: write(value) for key, value in zip(table[::2], table[1::2], strict=True)}
+
+
 def listed(value: object, what: str, item: Callable[[object, str], T]) -> list[T]:
     """A JSON list whose items are read by ``item``."""
     if not isinstance(value, list):
@@ -238,3 +327,105 @@ def reset(state: S, fresh: S) -> None:
     """Give every field of ``state`` (a dataclass with slots) its value in ``fresh``."""
     for name in type(state).__slots__:  # type: ignore[attr-defined]
         setattr(state, name, getattr(fresh, name))
+
+
+# -- packed fingerprints ---------------------------------------------------------------------------------------
+# A short sequence of fingerprints (16 hex digits each, or null, or "" where a rule marks something) is kept as one
+# bytes object, 8 bytes an entry: 8 bytes where a string takes 65. A sequence that holds anything else (text a
+# snapshot brought that is not 16 lowercase hex digits, or one of the two marks' own bytes) is kept as a tuple.
+
+Packed = bytes | tuple[str | None, ...]
+"""A short sequence of fingerprints (see above)."""
+
+_NULL: Final = bytes(8)
+_BLANK: Final = b"\xff" * 8
+_MARKS: Final = frozenset({_NULL, _BLANK})
+
+
+def packed_entry(fingerprint: str | None) -> bytes | None:
+    """The 8 bytes of ``fingerprint`` in a packed sequence (``None`` when it cannot be packed)."""
+    if fingerprint is None:
+        return _NULL
+    try:
+        entry = bytes.fromhex(fingerprint)
+    except ValueError:
+        return None
+    if len(entry) == 8 and entry.hex() == fingerprint and entry not in _MARKS:
+        return entry
+    return _BLANK if fingerprint == "" else None
+
+
+def _unpacked_entry(entry: bytes) -> str | None:
+    return None if entry == _NULL else "" if entry == _BLANK else entry.hex()
+
+
+def packed_of(fingerprints: Iterable[str | None]) -> Packed:
+    """``fingerprints`` packed (a tuple of them if they cannot all be)."""
+    items = tuple(fingerprints)
+    entries = [entry for entry in map(packed_entry, items) if entry is not None]
+    return b"".join(entries) if len(entries) == len(items) else items
+
+
+def packed_list(sequence: Packed) -> list[str | None]:
+    """The fingerprints of a packed sequence, in order (its JSON form)."""
+    if isinstance(sequence, tuple):
+        return list(sequence)
+    return [_unpacked_entry(sequence[at : at + 8]) for at in range(0, len(sequence), 8)]
+
+
+def packed_len(sequence: Packed) -> int:
+    """How many fingerprints a packed sequence holds."""
+    return len(sequence) if isinstance(sequence, tuple) else len(sequence) >> 3
+
+
+def packed_at(sequence: Packed, index: int) -> str | None:
+    """The fingerprint at ``index`` (negative: from the end) of a packed sequence; ``IndexError`` past its ends."""
+    if isinstance(sequence, tuple):
+        return sequence[index]
+    count = len(sequence) >> 3
+    if not -count <= index < count:
+        raise IndexError("packed fingerprint index out of range")
+    at = 8 * (index % count)
+    return _unpacked_entry(sequence[at : at + 8])
+
+
+def _pushed_list(sequence: Packed, fingerprint: str | None, limit: int) -> tuple[str | None, ...]:
+    items = tuple(packed_list(sequence))
+    return (*items[len(items) - limit + 1 :], fingerprint) if len(items) >= limit else (*items, fingerprint)
+
+
+def packed_add(sequence: Packed, fingerprint: str | None, limit: int) -> tuple[bool, Packed]:
+    """Is ``fingerprint`` in a packed sequence, and the sequence with it added last, keeping its last ``limit``
+    entries."""
+    entry = packed_entry(fingerprint)
+    if entry is None or isinstance(sequence, tuple):
+        return fingerprint in packed_list(sequence), _pushed_list(sequence, fingerprint, limit)
+    at = sequence.find(entry)
+    while at > 0 and at & 7:  # found across two entries: look on
+        at = sequence.find(entry, at + 1)
+    if len(sequence) >= 8 * limit:
+        sequence = sequence[len(sequence) - 8 * limit + 8 :]
+    return at >= 0, sequence + entry
+
+
+def packed_push(sequence: Packed, fingerprint: str | None, limit: int) -> Packed:
+    """A packed sequence with ``fingerprint`` added last, keeping its last ``limit`` entries."""
+    entry = packed_entry(fingerprint)
+    if entry is None or isinstance(sequence, tuple):
+        return _pushed_list(sequence, fingerprint, limit)
+    if len(sequence) >= 8 * limit:
+        sequence = sequence[len(sequence) - 8 * limit + 8 :]
+    return sequence + entry
+
+
+def packed_last(sequence: Packed) -> str | None:
+    """The last fingerprint of a (non-empty) packed sequence."""
+    return sequence[-1] if isinstance(sequence, tuple) else _unpacked_entry(sequence[-8:])
+
+
+def packed_with_last(sequence: Packed, fingerprint: str | None) -> Packed:
+    """A (non-empty) packed sequence with its last fingerprint replaced by ``fingerprint``."""
+    entry = packed_entry(fingerprint)
+    if entry is None or isinstance(sequence, tuple):
+        return (*packed_list(sequence)[:-1], fingerprint)
+    return sequence[:-8] + entry

@@ -4,12 +4,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from ..errors import ConfigError
 from ..ladder import Ladder
 from ..patterns import Pattern
-from ._state import Reader, fields_json, flag_tuple, from_fields, integer_tuple, keys_of, optional_text_tuple
+from ._state import (
+    Packed,
+    Reader,
+    fields_json,
+    flag_tuple,
+    from_fields,
+    integer_tuple,
+    keys_of,
+    optional_text_tuple,
+    packed_add,
+    packed_at,
+    packed_last,
+    packed_len,
+    packed_list,
+    packed_of,
+    packed_push,
+    packed_with_last,
+)
 from .base import Detector, Finding, Step, call_label, mutates, polls, pushed
 from .repeat import loose_fp
 
@@ -19,22 +36,27 @@ class CycleState:
     """A :class:`CycleDetector`'s session state: the last ``max_period + 1`` calls (oldest first), and per period
     ``p`` (the list index) the calls in a row equal to the call ``p`` earlier and where that began."""
 
-    fps: tuple[str | None, ...] = ()
+    fps: Packed = b""
+    """Call fingerprints (packed: :data:`~._state.Packed`)."""
     idx: tuple[int, ...] = ()
     tools: tuple[str | None, ...] = ()
     """Labels of the calls that repeated an earlier one (for the message)."""
-    outs: tuple[str | None, ...] = ()
-    """Outcome fingerprints (``""``: a change's, not compared)."""
+    outs: Packed = b""
+    """Outcome fingerprints (``""``: a change's, not compared; packed)."""
     polls: tuple[bool, ...] = ()
     match: tuple[int, ...] = ()
     starts: tuple[int, ...] = ()
 
 
+def _packed(value: object, what: str) -> Packed:
+    return packed_of(optional_text_tuple(value, what))
+
+
 _READERS: Final[dict[str, Reader]] = {
-    "fps": optional_text_tuple,
+    "fps": _packed,
     "idx": integer_tuple,
     "tools": optional_text_tuple,
-    "outs": optional_text_tuple,
+    "outs": _packed,
     "polls": flag_tuple,
     "match": integer_tuple,
     "starts": integer_tuple,
@@ -95,12 +117,17 @@ class CycleDetector(Detector):
         self.polls_exempt = polls_exempt
         self._zeros = (0,) * (max_period + 1)
         """No period matched: the tuple every session without a repeated call shares."""
+        self._no_polls = tuple((False,) * n for n in range(max_period + 2))
+        self._no_labels: tuple[tuple[None, ...], ...] = tuple((None,) * n for n in range(max_period + 2))
+        """No wait or status check, no label in the last n calls: the tuples the sessions share."""
 
     def new_state(self) -> CycleState:
         return CycleState(match=self._zeros, starts=self._zeros)
 
     def dump_state(self, state: CycleState) -> dict[str, Any]:
-        return fields_json(state)
+        data = fields_json(state)
+        data["fps"], data["outs"] = packed_list(state.fps), packed_list(state.outs)
+        return data
 
     def load_state(self, data: dict[str, Any]) -> CycleState:
         keys_of("cycle", data, _READERS)
@@ -119,33 +146,40 @@ class CycleDetector(Detector):
     def _call(self, state: CycleState, step: Step) -> Finding | None:
         fps = state.fps
         fingerprint = loose_fp(step) if self.loose else step.call_fp
-        # Only a call that repeats one of the last calls can belong to a unit seen twice, so only such
-        # calls pay for the per-period comparison, a label, and the mutation and polling checks.
-        repeated = fingerprint in fps
-        if repeated:
-            self._match(state, fingerprint)
-        elif any(state.match):
-            first = state.match[0]
-            state.match = self._zeros if first == 0 else (first, *self._zeros[1:])
-        match = state.match
         limit = self.max_period + 1
-        state.fps = pushed(fps, fingerprint, limit)
+        repeated, state.fps = packed_add(fps, fingerprint, limit)
+        if not repeated:
+            # Only a call that repeats one of the last calls can belong to a unit seen twice, so only such
+            # calls pay for the per-period comparison, a label, and the mutation and polling checks.
+            if any(state.match):
+                first = state.match[0]
+                state.match = self._zeros if first == 0 else (first, *self._zeros[1:])
+            state.idx = pushed(state.idx, step.index, limit)
+            state.tools = _pushed_shared(state.tools, None, limit, self._no_labels)
+            state.outs = packed_push(state.outs, None, limit)
+            state.polls = _pushed_shared(state.polls, False, limit, self._no_polls)
+            return None
+        self._match(state, fps, fingerprint)
+        match = state.match
         state.idx = pushed(state.idx, step.index, limit)
-        state.tools = pushed(state.tools, call_label(step, 60) if repeated else None, limit)
+        state.tools = _pushed_shared(state.tools, call_label(step, 60), limit, self._no_labels)
         # a change's own output (the file it wrote) differs every time; only look-ups and runs tell progress
-        state.outs = pushed(state.outs, "" if repeated and mutates(step) else None, limit)
-        state.polls = pushed(state.polls, repeated and self.polls_exempt and polls(step), limit)
-        period = self._period(match) if repeated else None
+        out = "" if mutates(step) else None
+        state.outs = packed_push(state.outs, out, limit)
+        state.polls = _pushed_shared(state.polls, self.polls_exempt and polls(step), limit, self._no_polls)
+        period = self._period(match)
         if period is None or any(state.polls[-period:]):
             return None  # a unit with a wait or status check in it is polling, not a loop
         reps = 1 + match[period] // period
         return self._finding(state, step, period, reps)
 
-    def _match(self, state: CycleState, fingerprint: str | None) -> None:
-        """Count, per period p, one more call equal to the call p positions earlier (or restart at 0)."""
-        fps, match, starts = state.fps, list(state.match), list(state.starts)
+    def _match(self, state: CycleState, fps: Packed, fingerprint: str | None) -> None:
+        """Count, per period p, one more call equal to the call p positions earlier in ``fps`` (the calls before
+        this one), or restart at 0."""
+        match, starts = list(state.match), list(state.starts)
+        calls = packed_len(fps)
         for p in range(1, self.max_period + 1):
-            if len(fps) >= p and fps[-p] == fingerprint:
+            if calls >= p and packed_at(fps, -p) == fingerprint:
                 if match[p] == 0:
                     starts[p] = state.idx[-p]  # the repeated region starts at the call this one repeats
                 match[p] += 1
@@ -164,14 +198,17 @@ class CycleDetector(Detector):
 
     def _result(self, state: CycleState, step: Step) -> None:
         outs = state.outs
-        if outs[-1] == "":
+        if packed_last(outs) == "":
             return
-        state.outs = (*outs[:-1], step.outcome_fp)
+        state.outs = packed_with_last(outs, step.outcome_fp)
         match = state.match
+        if match is self._zeros:
+            return  # no period to break
+        calls = packed_len(outs)
         broken = [
             p
             for p in range(1, self.max_period + 1)
-            if match[p] and len(outs) > p and outs[-1 - p] and outs[-1 - p] != step.outcome_fp
+            if match[p] and calls > p and (out := packed_at(outs, -1 - p)) and out != step.outcome_fp
         ]
         if broken:
             state.match = tuple(0 if p in broken else m for p, m in enumerate(match))
@@ -182,7 +219,7 @@ class CycleDetector(Detector):
         start = state.starts[period]
         unit = state.tools[-period:]
         listing = "\n".join(f"  {i}. {call}" for i, call in enumerate(unit, 1))
-        key = "cycle:" + ",".join(sorted(fp or "" for fp in state.fps[-period:]))
+        key = "cycle:" + ",".join(sorted(fp or "" for fp in packed_list(state.fps)[-period:]))
         return Finding(
             pattern="cycle",
             count=reps,
@@ -194,6 +231,19 @@ class CycleDetector(Detector):
             blockable=True,
             hard=True,
         )
+
+
+T = TypeVar("T")
+
+
+def _pushed_shared(items: tuple[T, ...], item: T, limit: int, shared: tuple[tuple[T, ...], ...]) -> tuple[T, ...]:
+    """``pushed(items, item, limit)``, as the tuple of ``shared`` of its length when it is equal to it (``shared[n]``:
+    ``n`` items of one value, the tuple the sessions share)."""
+    n = len(items)
+    if n <= limit and items is shared[n] and item == shared[-1][-1]:
+        return shared[n + 1 if n < limit else limit]
+    items = pushed(items, item, limit)
+    return shared[len(items)] if items == shared[len(items)] else items
 
 
 def cycle(

@@ -6,7 +6,8 @@ import re
 import zlib
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Final
 
 from .._kernels import error_lines, numbers_marked
@@ -17,9 +18,18 @@ from ..ladder import Ladder
 from ..patterns import Pattern
 from ..tools import batch_items, runs_code
 from ._state import (
+    Flat,
     Reader,
     fields_json,
     flag,
+    flat_append,
+    flat_get,
+    flat_items,
+    flat_json,
+    flat_of,
+    flat_only,
+    flat_pop,
+    flat_set,
     from_fields,
     integer,
     integer_tuple,
@@ -231,15 +241,21 @@ _STREAK_OPTIONAL: Final = ("switch", "shape", "action", "variants")
 
 @dataclass(slots=True)
 class ErrorRetryState:
-    """An :class:`ErrorRetryDetector`'s session state (per tool key, the least recently used first)."""
+    """An :class:`ErrorRetryDetector`'s session state: small tables by tool key (:data:`~._state.Flat`, the least
+    recently used first)."""
 
-    streaks: dict[str, Streak] = field(default_factory=dict)
-    shapes: dict[str, str] = field(default_factory=dict)
-    """The fingerprint of each tool's last call."""
+    streaks: Flat = ()
+    """Each tool's :class:`Streak`."""
+    calls: tuple[Any, ...] = ()
+    """Each tool's last call, in one flat tuple: tool key, the call's fingerprint, its argument words (an ``array``
+    shared with the step, never changed; ``None`` for a call recorded before they were kept), tool key..."""
     change: int | None = None
     """The call awaiting its result that may change something."""
-    actions: dict[str, array[int]] = field(default_factory=dict)
-    """The argument words of each tool's last call (shared with the step: never changed)."""
+
+    def action(self, key: str) -> array[int] | None:
+        """The argument words of the tool's last call."""
+        keys = self.calls[::3]
+        return self.calls[3 * keys.index(key) + 2] if key in keys else None
 
 
 class ErrorRetryDetector(Detector):
@@ -311,20 +327,28 @@ class ErrorRetryDetector(Detector):
         return ErrorRetryState()
 
     def dump_state(self, state: ErrorRetryState) -> dict[str, Any]:
+        calls = state.calls
         return {
-            "streaks": {key: streak.to_json() for key, streak in state.streaks.items()},
-            "shapes": dict(state.shapes),
+            "streaks": flat_json(state.streaks, Streak.to_json),
+            "shapes": dict(zip(calls[::3], calls[1::3], strict=True)),
             "change": state.change,
-            "actions": {key: action.tolist() for key, action in state.actions.items()},
+            "actions": {
+                key: action.tolist() for key, action in zip(calls[::3], calls[2::3], strict=True) if action is not None
+            },
         }
 
     def load_state(self, data: dict[str, Any]) -> ErrorRetryState:
         keys_of("error_retry", data, ("streaks", "shapes"), ("change", "actions"))
+        shapes = table(data["shapes"], "error_retry: shapes", text)
+        actions = table(data.get("actions", {}), "error_retry: actions", words)
+        # a tool's words are kept with its fingerprint (snapshots taken before words were kept have none): in the
+        # shapes' order
+        if list(actions) != [key for key in shapes if key in actions]:
+            raise ValueError(f"error_retry: actions {list(actions)} do not go with the shapes {list(shapes)}")
         return ErrorRetryState(
-            streaks=table(data["streaks"], "error_retry: streaks", Streak.from_json),
-            shapes=table(data["shapes"], "error_retry: shapes", text),
+            streaks=flat_of(table(data["streaks"], "error_retry: streaks", Streak.from_json)),
+            calls=tuple(chain.from_iterable((key, shape, actions.get(key)) for key, shape in shapes.items())),
             change=optional_integer(data.get("change"), "error_retry: change"),
-            actions=table(data.get("actions", {}), "error_retry: actions", words),
         )
 
     def observe(self, state: ErrorRetryState, step: Step) -> Finding | None:
@@ -338,20 +362,20 @@ class ErrorRetryDetector(Detector):
             change = mutates(step) or (runs_program and not (searches(step) or polls(step)))
             state.change = step.index if change else None
             if streaks and change:
-                for other_key, other in streaks.items():
+                for other_key, other in flat_items(streaks):
                     other.mut = other.mut or other_key != key
-            shapes = state.shapes
             shape = step.call_fp or ""
-            same_shape = shapes.pop(key, None) == shape
-            shapes[key] = shape
-            actions = state.actions
-            actions.pop(key, None)
-            actions[key] = argument_word_array(step)
-            while len(shapes) > self.tools:
-                del shapes[next(iter(shapes))]
-            while len(actions) > self.tools:
-                del actions[next(iter(actions))]
-            streak = streaks.get(key)
+            calls = state.calls
+            keys = calls[::3]
+            same_shape = False
+            if key in keys:  # the tool's last call goes last
+                at = 3 * keys.index(key)
+                same_shape = calls[at + 1] == shape
+                calls = calls[:at] + calls[at + 3 :]
+            if len(calls) >= 3 * self.tools:
+                calls = calls[len(calls) - 3 * self.tools + 3 :] if self.tools > 0 else ()
+            state.calls = (*calls, key, shape, argument_word_array(step)) if self.tools > 0 else ()
+            streak: Streak | None = flat_get(streaks, key) if streaks else None
             if streak is None or step.index - streak.last > self.gap or streak.mut:
                 return None
             if same_shape and streak.counted()[0] + 1 >= self.threshold:
@@ -362,24 +386,26 @@ class ErrorRetryDetector(Detector):
             return None
         if state.change is not None and state.change == step.call_index:
             state.change = None
-            if not step.failed:
+            if not step.failed and streaks:
                 # a change that worked: what fails next is a new attempt (the same failure after each of several
                 # changes is the no_effect rule's business, not a retry)
-                for other_key in [k for k in streaks if k != key]:
-                    del streaks[other_key]
+                kept = flat_get(streaks, key)
+                state.streaks = () if kept is None else (key, kept)
         if not step.failed or not (step.output or "").strip():
-            streaks.pop(key, None)
+            if state.streaks:
+                state.streaks, _ = flat_pop(state.streaks, key)
             return None
-        streak = self._join(streaks, key, step, state.actions.get(key))
+        streak = self._join(state, key, step, state.action(key))
         failures = streak.counted()[0]
         if failures < 2 or (streak.variants and failures < self.variants):
             return None
         return self._finding(key, streak, step, blockable=False)
 
-    def _join(self, streaks: dict[str, Streak], key: str, step: Step, action: array[int] | None) -> Streak:
+    def _join(self, state: ErrorRetryState, key: str, step: Step, action: array[int] | None) -> Streak:
         words = error_bits_of(step)
         where = step.call_index if step.call_index is not None else step.index
-        streak = streaks.pop(key, None)
+        streaks, found = flat_pop(state.streaks, key)
+        streak: Streak | None = found
         if streak is not None and step.index - streak.last > self.gap:
             streak = None
         variant = streak is not None and not _same_action(action, streak.action, self.variant_similarity)
@@ -426,9 +452,7 @@ class ErrorRetryDetector(Detector):
         streak.n += 1
         streak.last = step.index
         streak.idx = pushed(streak.idx, where, 8)
-        streaks[key] = streak
-        while len(streaks) > self.tools:
-            del streaks[next(iter(streaks))]
+        state.streaks = flat_append(streaks, key, streak, self.tools)
         return streak
 
     def _finding(self, key: str, streak: Streak, step: Step, *, blockable: bool, attempt: bool = False) -> Finding:
@@ -488,8 +512,8 @@ class FailureStreakState:
     last: str = ""
     quiet: tuple[int, ...] = ()
     """Calls whose result may count as empty (not a change, wait or echo), in the order made."""
-    items: dict[int, SearchItem] = field(default_factory=dict)
-    """What those calls look for and where, by call index."""
+    items: Flat = ()
+    """What those calls look for and where (:data:`SearchItem`), by call index (a small table)."""
     item: SearchItem | None = None
     """What the last empty one looked for."""
     errors: tuple[int, ...] = ()
@@ -542,7 +566,7 @@ class FailureStreakDetector(Detector):
             "file_ops": state.file_ops,
             "last": state.last,
             "quiet": list(state.quiet),
-            "items": {str(index): [places, query] for index, (places, query) in state.items.items()},
+            "items": {str(index): [places, query] for index, (places, query) in flat_items(state.items)},
             "item": None if state.item is None else list(state.item),
             "errors": [sketch_json(e) for e in state.errors],
         }
@@ -560,21 +584,19 @@ class FailureStreakDetector(Detector):
             file_ops=flag(data["file_ops"], "failure_streak: file_ops"),
             last=text(data["last"], "failure_streak: last"),
             quiet=tuple(quiet),
-            items={_call_index(key): item for key, item in items.items()},
+            items=flat_of({_call_index(key): item for key, item in items.items()}),
             item=None if data.get("item") is None else _search_item(data["item"], "failure_streak: item"),
             errors=tuple(listed(data.get("errors", []), "failure_streak: errors", sketch)),
         )
 
     def observe(self, state: FailureStreakState, step: Step) -> Finding | None:
         quiet = state.quiet
-        items = state.items
         if step.kind == "call":
             if self.empty and not (mutates(step) or polls(step) or _ECHOES.match(step.command or "")):
                 # calls may run in parallel: their results come back in any order
                 quiet = state.quiet = pushed(quiet, step.index, 8)
-                items[step.index] = (scopes_of(step), query_of(step))
-                for stale in [key for key in items if key not in quiet]:
-                    del items[stale]
+                items = flat_set(state.items, step.index, (scopes_of(step), query_of(step)))
+                state.items = flat_only(items, quiet)
             return None
         if step.kind != "result":
             return None
@@ -585,7 +607,8 @@ class FailureStreakDetector(Detector):
             at = quiet.index(call)
             state.quiet = quiet[:at] + quiet[at + 1 :]
         empty = not step.failed and answers_quiet and fruitless(step)
-        item = items.pop(call, None)
+        state.items, found = flat_pop(state.items, call)
+        item: SearchItem | None = found
         if not (step.failed or empty) or (self.shell_only and not shell):
             state.n, state.start, state.idx, state.file_ops, state.item, state.errors = 0, None, (), True, None, ()
             return None

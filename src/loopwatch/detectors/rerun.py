@@ -10,7 +10,7 @@ run may well succeed (an empty output), so no failure rule does either.
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
@@ -18,7 +18,25 @@ from ..fingerprint import preview
 from ..ladder import Ladder
 from ..patterns import Pattern
 from ..tools import batch_items, runs_code, same_query, scope_overlaps, search_scopes
-from ._state import flag, keys_of, optional_integer, optional_integer_tuple, optional_text, table, text, texts, words
+from ._state import (
+    Flat,
+    flag,
+    flat_append,
+    flat_items,
+    flat_json,
+    flat_of,
+    flat_only,
+    flat_pop,
+    flat_values,
+    keys_of,
+    optional_integer,
+    optional_integer_tuple,
+    optional_text,
+    table,
+    text,
+    texts,
+    words,
+)
 from .base import Detector, Finding, Step, argument_word_array, mutates, polls, pushed, scopes_of, searches
 
 
@@ -110,12 +128,12 @@ class Pending:
 
 @dataclass(slots=True)
 class RerunState:
-    """A :class:`RerunDetector`'s session state: runs by call fingerprint and versions by tool key (the least
-    recently used first), and the call awaiting its result."""
+    """A :class:`RerunDetector`'s session state: runs by call fingerprint and versions by tool key (small tables,
+    :data:`~._state.Flat`, the least recently used first), and the call awaiting its result."""
 
-    runs: dict[str, Run] = field(default_factory=dict)
+    runs: Flat = ()
     pending: Pending | None = None
-    versions: dict[str, Version] = field(default_factory=dict)
+    versions: Flat = ()
 
 
 class RerunDetector(Detector):
@@ -164,9 +182,9 @@ class RerunDetector(Detector):
     def dump_state(self, state: RerunState) -> dict[str, Any]:
         pending = state.pending
         return {
-            "runs": {key: run.to_json() for key, run in state.runs.items()},
+            "runs": flat_json(state.runs, Run.to_json),
             "pending": None if pending is None else [pending.index, pending.changes, *pending.look_json()],
-            "versions": {key: version.to_json() for key, version in state.versions.items()},
+            "versions": flat_json(state.versions, Version.to_json),
         }
 
     def load_state(self, data: dict[str, Any]) -> RerunState:
@@ -179,9 +197,9 @@ class RerunDetector(Detector):
         ):
             raise ValueError(f"rerun: pending must be [index, changes?, words, places] or null, got {pending!r}")
         return RerunState(
-            runs={text(key, "rerun: runs"): Run.from_json(run) for key, run in runs.items()},
+            runs=flat_of({text(key, "rerun: runs"): Run.from_json(run) for key, run in runs.items()}),
             pending=None if pending is None else Pending.from_json(pending),
-            versions=table(data.get("versions", {}), "rerun: versions", Version.from_json),
+            versions=flat_of(table(data.get("versions", {}), "rerun: versions", Version.from_json)),
         )
 
     def observe(self, state: RerunState, step: Step) -> Finding | None:
@@ -202,7 +220,7 @@ class RerunDetector(Detector):
         state.pending = None
         if pending.changes:
             if not step.failed:  # a change that worked: the next runs may show its effect
-                for run in state.runs.values():
+                for run in flat_values(state.runs):
                     run.changed = True
             return None
         versions = (
@@ -218,18 +236,18 @@ class RerunDetector(Detector):
         places = scopes_of(step)
         if not places:
             return
-        for key, run in list(state.runs.items()):
-            targets = run.targets or ()
-            if any(scope_overlaps(a, b) for a in places for b in targets):
-                del state.runs[key]
+        runs = state.runs
+        kept = [key for key, run in flat_items(runs) if not _overlaps(places, run.targets or ())]
+        if 2 * len(kept) < len(runs):  # a run was investigated
+            state.runs = flat_only(runs, kept)
 
     def _versions(self, state: RerunState, step: Step, words: array[int], places: list[str]) -> Finding | None:
         """Another version of the same action (its arguments changed, most of their words kept: a rewritten script,
         a re-escaped filter) giving the very same result as the last: the change did not reach what matters. A
         version that looks at other files than the last (one input after another) is a batch, not a version."""
-        versions = state.versions
         key = step.tool_key or step.tool or ""
-        version = versions.pop(key, None)
+        versions, found = flat_pop(state.versions, key)
+        version: Version | None = found
         same = version is not None and version.outcome == step.outcome_fp
         if same and version is not None and words != version.words:
             other = version.words
@@ -245,9 +263,7 @@ class RerunDetector(Detector):
         if not same or version is None:
             version = Version(step.outcome_fp, 1, words, places, step.call_index, (step.call_index,))
         version.words, version.places = words, places
-        versions[key] = version
-        while len(versions) > self.calls:
-            del versions[next(iter(versions))]
+        state.versions = flat_append(versions, key, version, self.calls)
         count = version.count
         if count < self.threshold:
             return None
@@ -262,9 +278,10 @@ class RerunDetector(Detector):
         )
 
     def _result(self, state: RerunState, step: Step) -> Finding | None:
-        runs = state.runs
         key = step.call_fp or ""
-        run = runs.pop(key, None)
+        runs, found = flat_pop(state.runs, key)
+        state.runs = runs
+        run: Run | None = found
         output = step.output
         if not step.failed and output and not output.isspace():
             return None  # a run that worked and said something ends the count: not this rule's business
@@ -275,9 +292,7 @@ class RerunDetector(Detector):
             run.count += 1
             run.changed = False
             run.indices = pushed(run.indices, step.call_index, 8)
-        runs[key] = run  # most recently run last
-        while len(runs) > self.calls:
-            del runs[next(iter(runs))]
+        state.runs = flat_append(runs, key, run, self.calls)  # most recently run last
         count = run.count
         if count < self.threshold:
             return None
@@ -291,6 +306,11 @@ class RerunDetector(Detector):
             indices=tuple(i for i in run.indices if i is not None),
             facts={"tool": step.tool, "result": preview(step.output or "", 120) or "empty"},
         )
+
+
+def _overlaps(places: list[str], targets: tuple[str, ...]) -> bool:
+    """Does one of ``places`` overlap one of ``targets`` (:func:`~loopwatch.tools.scope_overlaps`)?"""
+    return any(scope_overlaps(a, b) for a in places for b in targets)
 
 
 def rerun(*, threshold: int = 3, calls: int = 4) -> RerunDetector:

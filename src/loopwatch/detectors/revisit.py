@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from ..errors import ConfigError
 from ..ladder import Ladder
 from ..patterns import Pattern
 from ..tools import runs_code
-from ._state import integer, integer_tuple, keys_of, optional_text, table
+from ._state import (
+    Flat,
+    flat_append,
+    flat_get,
+    flat_json,
+    flat_of,
+    flat_pop,
+    integer,
+    integer_tuple,
+    keys_of,
+    optional_text,
+    table,
+)
 from .base import Detector, Finding, Step, call_label, mutates, polls, searches
 
 _KEPT: Final = 32
@@ -57,8 +69,9 @@ class Answered:
 class RevisitState:
     """A :class:`RevisitDetector`'s session state."""
 
-    seen: dict[str, Answered] = field(default_factory=dict)
-    """By call fingerprint, the least recently made first."""
+    seen: Flat = ()
+    """Each call's :class:`Answered` by its fingerprint, the least recently made first (a small table,
+    :data:`~._state.Flat`)."""
     polls: tuple[int, ...] = ()
     """The last waits and status checks (their results are left out)."""
     since: int = 0
@@ -94,7 +107,7 @@ class RevisitDetector(Detector):
 
     def dump_state(self, state: RevisitState) -> dict[str, Any]:
         return {
-            "seen": {key: entry.to_json() for key, entry in state.seen.items()},
+            "seen": flat_json(state.seen, Answered.to_json),
             "polls": list(state.polls),
             "since": state.since,
             "fresh": state.fresh,
@@ -106,7 +119,7 @@ class RevisitDetector(Detector):
         if not isinstance(seen, dict) or len(seen) > self.kept:
             raise ValueError(f"revisit: seen must be a table of at most {self.kept} calls")
         return RevisitState(
-            seen=table(seen, "revisit: seen", Answered.from_json),
+            seen=flat_of(table(seen, "revisit: seen", Answered.from_json)),
             polls=integer_tuple(data["polls"], "revisit: polls"),
             since=integer(data["since"], "revisit: since"),
             fresh=integer(data["fresh"], "revisit: fresh"),
@@ -119,26 +132,24 @@ class RevisitDetector(Detector):
                 state.polls = (*state.polls[-7:], step.index)
                 return None
             if mutates(step) or (_runs_program(step) and not searches(step)):
-                for key in [k for k in seen if k != step.call_fp]:
-                    del seen[key]
+                kept = flat_get(seen, step.call_fp)
+                state.seen = seen = () if kept is None else (step.call_fp, kept)
                 state.since = step.index
-            entry = seen.get(step.call_fp or "")
+            entry: Answered | None = flat_get(seen, step.call_fp or "")
             if entry is not None and entry.count + 1 >= self.threshold:
                 entry.label = call_label(step, 120)  # for the report, should the answer be the same again
             return None
         if step.kind != "result" or step.call_fp is None or step.call_index in state.polls:
             return None
         where = step.call_index if step.call_index is not None else step.index
-        entry = seen.pop(step.call_fp, None)
+        seen, entry = flat_pop(seen, step.call_fp)
         if entry is None or entry.outcome != step.outcome_fp:
             entry = Answered(step.outcome_fp, 0, where, (), None)
             state.fresh = where  # a call not made (or not answered so) since the last change
         previous = entry.indices[-1] if entry.indices else None
         entry.count += 1
         entry.indices = (*entry.indices[-7:], where)
-        seen[step.call_fp] = entry  # most recently made last
-        while len(seen) > self.kept:
-            del seen[next(iter(seen))]
+        state.seen = flat_append(seen, step.call_fp, entry, self.kept)  # most recently made last
         if entry.count < self.threshold or previous is None or state.fresh < previous:
             # the same call right again is the repeat rule's, a round of calls all made before is the cycle rule's:
             # a circuit goes somewhere new (another file, another search) and comes back

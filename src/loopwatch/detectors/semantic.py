@@ -46,6 +46,7 @@ from ._rephrase_text import observation_lines as observation_lines
 from ._rephrase_text import quantize as quantize
 from ._rephrase_text import quantized_cosine as quantized_cosine
 from ._rephrase_text import word_set as word_set
+from ._state import flat_append, flat_pop
 from .base import Detector, Finding, Step, bits_similarity, bottom_k, fold, mutates, pushed
 
 _SEEN_FULL: Final = _SEEN_BITS // 2
@@ -277,13 +278,12 @@ class RephraseDetector(Detector):
         rep = self._represent(text)
         if not rep:
             return None
-        channels = state.channels
-        entry = channels.pop(channel, None) or Channel()
-        channels[sys.intern(channel)] = entry  # most recently used last (a name shared by the sessions)
-        while len(channels) > _CHANNELS:
-            del channels[next(iter(channels))]
-        match, similarity, near = self._match(state, entry.past, rep, threshold, max_gain)
-        entry.past = pushed(entry.past, (index, rep, state.gain), self.window)
+        channels, found = flat_pop(state.channels, channel)
+        entry: Channel = found or Channel()
+        # most recently used last (a name shared by the sessions)
+        state.channels = flat_append(channels, sys.intern(channel), entry, _CHANNELS)
+        match, similarity, near = self._match(state, entry.intents(), rep, threshold, max_gain)
+        entry.remember(index, rep, state.gain, self.window)
         if match is None:
             entry.n, entry.start, entry.idx, entry.sim = 0, None, (), 0.0
             if near:
