@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from loopwatch import Message, ToolCall, ToolResult, preset
 from loopwatch._kernels import alnum_word_hashes, error_lines
 from loopwatch._kernels_py import ERROR_LINE as _ERROR_LINE
-from loopwatch.detectors import base, failures
+from loopwatch.detectors import _failure_text, base
+from loopwatch.detectors._state import flat_get
 from loopwatch.engine import Engine
 
 SETTINGS = settings(max_examples=400, deadline=None)
@@ -89,13 +90,13 @@ def test_a_call_is_read_once_for_its_words_scopes_and_query(monkeypatch: pytest.
     states = dict(zip((d.name for d in engine.policy.detectors), session.detectors, strict=True))
     places, query_words, _ = states["no_progress"].current
     assert "src" in places
-    assert states["failure_streak"].items[0] == (places, query_words)
+    assert flat_get(states["failure_streak"].items, 0) == (places, query_words)
     # the call's words are one packed array, shared by the rules that keep them
-    assert states["error_retry"].actions["bash:grep"] is states["feedback_repeat"].attempt
+    assert states["error_retry"].action("bash:grep") is states["feedback_repeat"].attempt
 
 
 def test_a_failure_and_a_reply_are_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    sketches = _counting(monkeypatch, failures, "error_bits")
+    sketches = _counting(monkeypatch, _failure_text, "error_bits")
     signatures = _counting(monkeypatch, base, "error_signature")
     engine = Engine(preset("default-lexical"))
     session = engine.new_session()
