@@ -17,7 +17,7 @@ from loopwatch import Guard, Message, TextDelta
 from loopwatch.canonical import fold_string
 from loopwatch.chanting import ChantTracker
 from loopwatch.events import MAX_MESSAGE_TEXT
-from loopwatch.fingerprint import _PATH, _normalize_text, normalize_args_seed004
+from loopwatch.fingerprint import _PATH, _normalize_text, normalized_args
 
 # the behavioral preset's path normalisation as it was written first: quadratic on a long word without a slash
 _ORIGINAL_PATH = re.compile(r"(?:[\w.~-]*/)+([\w.-]+)")
@@ -30,11 +30,11 @@ def test_the_path_normalisation_replaces_exactly_what_it_did(text: str) -> None:
 
 
 def test_the_path_normalisation_keeps_its_documented_examples() -> None:
-    assert normalize_args_seed004({"path": "/a/b/file.ts"}) == '{"path":"file.ts"}'
-    assert normalize_args_seed004({"p": "see ~/x/y.txt and ./a/b"}) == '{"p":"see y.txt and b"}'
-    assert normalize_args_seed004({"p": "a/~b"}) == '{"p":"a/~b"}'  # no basename after the last slash
+    assert normalized_args({"path": "/a/b/file.ts"}) == '{"path":"file.ts"}'
+    assert normalized_args({"p": "see ~/x/y.txt and ./a/b"}) == '{"p":"see y.txt and b"}'
+    assert normalized_args({"p": "a/~b"}) == '{"p":"a/~b"}'  # no basename after the last slash
     hexes = ["0123456789abcdef" * 256] * 4  # each a 4 KB word without a slash: kept whole, not searched again
-    assert normalize_args_seed004({"h": hexes}).startswith('{"h":["0123456789abcdef')
+    assert normalized_args({"h": hexes}).startswith('{"h":["0123456789abcdef')
 
 
 def _eager(value: Any, depth: int = 0) -> Any:
@@ -70,7 +70,7 @@ def test_the_seed004_normalisation_writes_what_it_wrote_whole(args: dict[str, An
     """Only the first 200 characters of the normalised JSON are kept: writing it key by key and stopping
     there gives the same text as normalising everything first."""
     whole = json.dumps(_eager(args), sort_keys=True, separators=(",", ":"), ensure_ascii=False)[:200]
-    assert normalize_args_seed004(args) == whole
+    assert normalized_args(args) == whole
 
 
 def _checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:

@@ -19,7 +19,7 @@ from loopwatch.fingerprint import (
     call_payload,
     error_signature,
     loose_fingerprint,
-    normalize_args_seed004,
+    normalized_args,
     outcome_fingerprint,
     primary_fingerprint,
     project,
@@ -186,13 +186,13 @@ def test_plain_reads_of_one_file_share_the_structural_fingerprint() -> None:
 
 
 def test_seed004_lowercases_values() -> None:
-    assert normalize_args_seed004({"q": "Find THE Thing"}) == '{"q":"find the thing"}'
+    assert normalized_args({"q": "Find THE Thing"}) == '{"q":"find the thing"}'
 
 
 def test_seed004_paths_to_basenames() -> None:
-    assert normalize_args_seed004({"path": "/a/b/file.ts"}) == '{"path":"file.ts"}'
-    assert normalize_args_seed004({"path": "/a/b/file.ts"}) == normalize_args_seed004({"path": "/x/y/z/File.TS"})
-    assert normalize_args_seed004({"path": "/a/b/file.ts"}) != normalize_args_seed004({"path": "/a/b/other.ts"})
+    assert normalized_args({"path": "/a/b/file.ts"}) == '{"path":"file.ts"}'
+    assert normalized_args({"path": "/a/b/file.ts"}) == normalized_args({"path": "/x/y/z/File.TS"})
+    assert normalized_args({"path": "/a/b/file.ts"}) != normalized_args({"path": "/a/b/other.ts"})
 
 
 def test_seed004_removes_uuids_timestamps_numeric_ids() -> None:
@@ -208,17 +208,17 @@ def test_seed004_removes_uuids_timestamps_numeric_ids() -> None:
         "id": 99,
         "q": "order 7 status",
     }
-    assert normalize_args_seed004(one) == normalize_args_seed004(two)
-    text = normalize_args_seed004(one)
+    assert normalized_args(one) == normalized_args(two)
+    text = normalized_args(one)
     for gone in ("123e4567", "2024", "12345", "42"):
         assert gone not in text
     assert "order" in text and "status" in text
 
 
 def test_seed004_sorts_keys_and_truncates() -> None:
-    assert normalize_args_seed004({"b": "x", "a": "y"}) == '{"a":"y","b":"x"}'
-    assert normalize_args_seed004({"b": "x", "a": "y"}) == normalize_args_seed004({"a": "y", "b": "x"})
-    long = normalize_args_seed004({"text": "word " * 500})
+    assert normalized_args({"b": "x", "a": "y"}) == '{"a":"y","b":"x"}'
+    assert normalized_args({"b": "x", "a": "y"}) == normalized_args({"a": "y", "b": "x"})
+    long = normalized_args({"text": "word " * 500})
     assert len(long) == 200
     assert long.startswith('{"text":"word word')
 
@@ -227,9 +227,9 @@ def test_seed004_never_raises_on_odd_values() -> None:
     cyclic: dict[str, Any] = {}
     cyclic["self"] = cyclic
     for args in ({"b": b"\xff"}, {"s": {1, 2}}, {"n": math.nan}, {1: "x"}, cyclic):
-        text = normalize_args_seed004(args)
+        text = normalized_args(args)
         assert isinstance(text, str) and len(text) <= 200
-        assert normalize_args_seed004(args) == text
+        assert normalized_args(args) == text
 
 
 # -- tool keys -------------------------------------------------------------------------------------------
@@ -408,8 +408,8 @@ def test_odd_arguments_fingerprint_without_raising_and_deterministically(what: s
     ],
 )
 def test_odd_arguments_seed004_normalisation_never_raises(what: str, args: Any) -> None:
-    text = normalize_args_seed004(args)
-    assert normalize_args_seed004(args) == text
+    text = normalized_args(args)
+    assert normalized_args(args) == text
     assert len(text) <= 200
 
 

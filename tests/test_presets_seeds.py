@@ -36,7 +36,7 @@ from loopwatch import (
     preset,
 )
 from loopwatch.detectors.base import Finding
-from loopwatch.fingerprint import bash_file_read, normalize_args_seed004, primary_fingerprint
+from loopwatch.fingerprint import bash_file_read, normalized_args, primary_fingerprint
 from loopwatch.policy import LadderState, decide
 from loopwatch.similarity import fuzz_ratio, jaccard_tokens, jaccard_ws
 
@@ -1133,16 +1133,16 @@ SEARCH = ToolCall("search", {"query": "find the login bug in /src/app/auth.ts"})
 
 
 def test_seed004_normalisation_lowercases_values() -> None:
-    assert normalize_args_seed004({"q": "Find LOGIN Bug"}) == '{"q":"find login bug"}'
+    assert normalized_args({"q": "Find LOGIN Bug"}) == '{"q":"find login bug"}'
 
 
 def test_seed004_normalisation_strips_paths_to_basenames() -> None:
-    assert normalize_args_seed004({"path": "/a/b/file.ts"}) == '{"path":"file.ts"}'
-    assert normalize_args_seed004({"path": "/a/b/file.ts"}) == normalize_args_seed004({"path": "/c/d/file.ts"})
+    assert normalized_args({"path": "/a/b/file.ts"}) == '{"path":"file.ts"}'
+    assert normalized_args({"path": "/a/b/file.ts"}) == normalized_args({"path": "/c/d/file.ts"})
 
 
 def test_seed004_normalisation_removes_uuids_timestamps_and_numeric_ids() -> None:
-    text = normalize_args_seed004(
+    text = normalized_args(
         {"q": "run 123E4567-E89B-12D3-A456-426614174000 at 2024-01-02T03:04:05Z for order 12345 done"}
     )
     assert "123e4567" not in text
@@ -1150,18 +1150,18 @@ def test_seed004_normalisation_removes_uuids_timestamps_and_numeric_ids() -> Non
     assert "12345" not in text
     for word in ("run", "at", "for", "order", "done"):
         assert word in text
-    assert normalize_args_seed004({"id": 42, "q": "x"}) == normalize_args_seed004({"id": 7, "q": "x"})
+    assert normalized_args({"id": 42, "q": "x"}) == normalized_args({"id": 7, "q": "x"})
 
 
 def test_seed004_normalisation_sorts_keys() -> None:
-    text = normalize_args_seed004({"b": "x", "a": "y"})
-    assert text == normalize_args_seed004({"a": "y", "b": "x"})
+    text = normalized_args({"b": "x", "a": "y"})
+    assert text == normalized_args({"a": "y", "b": "x"})
     assert text.index('"a"') < text.index('"b"')
 
 
 def test_seed004_normalisation_truncates_to_200_characters() -> None:
-    long_a = normalize_args_seed004({"q": "word " * 100 + "tail one"})
-    long_b = normalize_args_seed004({"q": "word " * 100 + "tail two"})
+    long_a = normalized_args({"q": "word " * 100 + "tail one"})
+    long_b = normalized_args({"q": "word " * 100 + "tail two"})
     assert len(long_a) == 200
     assert long_a == long_b
 
@@ -1227,7 +1227,7 @@ def test_seed004_directory_differences_do_not_mask_the_loop() -> None:
 def test_seed004_small_argument_variation_stays_similar() -> None:
     words = "grep -r -n -i --color never todo"
     calls = [ToolCall("bash", {"command": f"{words} {name}.py"}) for name in ("alpha", "beta", "gamma")]
-    first, second = (normalize_args_seed004(c.args) for c in calls[:2])
+    first, second = (normalized_args(c.args) for c in calls[:2])
     assert jaccard_ws(first, second) >= 0.75
     guard = make("behavioral")
     assert actions(feed(guard, "s", calls)) == ["ok", "ok", "nudge"]
@@ -1237,7 +1237,7 @@ def test_seed004_threshold_is_inclusive() -> None:
     a = {"q": "a b c d e f x"}
     b = {"q": "a b c d e f y"}
     c = {"q": "a b c d e f z"}
-    assert jaccard_ws(normalize_args_seed004(a), normalize_args_seed004(b)) == 0.75
+    assert jaccard_ws(normalized_args(a), normalized_args(b)) == 0.75
     guard = make("behavioral")
     verdicts = feed(guard, "s", [ToolCall("search", args) for args in (a, b, c)])
     assert actions(verdicts) == ["ok", "ok", "nudge"]
@@ -1251,7 +1251,7 @@ def test_seed004_run_is_measured_against_its_anchor() -> None:
     a = {"query": "a b c d e f g h"}
     b = {"query": "a b c d e f g X"}
     c = {"query": "a b c d e f Y X"}
-    na, nb, nc = (normalize_args_seed004(x) for x in (a, b, c))
+    na, nb, nc = (normalized_args(x) for x in (a, b, c))
     assert jaccard_ws(na, nb) >= 0.75
     assert jaccard_ws(nb, nc) >= 0.75
     assert jaccard_ws(na, nc) < 0.75
@@ -1271,7 +1271,7 @@ def test_seed004_anchor_stays_while_the_run_continues() -> None:
     guard = make("behavioral")
     feed(guard, "s", [ToolCall("search", args) for args in (a, b, b)])
     state = detector_state(guard, "s")
-    assert state["anchor"] == normalize_args_seed004(a)
+    assert state["anchor"] == normalized_args(a)
     assert state["run"] == 3
 
 
@@ -1309,7 +1309,7 @@ def test_seed004_window_keeps_at_most_20_actions() -> None:
     assert len(window) == 20
     assert [entry[2] for entry in window] == list(range(10, 30))
     assert window[-1][0] == "tool_a"
-    assert window[-1][1] == normalize_args_seed004({"path": "f29.py"})
+    assert window[-1][1] == normalized_args({"path": "f29.py"})
 
 
 SEED004_QUERIES = ("a b c d e f g h", "a b c d e f g X", "a b c d e f Y X", "deploy the staging build")

@@ -125,12 +125,12 @@ class Engine:
         session.ladders = ()
 
     def dump(self, session: SessionState) -> dict[str, Any]:
-        """The JSON form of a session (seed 003's toJSON)."""
+        """The JSON form of a session (the ``doom-loop`` design's toJSON)."""
         states = [d.dump_state(s) for d, s in zip(self._detectors, session.detectors, strict=True)]
         return session_json(session, states, self.policy.name)
 
     def load(self, data: Mapping[str, Any]) -> SessionState:
-        """A session from its JSON form (seed 003's restoreFrom); raises :class:`StateError`."""
+        """A session from its JSON form (the ``doom-loop`` design's restoreFrom); raises :class:`StateError`."""
         try:
             if data.get("v") != STATE_VERSION:
                 raise StateError(f"unsupported state version {data.get('v')!r}")

@@ -2,8 +2,8 @@
 
 Calls: the tool name plus canonical arguments (keys sorted at every depth, array order kept, call ids
 never included), optionally projected per tool (ignored keys, or only primary keys) and normalised the
-ways the seed documents describe. Outcomes: the output with volatile parts removed, plus ``is_error`` and
-``exit_code``. All functions are pure and bounded in time and memory.
+ways the designs the presets reproduce describe (see :mod:`loopwatch.presets`). Outcomes: the output with
+volatile parts removed, plus ``is_error`` and ``exit_code``. All functions are pure and bounded in time and memory.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .tools import reads_only
 PRIMARY_KEYS: Final = (
     "path", "file_path", "command", "pattern", "query", "url", "content", "filename", "offset", "limit",
 )  # fmt: skip
-"""Seed 003's primary argument keys: the structural fingerprint keeps only these."""
+"""The ``doom-loop`` design's primary argument keys: the structural fingerprint keeps only these."""
 
 SHELL_TOOLS: Final = frozenset(
     {
@@ -199,7 +199,7 @@ def loose_fingerprint(tool: str, payload: bytes) -> str:
 
 
 def bash_file_read(command: str) -> str | None:
-    """Seed 003: ``cat|head|tail [opts] X`` -> ``X``; ``None`` for pipes, redirects or chains."""
+    """The ``doom-loop`` design: ``cat|head|tail [opts] X`` -> ``X``; ``None`` for pipes, redirects or chains."""
     if any(c in command for c in "|>;&<`$("):
         return None
     match = _FILE_READ.match(command)
@@ -207,8 +207,8 @@ def bash_file_read(command: str) -> str | None:
 
 
 def primary_fingerprint(tool: str, args: Mapping[str, Any]) -> str:
-    """Seed 003's structural fingerprint: primary keys only (all arguments when the call has none of
-    them, as the seed's ``computeToolFingerprint`` does), ``bash:file_read:X`` for plain reads."""
+    """The ``doom-loop`` design's structural fingerprint: primary keys only (all arguments when the call has none of
+    them, as the ``doom-loop`` design's ``computeToolFingerprint`` does), ``bash:file_read:X`` for plain reads."""
     if is_shell_tool(tool):
         command = command_of(args)
         target = bash_file_read(command) if command else None
@@ -219,11 +219,11 @@ def primary_fingerprint(tool: str, args: Mapping[str, Any]) -> str:
 
 
 def exact_serialized(tool: str, args: Mapping[str, Any]) -> str:
-    """Seed 003's exact fingerprint: tool name + identical serialised arguments."""
+    """The ``doom-loop`` design's exact fingerprint: tool name + identical serialised arguments."""
     return f"{tool}:{canonical_json(args)}"
 
 
-# -- seed 004 normalisation ----------------------------------------------------------------------------
+# -- the behavioral design's normalisation -----------------------------------------------------------------
 
 _UUID: Final = lazy_compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _TIMESTAMP: Final = lazy_compile(
@@ -256,7 +256,7 @@ class _Written(Exception):
 
 def _write(value: Any, depth: int, parts: list[str], room: list[int]) -> None:
     """Append the JSON of ``value`` normalised (keys sorted, compact) to ``parts``; :class:`_Written` as soon
-    as ``room`` characters are there. Strings, and the containers past 16 levels, as the seed says."""
+    as ``room`` characters are there. Strings, and the containers past 16 levels, as the ``behavioral`` design says."""
     if isinstance(value, str):
         _put(json.dumps(_normalize_text(fold_string(value, 4_096)), ensure_ascii=False), parts, room)
     elif depth > 16 or value is None:
@@ -290,10 +290,11 @@ def _put(text: str, parts: list[str], room: list[int]) -> None:
         raise _Written
 
 
-def normalize_args_seed004(args: Mapping[str, Any]) -> str:
-    """Seed 004: lowercase, paths to basenames, UUIDs/timestamps/numeric ids removed, keys sorted, 200 chars.
+def normalized_args(args: Mapping[str, Any]) -> str:
+    """Arguments normalised as the ``behavioral`` design does: lowercase, paths to basenames, UUIDs/timestamps/numeric
+    ids removed, keys sorted, 200 chars.
 
-    Written as the seed's JSON is, key by key in sorted order, and only until 200 characters are there: the
+    Written as that design's JSON is, key by key in sorted order, and only until 200 characters are there: the
     values after them are never normalised (hundreds of long strings cost what the first few cost)."""
     parts: list[str] = []
     try:

@@ -41,7 +41,7 @@ from typing import Any, Final, Literal, Protocol
 
 from .errors import ConfigError
 from .events import Event
-from .fingerprint import normalize_args_seed004
+from .fingerprint import normalized_args
 from .guard import Guard
 from .redact import Redactor
 from .sinks import AuditWriteError, Sink
@@ -219,7 +219,7 @@ def _date(record: Mapping[str, Any]) -> str:
 def _normalized(evidence: Mapping[str, Any]) -> str:
     args = evidence.get("args")
     if isinstance(args, Mapping):
-        return normalize_args_seed004(args)
+        return normalized_args(args)
     call = evidence.get("call")
     return str(call)[:200] if call else "{}"
 

@@ -1,4 +1,5 @@
-"""Presets: named policies. Five reproduce the seed documents exactly; ``default`` is loopwatch's own.
+"""Presets: named policies. Five reproduce published loop detectors' designs exactly (each one's docstring names
+the design); ``default`` is loopwatch's own.
 
 Select them by name everywhere: ``Guard(preset="doom-loop")``, ``loopwatch scan --preset doom-loop``.
 """

@@ -1,10 +1,10 @@
 """Text similarity scores used by the text detectors.
 
-* :func:`jaccard_tokens` / :func:`jaccard_sets`: word-set overlap exactly as seed 000 computes it
+* :func:`jaccard_tokens` / :func:`jaccard_sets`: word-set overlap exactly as the ``jaccard-turns`` design computes it
   (lower-cased whitespace tokens, 0.0 for an empty side).
-* :func:`jaccard_ws`: seed 004's JavaScript ``jaccardSimilarity`` (``new Set(s.split(/\\s+/))``),
+* :func:`jaccard_ws`: the ``behavioral`` design's JavaScript ``jaccardSimilarity`` (``new Set(s.split(/\\s+/))``),
   case-sensitive and with JavaScript's empty-token quirks.
-* :func:`fuzz_ratio`: ``rapidfuzz.fuzz.ratio(a, b) / 100`` (seed 002), the normalized Indel similarity
+* :func:`fuzz_ratio`: ``rapidfuzz.fuzz.ratio(a, b) / 100`` (the ``ralph`` design), the normalized Indel similarity
   ``1 - (len(a) + len(b) - 2 * LCS) / (len(a) + len(b))``. rapidfuzz is used when it is installed;
   otherwise :func:`fuzz_ratio_py`, a pure-Python bit-parallel twin that gives the same scores.
 
@@ -66,7 +66,7 @@ def jaccard_sets(a: Set[Hashable], b: Set[Hashable]) -> float:
 
 
 def jaccard_tokens(a: str, b: str) -> float:
-    """Seed 000's ``_text_similarity``: Jaccard overlap of lower-cased whitespace tokens.
+    """The ``jaccard-turns`` design's ``_text_similarity``: Jaccard overlap of lower-cased whitespace tokens.
 
     0.0 when either string is empty or has no tokens (whitespace only).
     """
@@ -81,7 +81,7 @@ def _js_split_ws(s: str) -> set[str]:
 
 
 def jaccard_ws(a: str, b: str) -> float:
-    """Seed 004's ``jaccardSimilarity(a, b)`` reproduced exactly.
+    """The ``behavioral`` design's ``jaccardSimilarity(a, b)`` reproduced exactly.
 
     Tokens come from JavaScript's ``s.split(/\\s+/)``: no lower-casing, and the empty string is a token
     when ``s`` starts or ends with whitespace (``" a".split(/\\s+/)`` is ``["", "a"]``) or is empty

@@ -85,7 +85,8 @@ class FailureStreakState:
 
 
 class FailureStreakDetector(Detector):
-    """Consecutive failed tool results, whatever the tool (seed 002's limit, seed 003's bash cascade).
+    """Consecutive failed tool results, whatever the tool (the ``ralph`` design's limit, the ``doom-loop``
+    design's bash cascade).
 
     With ``empty=True`` a call that changes nothing and comes back empty, or saying nothing was found, counts
     as well: an agent whose last calls all failed or found nothing has nothing to go on, whichever tools it

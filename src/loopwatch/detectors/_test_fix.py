@@ -76,7 +76,7 @@ class TestFixDetector(Detector):
     """Consecutive failing test runs whose failure stays the same, whatever edits happen in between.
 
     Re-running tests after edits that change the failure (or make it pass) is progress and restarts the
-    count. Seed 003's rethink prompt.
+    count. The ``doom-loop`` design's rethink prompt.
     """
 
     __test__ = False  # not a pytest test class

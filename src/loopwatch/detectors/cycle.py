@@ -87,8 +87,8 @@ class CycleDetector(Detector):
     ``loose``: calls whose arguments differ only in digits (line numbers, offsets) count as the same call.
     ``polls_exempt``: a unit containing a wait or a status check is polling, not a cycle.
     A period is reported once two full units are seen; with ``min_period=1, max_period=3,
-    result_aware=False`` this is exactly seed 001: a 1-call cycle as soon as a call equals the previous one,
-    a 2-call cycle when the last two calls equal the two before, a 3-call cycle when the last three equal
+    result_aware=False`` this is exactly the ``call-cycles`` design: a 1-call cycle as soon as a call equals the
+    previous one, a 2-call cycle when the last two calls equal the two before, a 3-call cycle when the last three equal
     the three before.
     """
 

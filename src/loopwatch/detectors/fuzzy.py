@@ -1,4 +1,5 @@
-"""Fuzzy repeats: seed 004's normalised-argument run length and seed 003's structural fingerprints."""
+"""Fuzzy repeats: the ``behavioral`` design's normalised-argument run length and the ``doom-loop`` design's
+structural fingerprints."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..canonical import digest
-from ..fingerprint import exact_serialized, normalize_args_seed004, preview, primary_fingerprint
+from ..fingerprint import exact_serialized, normalized_args, preview, primary_fingerprint
 from ..similarity import jaccard_ws
 from ._state import (
     Reader,
@@ -24,7 +25,7 @@ from .base import Detector, Finding, Step, call_label, pushed
 from .repeat import REPEAT
 
 Action = tuple[str | None, str, int]
-"""A call as seed 004 remembers it: (tool, normalised arguments, index)."""
+"""A call as the ``behavioral`` design remembers it: (tool, normalised arguments, index)."""
 
 
 def _action(value: object, what: str) -> Action:
@@ -67,9 +68,9 @@ class DoomLoopState:
 
 
 class BehavioralDetector(Detector):
-    """Seed 004: a run of similar actions (same tool, normalised-argument Jaccard >= ``threshold``).
+    """The ``behavioral`` design: a run of similar actions (same tool, normalised-argument Jaccard >= ``threshold``).
 
-    Exactly the seed's ``checkSimilarity``: the run is compared against the action that started it (the
+    Exactly the ``behavioral`` design's ``checkSimilarity``: the run is compared against the action that started it (the
     anchor is only replaced when an action is not similar); ``window`` actions are kept (FIFO).
     """
 
@@ -96,7 +97,7 @@ class BehavioralDetector(Detector):
     def observe(self, state: BehavioralState, step: Step) -> Finding | None:
         if step.kind != "call":
             return None
-        normalized = normalize_args_seed004(step.args or {})
+        normalized = normalized_args(step.args or {})
         state.window = pushed(state.window, (step.tool, normalized, step.index), self.window)
         if state.anchor is None:
             state.anchor, state.tool, state.run, state.start = normalized, step.tool, 1, step.index
@@ -125,7 +126,7 @@ class BehavioralDetector(Detector):
 
 
 class DoomLoopDetector(Detector):
-    """Seed 003: the same fingerprint consecutively in the last ``window`` calls.
+    """The ``doom-loop`` design: the same fingerprint consecutively in the last ``window`` calls.
 
     Exact fingerprint (tool + identical serialised arguments) at ``threshold``; when that does not trigger,
     the structural fingerprint (primary keys only, ``bash:file_read:X`` for plain reads) at
@@ -212,10 +213,10 @@ def _tail_run(items: tuple[str, ...]) -> int:
 
 
 def behavioral(*, threshold: float = 0.75, window: int = 20) -> BehavioralDetector:
-    """Seed 004's behavioural window (see :class:`BehavioralDetector`)."""
+    """The ``behavioral`` design's window of similar actions (see :class:`BehavioralDetector`)."""
     return BehavioralDetector(threshold=threshold, window=window)
 
 
 def doom_loop(*, threshold: int = 3, fuzzy_threshold: int = 4, window: int = 10) -> DoomLoopDetector:
-    """Seed 003's doom-loop fingerprints (see :class:`DoomLoopDetector`)."""
+    """The ``doom-loop`` design's repeated fingerprints (see :class:`DoomLoopDetector`)."""
     return DoomLoopDetector(threshold=threshold, fuzzy_threshold=fuzzy_threshold, window=window)

@@ -1,4 +1,4 @@
-"""Swarm-wide repeats (seed 003's global doom loop): the same call counted across every worker."""
+"""Swarm-wide repeats (the ``doom-loop`` design's global doom loop): the same call counted across every worker."""
 
 from __future__ import annotations
 

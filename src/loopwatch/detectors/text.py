@@ -140,10 +140,11 @@ _SIMILAR_TEXT_READERS: Final[dict[str, Reader]] = {
 class SimilarTextDetector(Detector):
     """Assistant turns compared with the last ``window`` turns.
 
-    ``metric="jaccard"``: seed 000's word-set overlap; ``metric="fuzz"``: seed 002's fuzzy ratio
-    (rapidfuzz when installed, else an exact pure-Python twin). ``mode="consecutive"``: the count is the
-    number of consecutive turns at or above ``threshold`` (a dissimilar turn resets it; seed 000);
-    ``mode="any"``: every turn at or above it is reported with count 1 (seed 002). The first turn always
+    ``metric="jaccard"``: the ``jaccard-turns`` design's word-set overlap; ``metric="fuzz"``: the ``ralph``
+    design's fuzzy ratio (rapidfuzz when installed, else an exact pure-Python twin). ``mode="consecutive"``: the
+    count is the number of consecutive turns at or above ``threshold`` (a dissimilar turn resets it; the
+    ``jaccard-turns`` design);
+    ``mode="any"``: every turn at or above it is reported with count 1 (the ``ralph`` design). The first turn always
     passes. ``history`` caps what is kept per session; ``max_chars`` clips stored texts (None: whole);
     ``sketch=k`` keeps only the k smallest word hashes of each turn (a bottom-k sketch whose Jaccard
     estimate is close to the exact one) instead of its words: a few hundred bytes per session.
@@ -390,7 +391,7 @@ _MONOLOGUE_READERS: Final[dict[str, Reader]] = {
 
 class MonologueDetector(Detector):
     """Talking instead of working: consecutive assistant messages with no tool call in between, once
-    tools have been used in the session (seed 003's summary loop), and identical assistant messages.
+    tools have been used in the session (the ``doom-loop`` design's summary loop), and identical assistant messages.
 
     ``per_worker=True`` counts each worker's (agent's) messages separately, so a group chat of several
     agents taking turns is not one agent talking to itself.
