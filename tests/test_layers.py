@@ -24,6 +24,7 @@ CORE = frozenset(
         "loopwatch._chant_lines",
         "loopwatch._chant_text",
         "loopwatch._event_values",
+        "loopwatch._failure_signs",
         "loopwatch._kernels",
         "loopwatch._kernels_c",
         "loopwatch._kernels_py",
