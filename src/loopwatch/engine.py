@@ -66,20 +66,33 @@ class Engine:
         """Per pattern, the finding facts its verdicts carry as evidence (declared with the pattern)."""
         self.counts_swarms = any(isinstance(d, SwarmDetector) for d in policy.detectors)
         """Does the policy have a rule that reads swarm-wide counts (else no call is ever counted)?"""
-        # per step kind, the detectors that look at it (index into the session's detector states)
+        # per step kind, the detectors that look at it: (index into the session's detector states, the detector,
+        # how its state is kept: _OWN, or shared while fresh and _KEPT_FRESH by steps of this kind or _ASK)
         self._by_kind = {
-            kind: [i for i, d in enumerate(policy.detectors) if kind in d.kinds]
+            kind: [(i, d, _sharing(d, kind)) for i, d in enumerate(policy.detectors) if kind in d.kinds]
             for kind in ("call", "result", "message", "delta", "usage")
         }
+        self._fresh = [d.new_state() if d.fresh_shared else None for d in policy.detectors]
+        """Per rule that shares a fresh state (:attr:`Detector.fresh_shared`), that state: what a session's ``None``
+        stands for (never changed)."""
 
     # -- session state ---------------------------------------------------------------------------------
 
     def new_session(self) -> SessionState:
-        return SessionState([d.new_state() for d in self._detectors], Limits.new_usage())
+        return SessionState(self._new_states(), Limits.new_usage())
+
+    def _new_states(self) -> list[Any]:
+        """Fresh rule states for a session (``None`` for a rule that shares its fresh state)."""
+        return [None if d.fresh_shared else d.new_state() for d in self._detectors]
+
+    def _state(self, session: SessionState, i: int) -> Any:
+        """The session's state of rule ``i`` (the shared fresh state for ``None``: read it, never change it)."""
+        state = session.detectors[i]
+        return self._fresh[i] if state is None else state
 
     def reset(self, session: SessionState, *, limits: bool = False) -> None:
         """Clear loop state (streaks, ladders, a stop); limits keep counting unless ``limits=True``."""
-        session.detectors = [d.new_state() for d in self._detectors]
+        session.detectors = self._new_states()
         session.ladders = ()
         session.stopped = None
         if limits:
@@ -90,12 +103,12 @@ class Engine:
         states = session.detectors
         for i, detector in enumerate(self._detectors):
             if detector.reset_on_user:
-                states[i] = detector.new_state()
+                states[i] = None if detector.fresh_shared else detector.new_state()
         session.ladders = ()
 
     def dump(self, session: SessionState) -> dict[str, Any]:
         """The JSON form of a session (the ``doom-loop`` design's toJSON)."""
-        states = [d.dump_state(s) for d, s in zip(self._detectors, session.detectors, strict=True)]
+        states = [d.dump_state(self._state(session, i)) for i, d in enumerate(self._detectors)]
         return session_json(session, states, self.policy.name)
 
     def load(self, data: Mapping[str, Any]) -> SessionState:
@@ -109,7 +122,11 @@ class Engine:
                 states += [d.dump_state(d.new_state()) for d in self._detectors[len(states) :]]
             if len(states) != len(self._detectors):
                 raise StateError("the snapshot was taken with a different set of detectors")
-            return read_session(data, [d.load_state(dict(s)) for d, s in zip(self._detectors, states, strict=True)])
+            loaded = [d.load_state(dict(s)) for d, s in zip(self._detectors, states, strict=True)]
+            for i, detector in enumerate(self._detectors):
+                if detector.fresh_shared and detector.is_fresh(loaded[i]):
+                    loaded[i] = None
+            return read_session(data, loaded)
         except StateError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -261,9 +278,9 @@ class Engine:
 
     def _undecided_ok(self, session: SessionState, index: int) -> Verdict:
         """``ok``, with ``evidence["undecided"]`` when a rule is undecided about this step (for a judge)."""
-        states = session.detectors
         for i in self._undecided:
-            suspicion = self._detectors[i].suspicion(states[i], index)
+            state = session.detectors[i]
+            suspicion = self._detectors[i].suspicion(self._fresh[i] if state is None else state, index)
             if suspicion is not None:
                 return Verdict(index=index, detector=self._reprs[i], evidence={"undecided": suspicion})
         return ok(index)
@@ -295,9 +312,18 @@ class Engine:
         if step.tool is not None and self._exempt(step):
             return best
         states = session.detectors
-        detectors = self._detectors
-        for i in self._by_kind[step.kind]:
-            finding = detectors[i].observe(states[i], step)
+        for i, detector, sharing in self._by_kind[step.kind]:
+            if sharing is _OWN:
+                finding = detector.observe(states[i], step)
+            else:
+                state = states[i]
+                if state is None:  # fresh: made only for a step that may change it
+                    if sharing is _KEPT_FRESH or detector.keeps_fresh(step):
+                        continue
+                    state = states[i] = detector.new_state()
+                finding = detector.observe(state, step)
+                if detector.is_fresh(state):
+                    states[i] = None
             if finding is None:
                 continue
             verdict = self._judge(session, step, finding, self._reprs[i])
@@ -455,6 +481,20 @@ class Engine:
             output, event.is_error, event.exit_code, error=failed, masked_output=masked_of(step)
         )
         return step
+
+
+_OWN: Final = "own"
+"""A rule whose sessions each keep a state of their own."""
+_KEPT_FRESH: Final = "kept fresh"
+"""A rule whose fresh state is shared (:attr:`Detector.fresh_shared`), on a kind of step that keeps it fresh."""
+_ASK: Final = "ask"
+"""A rule whose fresh state is shared, on a kind of step that may change it (:meth:`Detector.keeps_fresh` says)."""
+
+
+def _sharing(detector: Detector, kind: str) -> str:
+    if not detector.fresh_shared:
+        return _OWN
+    return _KEPT_FRESH if kind in detector.fresh_kinds else _ASK
 
 
 _RECENT_REPLIES: Final = 4

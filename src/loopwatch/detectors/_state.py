@@ -248,6 +248,8 @@ def flat_pop(table: Flat, key: object) -> tuple[Flat, Any]:
 
 def flat_only(table: Flat, keys: Container[object]) -> Flat:
     """``table`` with only the entries whose key is in ``keys``."""
+    if all(map(keys.__contains__, table[::2])):
+        return table
     return tuple(chain.from_iterable(entry for entry in flat_items(table) if entry[0] in keys))
 
 
@@ -323,10 +325,9 @@ def optional_flag(value: object, what: str) -> bool | None:
     return None if value is None else flag(value, what)
 
 
-def reset(state: S, fresh: S) -> None:
-    """Give every field of ``state`` (a dataclass with slots) its value in ``fresh``."""
-    for name in type(state).__slots__:  # type: ignore[attr-defined]
-        setattr(state, name, getattr(fresh, name))
+def reset(state: object) -> None:
+    """Give every field of ``state`` (a dataclass whose fields all have defaults) its fresh value."""
+    type(state).__init__(state)
 
 
 # -- packed fingerprints ---------------------------------------------------------------------------------------
@@ -339,7 +340,6 @@ Packed = bytes | tuple[str | None, ...]
 
 _NULL: Final = bytes(8)
 _BLANK: Final = b"\xff" * 8
-_MARKS: Final = frozenset({_NULL, _BLANK})
 
 
 def packed_entry(fingerprint: str | None) -> bytes | None:
@@ -350,7 +350,7 @@ def packed_entry(fingerprint: str | None) -> bytes | None:
         entry = bytes.fromhex(fingerprint)
     except ValueError:
         return None
-    if len(entry) == 8 and entry.hex() == fingerprint and entry not in _MARKS:
+    if len(entry) == 8 and entry != _NULL and entry != _BLANK and entry.hex() == fingerprint:  # written back as is
         return entry
     return _BLANK if fingerprint == "" else None
 
@@ -389,6 +389,20 @@ def packed_at(sequence: Packed, index: int) -> str | None:
     return _unpacked_entry(sequence[at : at + 8])
 
 
+def packed_matches(sequence: Packed, fingerprint: str | None, count: int) -> list[bool]:
+    """For p from 1 to ``count``: is the p-th fingerprint from the end of a packed sequence ``fingerprint`` (no, past
+    its start)?"""
+    if isinstance(sequence, tuple):
+        n = len(sequence)
+        return [n >= p and sequence[-p] == fingerprint for p in range(1, count + 1)]
+    entry = packed_entry(fingerprint)
+    end = len(sequence)
+    return [
+        entry is not None and end >= 8 * p and sequence[end - 8 * p : end - 8 * p + 8] == entry
+        for p in range(1, count + 1)
+    ]
+
+
 def _pushed_list(sequence: Packed, fingerprint: str | None, limit: int) -> tuple[str | None, ...]:
     items = tuple(packed_list(sequence))
     return (*items[len(items) - limit + 1 :], fingerprint) if len(items) >= limit else (*items, fingerprint)
@@ -410,7 +424,7 @@ def packed_add(sequence: Packed, fingerprint: str | None, limit: int) -> tuple[b
 
 def packed_push(sequence: Packed, fingerprint: str | None, limit: int) -> Packed:
     """A packed sequence with ``fingerprint`` added last, keeping its last ``limit`` entries."""
-    entry = packed_entry(fingerprint)
+    entry = _NULL if fingerprint is None else packed_entry(fingerprint)
     if entry is None or isinstance(sequence, tuple):
         return _pushed_list(sequence, fingerprint, limit)
     if len(sequence) >= 8 * limit:
@@ -418,9 +432,9 @@ def packed_push(sequence: Packed, fingerprint: str | None, limit: int) -> Packed
     return sequence + entry
 
 
-def packed_last(sequence: Packed) -> str | None:
-    """The last fingerprint of a (non-empty) packed sequence."""
-    return sequence[-1] if isinstance(sequence, tuple) else _unpacked_entry(sequence[-8:])
+def packed_ends_blank(sequence: Packed) -> bool:
+    """Is the last entry of a (non-empty) packed sequence ``""``?"""
+    return sequence[-1] == "" if isinstance(sequence, tuple) else sequence[-8:] == _BLANK
 
 
 def packed_with_last(sequence: Packed, fingerprint: str | None) -> Packed:

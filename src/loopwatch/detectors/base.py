@@ -138,6 +138,13 @@ class Detector(Configured, ABC):
     reset_on_user: bool = True
     optional_state: ClassVar[frozenset[str]] = frozenset()
     """State keys added after a release: a snapshot without them loads with their fresh values."""
+    fresh_shared: ClassVar[bool] = False
+    """Do sessions keep no state of their own for this rule while it is fresh (as :meth:`new_state` makes it)? A rule
+    whose state is fresh most of the time (no look-up under way, no reply streaming in) says so and answers
+    :meth:`keeps_fresh` and :meth:`is_fresh`: the engine then keeps ``None`` for a fresh state, makes one only for a
+    step that may change it, and drops it once it is fresh again."""
+    fresh_kinds: ClassVar[frozenset[str]] = frozenset()
+    """With :attr:`fresh_shared`: the step kinds :meth:`keeps_fresh` says yes to whatever the step (not asked)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -154,6 +161,16 @@ class Detector(Configured, ABC):
     @abstractmethod
     def observe(self, state: Any, step: Step) -> Finding | None:
         """Update ``state`` with ``step`` and report a finding, if any."""
+
+    def keeps_fresh(self, step: Step) -> bool:
+        """Would :meth:`observe` leave a fresh state as it is, and find nothing, on ``step``? (Asked only with
+        :attr:`fresh_shared`; ``False`` is always a safe answer.)"""
+        return False
+
+    def is_fresh(self, state: Any) -> bool:
+        """Is ``state`` the same as a fresh one? (Asked only with :attr:`fresh_shared`; ``False`` is always a safe
+        answer.)"""
+        return False
 
     def suspicion(self, state: Any, index: int) -> str | None:
         """What this rule found suggestive but not enough at step ``index`` (something an LLM judge may be

@@ -20,9 +20,10 @@ from ._state import (
     optional_text_tuple,
     packed_add,
     packed_at,
-    packed_last,
+    packed_ends_blank,
     packed_len,
     packed_list,
+    packed_matches,
     packed_of,
     packed_push,
     packed_with_last,
@@ -151,13 +152,18 @@ class CycleDetector(Detector):
         if not repeated:
             # Only a call that repeats one of the last calls can belong to a unit seen twice, so only such
             # calls pay for the per-period comparison, a label, and the mutation and polling checks.
-            if any(state.match):
+            if state.match is not self._zeros and any(state.match):
                 first = state.match[0]
                 state.match = self._zeros if first == 0 else (first, *self._zeros[1:])
             state.idx = pushed(state.idx, step.index, limit)
-            state.tools = _pushed_shared(state.tools, None, limit, self._no_labels)
+            tools, waits, n = state.tools, state.polls, len(state.tools)
+            if n <= limit and tools is self._no_labels[n] and waits is self._no_polls[n]:  # no label, no wait
+                n = n + 1 if n < limit else limit
+                state.tools, state.polls = self._no_labels[n], self._no_polls[n]
+            else:
+                state.tools = _pushed_shared(tools, None, limit, self._no_labels)
+                state.polls = _pushed_shared(waits, False, limit, self._no_polls)
             state.outs = packed_push(state.outs, None, limit)
-            state.polls = _pushed_shared(state.polls, False, limit, self._no_polls)
             return None
         self._match(state, fps, fingerprint)
         match = state.match
@@ -177,9 +183,9 @@ class CycleDetector(Detector):
         """Count, per period p, one more call equal to the call p positions earlier in ``fps`` (the calls before
         this one), or restart at 0."""
         match, starts = list(state.match), list(state.starts)
-        calls = packed_len(fps)
+        same = packed_matches(fps, fingerprint, self.max_period)
         for p in range(1, self.max_period + 1):
-            if calls >= p and packed_at(fps, -p) == fingerprint:
+            if same[p - 1]:
                 if match[p] == 0:
                     starts[p] = state.idx[-p]  # the repeated region starts at the call this one repeats
                 match[p] += 1
@@ -198,7 +204,7 @@ class CycleDetector(Detector):
 
     def _result(self, state: CycleState, step: Step) -> None:
         outs = state.outs
-        if packed_last(outs) == "":
+        if packed_ends_blank(outs):
             return
         state.outs = packed_with_last(outs, step.outcome_fp)
         match = state.match

@@ -103,8 +103,16 @@ class SelfReportDetector(Detector):
             raise ConfigError(f"must be at least 1, got {threshold!r}", field="self_report.threshold")
         self.threshold = threshold
 
+    fresh_shared = True  # only an orchestrator's ledgers change the state
+
     def new_state(self) -> StallState:
         return StallState()
+
+    def keeps_fresh(self, step: Step) -> bool:
+        return not (step.role == "assistant" and step.text and _MARK in step.text)  # see ledger_of
+
+    def is_fresh(self, state: StallState) -> bool:
+        return state.n == 0 and state.start is None and not state.idx
 
     def dump_state(self, state: StallState) -> dict[str, Any]:
         return {"n": state.n, "start": state.start, "idx": list(state.idx)}

@@ -11,6 +11,7 @@ import re
 import zlib
 from dataclasses import dataclass
 from itertools import islice, repeat
+from operator import attrgetter
 from typing import Any, Final
 
 from .._lazy_re import lazy_compile
@@ -149,6 +150,11 @@ class NoProgressState:
     """The latest calls that found nothing (or nothing new)."""
 
 
+_FIELDS: Final = attrgetter(*NoProgressState.__slots__)
+_FRESH: Final = _FIELDS(NoProgressState())
+"""The fields of a fresh state."""
+
+
 def _searched(value: object, what: str) -> Searched:
     if not (isinstance(value, list) and len(value) == 3):
         raise ValueError(f"{what} must be [places, query, index], got {value!r}")
@@ -222,8 +228,18 @@ class NoProgressDetector(Detector):
         self.near = near
         self.leaky = leaky
 
+    fresh_shared = True  # every change starts afresh: between a change and the next look-up there is nothing
+    fresh_kinds = frozenset({"result"})  # a result is only read for the call awaiting it
+
     def new_state(self) -> NoProgressState:
         return NoProgressState()
+
+    def keeps_fresh(self, step: Step) -> bool:
+        # a wait or a change starts afresh (see observe)
+        return step.kind != "call" or polls(step) or (not searches(step) and mutates(step))
+
+    def is_fresh(self, state: NoProgressState) -> bool:
+        return state.pending is None and state.key is None and _FIELDS(state) == _FRESH
 
     def dump_state(self, state: NoProgressState) -> dict[str, Any]:
         data = fields_json(state)
@@ -243,7 +259,7 @@ class NoProgressDetector(Detector):
             search = searches(step)
             if polls(step) or (not search and mutates(step)):
                 # a wait or a status check is expected to repeat; a change's result shows what was written
-                reset(state, NoProgressState())
+                reset(state)
                 return None
             return self._call(state, step, search)
         if step.kind == "result" and step.call_index is not None and step.call_index == state.pending:

@@ -282,7 +282,7 @@ class RephraseDetector(Detector):
         entry: Channel = found or Channel()
         # most recently used last (a name shared by the sessions)
         state.channels = flat_append(channels, sys.intern(channel), entry, _CHANNELS)
-        match, similarity, near = self._match(state, entry.intents(), rep, threshold, max_gain)
+        match, similarity, near = self._match(state, entry.past, rep, threshold, max_gain)
         entry.remember(index, rep, state.gain, self.window)
         if match is None:
             entry.n, entry.start, entry.idx, entry.sim = 0, None, (), 0.0
@@ -314,12 +314,14 @@ class RephraseDetector(Detector):
         return quantized_cosine(str(a), str(b))
 
     def _match(
-        self, state: RephraseState, past: tuple[tuple[int, Rep, int], ...], rep: Rep, threshold: float, max_gain: int
+        self, state: RephraseState, past: tuple[Any, ...], rep: Rep, threshold: float, max_gain: int
     ) -> tuple[int | None, float, bool]:
-        """(index of the most similar earlier intent that repeats, its similarity, near miss?)."""
+        """(index of the most similar earlier intent that repeats, its similarity, near miss?); ``past``: the
+        channel's (:attr:`Channel.past`)."""
         best: tuple[int | None, float] = (None, 0.0)
         near = False
-        for index, other, gain_then in reversed(past):
+        for at in range(len(past) - 3, -1, -3):  # the latest first
+            index, other, gain_then = past[at], past[at + 1], past[at + 2]
             if state.gain - gain_then > max_gain:
                 break  # older intents are further back still: new information came since
             similarity = self._compare(rep, other)

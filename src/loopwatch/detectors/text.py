@@ -315,8 +315,17 @@ class ChantingDetector(Detector):
             chunk_size=self.chunk_size, threshold=self.threshold, max_mean_distance=self.max_mean_distance
         )
 
+    fresh_shared = True  # a reply streamed in chunks is rare: most sessions never need a state of their own
+    fresh_kinds = frozenset({"call", "result", "usage"})
+
     def new_state(self) -> ChantingState:
         return ChantingState()
+
+    def keeps_fresh(self, step: Step) -> bool:
+        return step.kind != "delta" and not (step.kind == "message" and step.role == "assistant" and step.text)
+
+    def is_fresh(self, state: ChantingState) -> bool:
+        return state.tracker is None and state.start is None and not state.done
 
     def observe(self, state: ChantingState, step: Step) -> Finding | None:
         if step.kind == "delta":
