@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loopwatch.engine import infer_failure
+from loopwatch._failure_signs import infer_failure
 from loopwatch.events import ToolCall, ToolResult
 from loopwatch.guard import Guard
 

@@ -30,6 +30,7 @@ CORE = frozenset(
         "loopwatch._kernels_py",
         "loopwatch._lazy_re",
         "loopwatch._session_state",
+        "loopwatch._steps",
         "loopwatch.audit",
         "loopwatch.canonical",
         "loopwatch.chanting",

@@ -9,26 +9,22 @@ the verdict with the audit records it calls for; :meth:`Engine.judged` does the 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from ._failure_signs import infer_failure
 from ._session_state import STATE_VERSION, LadderState, SessionState, read_session, session_json
+from ._steps import step_of
 from .audit import judge_record, verdict_records
 from .detectors._state import flat_get
-from .detectors.base import Detector, Finding, Step, masked_of, signature_of
+from .detectors.base import Detector, Finding, Step, signature_of
 from .detectors.swarm import SwarmDetector
 from .errors import StateError
-from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
+from .events import Event, Reset, ToolCall
 from .fingerprint import (
     call_payload,
-    command_of,
-    outcome_fingerprints,
     payload_fingerprint,
     project,
-    tool_key,
 )
 from .limits import LimitHit, Limits
 from .messages import render
@@ -40,8 +36,6 @@ from .verdict import LOOP_DETECTED, SEVERITY, Action, Verdict, ok
 
 if TYPE_CHECKING:
     from .judge import JudgeAnswer, LoopJudge
-
-_MAX_IDS: Final = 16
 
 
 class Evaluation(NamedTuple):
@@ -212,7 +206,7 @@ class Engine:
             if count_swarm is not None and isinstance(event, ToolCall) and self.counts_swarms:
                 count_swarm(self.call_fingerprint(event), event.worker or worker or "default", event.tool)
             return Verdict(**{**stopped, "index": index})
-        step = self._step(session, event, index)
+        step = step_of(session, event, index, self._projected)
         if step.worker is None:
             step.worker = worker
         if count_swarm is not None and step.kind == "call" and self.counts_swarms:
@@ -411,76 +405,6 @@ class Engine:
             detector=repr(next(lim for lim in self.policy.limits if lim.status == hit.status)),
             evidence={"value": hit.value, "limit": hit.limit},
         )
-
-    # -- steps -----------------------------------------------------------------------------------------
-
-    def _step(self, session: SessionState, event: Event, index: int) -> Step:
-        if isinstance(event, ToolCall):
-            return self._call_step(session, event, index)
-        if isinstance(event, ToolResult):
-            return self._result_step(session, event, index)
-        if isinstance(event, Message):
-            return Step(index, "message", event, event.worker, role=event.role, text=event.text)
-        if isinstance(event, TextDelta):
-            return Step(index, "delta", event, event.worker, text=event.text)
-        if isinstance(event, Usage):
-            return Step(index, "usage", event, event.worker)
-        if isinstance(event, Reset):
-            return Step(index, "reset", event, event.worker)
-        raise TypeError(f"not a loopwatch event: {type(event).__name__}")
-
-    def _call_step(self, session: SessionState, event: ToolCall, index: int) -> Step:
-        tool, args = event.tool, event.args
-        projected = self._projected(tool, args)
-        payload, canonical = call_payload(projected)
-        command = command_of(args)
-        key = sys.intern(tool_key(tool, args, command=command))  # one string for all the sessions
-        step = Step(index, "call", event, event.worker, tool=tool, tool_key=key, args=args, text=event.thought)
-        step.command = command
-        step.projected = projected
-        step.payload = payload
-        step.canonical = canonical
-        step.call_fp = payload_fingerprint(tool, payload)
-        step.call_index = index
-        record = (index, tool, key, step.call_fp, command[:200] if command else None)
-        session.last_call = record
-        if event.id is not None:
-            ids = session.call_ids
-            if ids is None:
-                ids = session.call_ids = {}
-            ids[event.id] = record
-            if len(ids) > _MAX_IDS:
-                del ids[next(iter(ids))]
-        return step
-
-    def _result_step(self, session: SessionState, event: ToolResult, index: int) -> Step:
-        ids = session.call_ids
-        record = ids.pop(event.id, None) if ids is not None and event.id is not None else None
-        if record is not None and not ids:
-            session.call_ids = None  # an emptied table keeps its room: none takes less
-        if record is None:
-            last = session.last_call
-            if last is not None and (event.tool is None or event.tool == last[1]):
-                record = last
-        output = event.output
-        failed = infer_failure(output, event.is_error, event.exit_code)
-        step = Step(index, "result", event, event.worker, output=output, failed=failed)
-        if record is not None:
-            step.call_index, step.tool, step.tool_key, step.call_fp = (
-                record[0],
-                record[1],
-                record[2],
-                record[3],
-            )
-            step.command = record[4]
-            last = session.last_call
-            session.last_call = None if last is not None and last[0] == record[0] else last
-        else:
-            step.tool = step.tool_key = event.tool
-        step.outcome_fp, step.error_sig = outcome_fingerprints(
-            output, event.is_error, event.exit_code, error=failed, masked_output=masked_of(step)
-        )
-        return step
 
 
 _OWN: Final = "own"
