@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import loopwatch.engine
 from loopwatch import EventError, Guard, Message, TextDelta, ToolCall, ToolResult, Verdict
 from loopwatch.sinks import JsonlAuditSink, MemorySink
 
@@ -211,7 +212,7 @@ def test_internal_errors_are_contained(caplog: pytest.LogCaptureFixture, monkeyp
     def explode(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(guard.engine, "_step", explode)
+    monkeypatch.setattr(loopwatch.engine, "step_of", explode)  # what every event goes through first
     with caplog.at_level(logging.ERROR, logger="loopwatch"):
         verdict = guard.observe("s", ToolCall("tool", {}))
     assert verdict.ok and "internal error" in (verdict.reason or "")
@@ -220,7 +221,7 @@ def test_internal_errors_are_contained(caplog: pytest.LogCaptureFixture, monkeyp
     monkeypatch.undo()
     assert normal_loop(guard, "s") == FRESH
     raising = Guard(on_error="raise")
-    monkeypatch.setattr(raising.engine, "_step", explode)
+    monkeypatch.setattr(loopwatch.engine, "step_of", explode)
     with pytest.raises(RuntimeError, match="kaboom"):
         raising.observe("s", ToolCall("tool", {}))
 

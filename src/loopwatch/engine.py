@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+from ._failure_signs import infer_failure as infer_failure  # documented here: whether a tool failed
 from ._session_state import STATE_VERSION, LadderState, SessionState, read_session, session_json
 from ._steps import step_of
 from .audit import judge_record, verdict_records
