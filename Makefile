@@ -68,4 +68,4 @@ bench: $(STAMP_TEST)
 	$(BIN)/python benchmarks/bench_store.py
 
 clean:
-	rm -rf $(VENV) build dist site .mypy_cache .pytest_cache .ruff_cache src/loopwatch/_kernels_c.*.so
+	rm -rf $(VENV) build dist site .mypy_cache .pytest_cache .ruff_cache src/loopwatch/core/_kernels_c.*.so

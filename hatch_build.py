@@ -1,4 +1,4 @@
-"""Builds loopwatch's optional compiled text kernels (``src/loopwatch/_kernels_c.c``) when a C compiler is there.
+"""Builds loopwatch's optional compiled text kernels (``src/loopwatch/core/_kernels_c.c``) when a C compiler is there.
 
 Used by hatchling as a build hook (``[tool.hatch.build.targets.wheel.hooks.custom]`` in ``pyproject.toml``): a
 wheel gets the compiled module and a platform tag; an editable install (``pip install -e .``) gets it built next to
@@ -8,7 +8,7 @@ results. The compiler is called directly (the one Python was built with, from ``
 other package.
 
 Also a script: ``python hatch_build.py [--strict] [--sanitize] [OUTPUT_DIR]`` compiles the module into
-``OUTPUT_DIR`` (default: ``src/loopwatch``); ``--strict`` turns the compiler's warnings into errors (``make test``
+``OUTPUT_DIR`` (default: ``src/loopwatch/core``); ``--strict`` turns the compiler's warnings into errors (``make test``
 builds this way); ``--sanitize`` builds with AddressSanitizer and UBSan (see ``benchmarks/fuzz_kernels.py``).
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent
-SOURCE = ROOT / "src" / "loopwatch" / "_kernels_c.c"
+SOURCE = ROOT / "src" / "loopwatch" / "core" / "_kernels_c.c"
 MODULE = "_kernels_c"
 SANITIZE_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-g"]
 
@@ -96,7 +96,7 @@ class KernelsBuildHook(BuildHookInterface):  # type: ignore[misc,valid-type,type
         except RuntimeError as error:
             self.app.display_warning(f"loopwatch: the compiled kernels are not built ({error}); pure Python is used")
             return
-        build_data["force_include"][str(built)] = f"loopwatch/{built.name}"
+        build_data["force_include"][str(built)] = f"loopwatch/core/{built.name}"
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
 

@@ -51,11 +51,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from loopwatch.events import Event, Message, ToolCall, ToolResult
-from loopwatch.guard import Guard
-from loopwatch.limits import Limits
-from loopwatch.policy import Policy
-from loopwatch.presets import preset
+from loopwatch import Event, Guard, Limits, Message, Policy, ToolCall, ToolResult, preset
 
 KINDS = ("tool_call", "tool_result", "message")
 TARGET_MEDIAN_US = {"tool_call": 10.0, "tool_result": None, "message": 40.0}

@@ -47,7 +47,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sessions", type=int, default=None, help="sessions per run (default: --quick's 1,000)")
     args = parser.parse_args()
-    check = "from loopwatch import _kernels; raise SystemExit(0 if _kernels.COMPILED else 1)"
+    check = "from loopwatch.core import _kernels; raise SystemExit(0 if _kernels.COMPILED else 1)"
     if subprocess.run([sys.executable, "-c", check], env={**os.environ, "PYTHONPATH": str(SOURCE)}).returncode:
         sys.exit("the compiled kernels are not built: run `python hatch_build.py` first")
     variants = {"base": (args.base, False), "compiled": (SOURCE, False), "pure Python": (SOURCE, True)}

@@ -7,7 +7,7 @@
     python benchmarks/bench_masking.py --base fb647b5 --outputs 2000 --rounds 7
     python benchmarks/bench_masking.py --pure                # the pure-Python twins too
 
-Both versions of ``src/loopwatch/_kernels_c.c`` (``--base``: any git revision; this checkout's file as it is now)
+Both versions of ``src/loopwatch/core/_kernels_c.c`` (``--base``: any git revision; this checkout's file as it is now)
 are compiled with ``hatch_build.build`` into temporary folders and loaded side by side. The outputs are drawn as
 ``bench_guard.py`` draws a tool result (file listings, pytest runs with a failure, tracebacks, grep hits, numbered
 source, one fifth each). Each round times every output through each version in turn (``--calls`` calls in a row,
@@ -43,8 +43,8 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 import hatch_build  # noqa: E402
 
 from bench_guard import Content  # noqa: E402
-from loopwatch import _kernels_py  # noqa: E402
-from loopwatch.masking import _masked_bytes_py  # noqa: E402
+from loopwatch.core import _kernels_py  # noqa: E402
+from loopwatch.core._masking import _masked_bytes_py  # noqa: E402
 
 OUTPUT_KINDS = ("listing", "pytest", "traceback", "grep", "numbered source")
 """``Content.output``'s kinds of tool output, in the order of its first draw."""
@@ -68,8 +68,8 @@ def numbers_window(masked: bytes) -> bytes:
 
 def load(path: Path) -> ModuleType:
     """The compiled module at ``path`` (its own copy, whatever else is loaded under the same name)."""
-    loader = importlib.machinery.ExtensionFileLoader("loopwatch._kernels_c", str(path))
-    spec = importlib.util.spec_from_file_location("loopwatch._kernels_c", path, loader=loader)
+    loader = importlib.machinery.ExtensionFileLoader("loopwatch.core._kernels_c", str(path))
+    spec = importlib.util.spec_from_file_location("loopwatch.core._kernels_c", path, loader=loader)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -105,6 +105,16 @@ def timed(func: Callable[[bytes], Any], data: bytes, calls: int) -> float:
     return (time.perf_counter_ns() - start) / calls
 
 
+def base_source(revision: str) -> str:
+    """The C kernels' source at ``revision`` (in ``src/loopwatch/core``, or where releases before the core package
+    kept it, ``src/loopwatch``)."""
+    for path in ("src/loopwatch/core/_kernels_c.c", "src/loopwatch/_kernels_c.c"):
+        shown = subprocess.run(["git", "show", f"{revision}:{path}"], cwd=ROOT, capture_output=True, text=True)
+        if shown.returncode == 0:
+            return shown.stdout
+    raise SystemExit(f"no _kernels_c.c at {revision}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", default="HEAD", help="the git revision whose _kernels_c.c is the base (HEAD)")
@@ -115,9 +125,7 @@ def main() -> int:
     parser.add_argument("--pure", action="store_true", help="time the pure-Python twins too")
     args = parser.parse_args()
 
-    base_text = subprocess.run(
-        ["git", "show", f"{args.base}:src/loopwatch/_kernels_c.c"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
+    base_text = base_source(args.base)
     with tempfile.TemporaryDirectory() as folder:
         versions = {
             f"base ({args.base})": compiled(base_text, Path(folder) / "base"),

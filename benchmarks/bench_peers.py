@@ -67,7 +67,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_guard import Content, session_kind, session_number, wave, waves  # noqa: E402
-from loopwatch.events import Event, Message, ToolCall, ToolResult  # noqa: E402
+from loopwatch import Event, Message, ToolCall, ToolResult  # noqa: E402
 
 KINDS = ("tool_call", "tool_result", "message")
 TARGET_RATIO = 0.6
@@ -128,7 +128,7 @@ class _Adapter:
 class LoopwatchAdapter(_Adapter):
     def __init__(self, preset: str) -> None:
         super().__init__()
-        from loopwatch.guard import Guard
+        from loopwatch import Guard
 
         self.observe = Guard(preset=preset, clock=None).observe
 
@@ -514,13 +514,13 @@ def unavailable(name: str) -> str | None:
             return f"not installed (pip install {dist})"
         return None
     if preset == "default":
-        from loopwatch.presets import semantic_installed
+        from loopwatch._presets import semantic_installed
 
         if not semantic_installed():
             return 'the semantic extra is not installed (pip install "loopwatch[semantic]")'
     if not pure:
         env = {k: v for k, v in os.environ.items() if k != "LOOPWATCH_PURE_PYTHON"}
-        check = "from loopwatch import _kernels; raise SystemExit(0 if _kernels.COMPILED else 1)"
+        check = "from loopwatch.core import _kernels; raise SystemExit(0 if _kernels.COMPILED else 1)"
         if subprocess.run([sys.executable, "-c", check], env=env).returncode:
             return "the compiled kernels are not built (python hatch_build.py)"
     return None

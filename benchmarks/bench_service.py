@@ -37,7 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from loopwatch.guard import Guard  # noqa: E402
+from loopwatch import Guard  # noqa: E402
 from redis_server import RedisServer  # noqa: E402
 from service_process import HOST, ServiceProcess, session_events  # noqa: E402
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import bench_guard
-from loopwatch.guard import Guard
+from loopwatch import Guard
 
 TARGETS = {"sqlite": 5_000.0, "redis": 10_000.0}
 

@@ -23,11 +23,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from loopwatch import _kernels_py as pure
-from loopwatch.masking import _masked_bytes_py, masked
+from loopwatch.core import _kernels_py as pure
+from loopwatch.core._masking import _masked_bytes_py, masked
 
 try:
-    from loopwatch import _kernels_c as compiled
+    from loopwatch.core import _kernels_c as compiled
 except ImportError:
     sys.exit("the compiled kernels are not built: run `python hatch_build.py` first")
 

@@ -18,9 +18,9 @@ import sys
 import time
 from pathlib import Path
 
+from loopwatch import PRESETS, preset
 from loopwatch.cli._evaluation import evaluate_policy, labelled_runs
 from loopwatch.cli._metrics import parse_labels
-from loopwatch.presets import PRESETS, preset
 from loopwatch.readers import read_runs
 
 HERE = Path(__file__).resolve().parent

@@ -40,9 +40,8 @@ from array import array
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from loopwatch import Guard, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
+from loopwatch import PRESETS, Guard, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
 from loopwatch.errors import EventError
-from loopwatch.presets import PRESETS
 
 # -- hostile in-process objects ---------------------------------------------------------------------------------
 

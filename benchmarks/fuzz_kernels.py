@@ -95,15 +95,15 @@ def as_text(data: bytes) -> str:
 
 def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -> int:
     spec = importlib.util.spec_from_file_location(
-        "loopwatch._kernels_c",
+        "loopwatch.core._kernels_c",
         module_path,
-        loader=importlib.machinery.ExtensionFileLoader("loopwatch._kernels_c", str(module_path)),
+        loader=importlib.machinery.ExtensionFileLoader("loopwatch.core._kernels_c", str(module_path)),
     )
     assert spec is not None and spec.loader is not None
     compiled: ModuleType = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(compiled)
-    from loopwatch import _kernels_py as pure
-    from loopwatch.masking import _masked_bytes_py
+    from loopwatch.core import _kernels_py as pure
+    from loopwatch.core._masking import _masked_bytes_py
 
     rng = random.Random(seed)
     corpus = seeds(files, 3_000)

@@ -42,13 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loopwatch import Guard, Policy, Verdict, preset
+from loopwatch._policy_spec import PolicySpec
 from loopwatch.cli._batch import scan_files
 from loopwatch.errors import InputError
-from loopwatch.guard import Guard
-from loopwatch.policy import Policy
-from loopwatch.policy_spec import PolicySpec
-from loopwatch.presets import preset
-from loopwatch.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"

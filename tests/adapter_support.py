@@ -8,9 +8,9 @@ import textwrap
 from typing import Any
 
 from loopwatch import Guard, ToolCall, ToolResult
-from loopwatch.events import Event
-from loopwatch.policy import Policy
-from loopwatch.verdict import Verdict
+from loopwatch.core._events import Event
+from loopwatch.core._policy import Policy
+from loopwatch.core._verdict import Verdict
 
 
 def check_missing_framework(hidden: str, adapter: str, extra: str, *, also_import: str = "") -> None:

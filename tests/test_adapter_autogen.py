@@ -26,7 +26,7 @@ from autogen_ext.models.replay import ReplayChatCompletionClient
 from adapter_support import check_missing_framework
 from loopwatch import ConfigError, Guard
 from loopwatch.adapters.autogen import STOP_SOURCE, LoopStopped, LoopwatchAutoGen
-from loopwatch.verdict import LOOP_DETECTED, Verdict
+from loopwatch.core._verdict import LOOP_DETECTED, Verdict
 
 logging.getLogger("autogen_ext").setLevel(logging.ERROR)  # "Token count has been done only on string content"
 

@@ -25,8 +25,8 @@ import pytest
 from loopwatch import Guard
 from loopwatch.adapters import claude_code as cc
 from loopwatch.adapters.claude_code_daemon import stop_servers
-from loopwatch.events import Message, ToolCall, ToolResult
-from loopwatch.verdict import Verdict
+from loopwatch.core._events import Message, ToolCall, ToolResult
+from loopwatch.core._verdict import Verdict
 
 MODULE = "loopwatch.adapters.claude_code"
 REPEAT_STOP = (

@@ -465,6 +465,6 @@ def test_a_served_event_loads_neither_the_rules_nor_the_standard_librarys_heavy_
     )
     loaded = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.decode().splitlines() if "|" in line}
     assert "_socket" in loaded  # it did talk to the server
-    heavy = {"loopwatch.guard", "loopwatch.engine", IN_PROCESS, "json", "sqlite3", "re", "typing", "dataclasses"}
+    heavy = {"loopwatch._guard", "loopwatch.core._engine", IN_PROCESS, "json", "sqlite3", "re", "typing", "dataclasses"}
     assert loaded & heavy == set()
     assert home.server()["handled"] == 1

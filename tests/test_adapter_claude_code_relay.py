@@ -129,4 +129,10 @@ def test_a_relayed_event_loads_none_of_the_rules_nor_json(server: HookServer) ->
     )
     loaded = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line}
     assert "loopwatch.adapters" in loaded  # the relay itself runs as __main__
-    assert not loaded & {"loopwatch.guard", "loopwatch.engine", "loopwatch.adapters.claude_code", "json", "sqlite3"}
+    assert not loaded & {
+        "loopwatch._guard",
+        "loopwatch.core._engine",
+        "loopwatch.adapters.claude_code",
+        "json",
+        "sqlite3",
+    }

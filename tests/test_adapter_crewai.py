@@ -34,10 +34,10 @@ from crewai.tools import tool
 from adapter_support import RecordingGuard, check_missing_framework
 from loopwatch import ConfigError, Guard, LoopwatchError, ToolCall
 from loopwatch.adapters.crewai import LoopStopped, LoopwatchCrewAI
-from loopwatch.events import Usage
-from loopwatch.limits import max_tokens
-from loopwatch.policy import Policy
-from loopwatch.verdict import LOOP_DETECTED, Verdict
+from loopwatch.core._events import Usage
+from loopwatch.core._limits import max_tokens
+from loopwatch.core._policy import Policy
+from loopwatch.core._verdict import LOOP_DETECTED, Verdict
 
 BLOCKED = "Tool execution blocked by hook. Tool:"  # what CrewAI shows the model for a refused call
 REPEATED = "I tried reusing the same input"  # CrewAI's own refusal of a call that repeats the previous one

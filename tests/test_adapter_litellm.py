@@ -27,9 +27,9 @@ from litellm.types.utils import ChatCompletionMessageToolCall, Choices, Function
 from adapter_support import RecordingGuard, check_missing_framework
 from loopwatch import ConfigError, Guard, LoopwatchError, ToolCall
 from loopwatch.adapters.litellm import MARK, LoopStopped, LoopwatchGuardrail, default_session
-from loopwatch.events import Message as LoopMessage
-from loopwatch.events import Usage as LoopUsage
-from loopwatch.verdict import LOOP_DETECTED
+from loopwatch.core._events import Message as LoopMessage
+from loopwatch.core._events import Usage as LoopUsage
+from loopwatch.core._verdict import LOOP_DETECTED
 
 # litellm queues its async success logging on the event loop of the call; each asyncio.run closes its loop
 pytestmark = pytest.mark.filterwarnings("ignore:coroutine 'Logging.async_success_handler' was never awaited")

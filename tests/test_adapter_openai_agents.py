@@ -35,7 +35,7 @@ import loopwatch
 from adapter_support import BUILD_STAGES, RecordingGuard, check_missing_framework
 from loopwatch import ConfigError, LoopwatchError, Message, ToolCall, ToolResult
 from loopwatch.adapters.openai_agents import DEFAULT_SESSION, LoopStopped, LoopwatchGuard, LoopwatchHooks
-from loopwatch.verdict import LOOP_DETECTED, Verdict
+from loopwatch.core._verdict import LOOP_DETECTED, Verdict
 
 agents.set_tracing_disabled(True)
 

@@ -27,7 +27,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from adapter_support import BUILD_STAGES, RecordingGuard, check_missing_framework
 from loopwatch import ConfigError, Guard, LoopwatchError, Message, ToolCall, ToolResult, Usage
 from loopwatch.adapters.pydantic_ai import DEFAULT_SESSION, LoopStopped, LoopwatchCapability
-from loopwatch.verdict import LOOP_DETECTED, Verdict
+from loopwatch.core._verdict import LOOP_DETECTED, Verdict
 
 # -- the scripted model ----------------------------------------------------------------------------------
 

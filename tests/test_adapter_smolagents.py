@@ -17,7 +17,7 @@ from smolagents.utils import AgentError
 from adapter_support import RecordingGuard, check_missing_framework
 from loopwatch import ConfigError, Guard, LoopwatchError, ToolCall, ToolResult
 from loopwatch.adapters.smolagents import LoopStopped, LoopwatchAgent, LoopwatchCallback
-from loopwatch.verdict import LOOP_DETECTED
+from loopwatch.core._verdict import LOOP_DETECTED
 
 # -- the scripted model ----------------------------------------------------------------------------------
 

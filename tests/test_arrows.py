@@ -23,31 +23,31 @@ import loopwatch
 PACKAGE = Path(loopwatch.__file__).parent
 
 RULES = (
-    "loopwatch.detectors",
-    "loopwatch.chanting",
-    "loopwatch.similarity",
-    "loopwatch.fingerprint",
-    "loopwatch.masking",
-    "loopwatch.canonical",
-    "loopwatch.tools",
-    "loopwatch.configured",
-    "loopwatch._lazy_re",
+    "loopwatch.core.detectors",
+    "loopwatch.core._chanting",
+    "loopwatch.core._similarity",
+    "loopwatch.core._fingerprint",
+    "loopwatch.core._masking",
+    "loopwatch.core._canonical",
+    "loopwatch.core._tools",
+    "loopwatch.core._configured",
+    "loopwatch.core._lazy_re",
 )
 CORE = (
-    "loopwatch.events",
-    "loopwatch.patterns",
-    "loopwatch.ladder",
-    "loopwatch.policy",
-    "loopwatch.limits",
-    "loopwatch.messages",
-    "loopwatch.verdict",
-    "loopwatch.presets",
-    "loopwatch.engine",
-    "loopwatch.audit",
-    "loopwatch.swarm_tally",
+    "loopwatch.core._events",
+    "loopwatch.core._patterns",
+    "loopwatch.core._ladder",
+    "loopwatch.core._policy",
+    "loopwatch.core._limits",
+    "loopwatch.core._messages",
+    "loopwatch.core._verdict",
+    "loopwatch._presets",
+    "loopwatch.core._engine",
+    "loopwatch.core._audit",
+    "loopwatch.core._swarm_tally",
 )
-GUARD = ("loopwatch.guard", "loopwatch.session_backend", "loopwatch.stored", "loopwatch.remote")
-STORES = ("loopwatch.stores", "loopwatch.stored")
+GUARD = ("loopwatch._guard", "loopwatch._session_backend", "loopwatch._stored", "loopwatch.remote")
+STORES = ("loopwatch.stores", "loopwatch._stored")
 SINKS = ("loopwatch.sinks", "loopwatch.telemetry")
 ADAPTERS = ("loopwatch.adapters",)
 SERVER = ("loopwatch.server",)
@@ -127,27 +127,31 @@ def _crossings(sources: tuple[str, ...], forbidden: tuple[str, ...]) -> list[str
 def test_the_parser_sees_relative_absolute_and_nested_imports() -> None:
     graph = _graph()
     assert len(graph) > 80
-    engine = {target for target, _, _ in graph["loopwatch.engine"]}
-    assert {"loopwatch.detectors.base", "loopwatch.errors", "loopwatch.policy"} <= engine  # from .x import y
-    guard = {target for target, _, _ in graph["loopwatch.guard"]}
+    engine = {target for target, _, _ in graph["loopwatch.core._engine"]}
+    assert {
+        "loopwatch.core.detectors._base",
+        "loopwatch.errors",
+        "loopwatch.core._policy",
+    } <= engine  # from .x import y
+    guard = {target for target, _, _ in graph["loopwatch._guard"]}
     assert "loopwatch.remote" in guard or "loopwatch.stores" in guard
     claude = {target for target, _, _ in graph["loopwatch.adapters.claude_code"]}
-    assert "loopwatch.policy_spec" in claude  # an import inside a function
+    assert "loopwatch._policy_spec" in claude  # an import inside a function
     assert "loopwatch.errors" in {target for target, _, _ in graph["loopwatch.adapters.langchain"]}
     assert "loopwatch.cli" in {target for target, _, _ in graph["loopwatch._entry"]}  # inside a function
     assert "loopwatch.cli._scan" in {target for target, _, _ in graph["loopwatch.cli._batch"]}  # inside the package
 
 
 def test_the_crossing_finder_reports_an_import_it_is_told_to_forbid() -> None:
-    assert _crossings(("loopwatch.engine",), ("loopwatch.detectors",))  # the engine drives the rules
+    assert _crossings(("loopwatch.core._engine",), ("loopwatch.core.detectors",))  # the engine drives the rules
     assert any(
-        "loopwatch.adapters.mcp" in line for line in _crossings(("loopwatch.adapters.mcp",), ("loopwatch.guard",))
+        "loopwatch.adapters.mcp" in line for line in _crossings(("loopwatch.adapters.mcp",), ("loopwatch._guard",))
     )
 
 
 @pytest.mark.parametrize(
     "forbidden",
-    [("loopwatch.engine", *GUARD), STORES, SINKS, ADAPTERS, SERVER, CLI, COMMAND_LINES, FRAMEWORKS],
+    [("loopwatch.core._engine", *GUARD), STORES, SINKS, ADAPTERS, SERVER, CLI, COMMAND_LINES, FRAMEWORKS],
     ids=["driver", "stores", "sinks", "adapters", "server", "cli", "command-lines", "frameworks"],
 )
 def test_rules_never_import_their_driver_a_store_a_framework_or_the_cli(forbidden: tuple[str, ...]) -> None:
@@ -175,7 +179,7 @@ def test_only_the_program_s_entry_imports_the_command_line() -> None:
     """The guard, the stores, the sinks, the adapters and the service included: the command line drives them."""
     graph = _graph()
     others = [module for module in graph if not _within(module, (*CLI, *PROGRAM))]
-    assert {"loopwatch", "loopwatch.guard", "loopwatch.server.board", "loopwatch.adapters.mcp"} <= set(others)
+    assert {"loopwatch", "loopwatch._guard", "loopwatch.server.board", "loopwatch.adapters.mcp"} <= set(others)
     bad = [
         f"{module}:{line} -> {target}" for module in others for target, _, line in graph[module] if _within(target, CLI)
     ]

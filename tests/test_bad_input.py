@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-import loopwatch.engine
+import loopwatch.core._engine
 from loopwatch import EventError, Guard, Message, TextDelta, ToolCall, ToolResult, Verdict
 from loopwatch.sinks import JsonlAuditSink, MemorySink
 
@@ -212,7 +212,7 @@ def test_internal_errors_are_contained(caplog: pytest.LogCaptureFixture, monkeyp
     def explode(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(loopwatch.engine, "step_of", explode)  # what every event goes through first
+    monkeypatch.setattr(loopwatch.core._engine, "step_of", explode)  # what every event goes through first
     with caplog.at_level(logging.ERROR, logger="loopwatch"):
         verdict = guard.observe("s", ToolCall("tool", {}))
     assert verdict.ok and "internal error" in (verdict.reason or "")
@@ -221,7 +221,7 @@ def test_internal_errors_are_contained(caplog: pytest.LogCaptureFixture, monkeyp
     monkeypatch.undo()
     assert normal_loop(guard, "s") == FRESH
     raising = Guard(on_error="raise")
-    monkeypatch.setattr(loopwatch.engine, "step_of", explode)
+    monkeypatch.setattr(loopwatch.core._engine, "step_of", explode)
     with pytest.raises(RuntimeError, match="kaboom"):
         raising.observe("s", ToolCall("tool", {}))
 

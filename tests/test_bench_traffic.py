@@ -15,8 +15,8 @@ from types import ModuleType
 
 import pytest
 
-from loopwatch.events import ToolCall, ToolResult
-from loopwatch.guard import Guard
+from loopwatch._guard import Guard
+from loopwatch.core._events import ToolCall, ToolResult
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 

@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopwatch import Guard, Message, TextDelta
-from loopwatch.canonical import fold_string
-from loopwatch.chanting import ChantTracker
-from loopwatch.events import MAX_MESSAGE_TEXT
-from loopwatch.fingerprint import _PATH, _normalize_text, normalized_args
+from loopwatch.core._canonical import fold_string
+from loopwatch.core._chanting import ChantTracker
+from loopwatch.core._events import MAX_MESSAGE_TEXT
+from loopwatch.core._fingerprint import _PATH, _normalize_text, normalized_args
 
 # the behavioral preset's path normalisation as it was written first: quadratic on a long word without a slash
 _ORIGINAL_PATH = re.compile(r"(?:[\w.~-]*/)+([\w.-]+)")

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loopwatch.chanting import ChantHit, ChantTracker
+from loopwatch.core._chanting import ChantHit, ChantTracker
 
 SENTENCE = "I will now fix the bug. "
 INTRO = "Let me look at this again:\n"
@@ -459,7 +459,7 @@ def test_checkpoints_tested_one_by_one_or_as_zones_give_the_same_result(
     text: str, cuts: list[int], threshold: int
 ) -> None:
     """A few checkpoints are tested chunk by chunk, many as zones of the text: the same checkpoints are dropped."""
-    from loopwatch import chanting
+    from loopwatch.core import _chanting as chanting
 
     few = chanting._FEW_CHECKPOINTS
     try:

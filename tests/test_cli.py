@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from loopwatch._presets import PRESETS
 from loopwatch.cli import main
-from loopwatch.presets import PRESETS
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 REPORT_KEYS = {"id", "events", "detections"}

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
+from loopwatch._presets import PRESETS, preset
 from loopwatch.config import Config, config_from_mapping, find_config, load_config
-from loopwatch.detectors import CycleDetector, DoomLoopDetector
-from loopwatch.engine import Engine
+from loopwatch.core._engine import Engine
+from loopwatch.core._events import ToolCall
+from loopwatch.core._policy import Ladder, Policy, Rung
+from loopwatch.core.detectors import CycleDetector, DoomLoopDetector
 from loopwatch.errors import ConfigError, MissingExtraError, UnknownPresetError
-from loopwatch.events import ToolCall
-from loopwatch.policy import Ladder, Policy, Rung
-from loopwatch.presets import PRESETS, preset
 
 FULL_TOML = """
 preset = "default"
@@ -517,7 +517,7 @@ def test_tool_ladder_overrides_the_pattern_ladder() -> None:
 
 def test_a_detector_override_keeps_the_rephrase_rule_s_embedder() -> None:
     """Changing one threshold of the default's rephrase rule keeps the built-in embedder (not word overlap)."""
-    from loopwatch.detectors import RephraseDetector
+    from loopwatch.core.detectors import RephraseDetector
 
     policy = config_from_mapping({"preset": "default", "detectors": {"rephrase": {"count": 4}}}).policy()
     (rule,) = [d for d in policy.detectors if isinstance(d, RephraseDetector)]

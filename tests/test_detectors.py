@@ -9,16 +9,16 @@ from typing import Any
 import pytest
 
 from loopwatch import PRESETS, Event, Guard, Message, TextDelta, ToolCall, ToolResult, Verdict, preset
-from loopwatch.detectors import cycle, failure_streak, feedback_repeat, repeat
-from loopwatch.detectors.base import push
-from loopwatch.policy import Ladder, exempt
-from loopwatch.presets import (
+from loopwatch._presets import (
     SEED000_TERMINATE,
     SEED000_WARN,
     SEED004_EXPLORE,
     SEED004_FORCE_DONE,
     SEED004_REPLAN,
 )
+from loopwatch.core._policy import Ladder, exempt
+from loopwatch.core.detectors import cycle, failure_streak, feedback_repeat, repeat
+from loopwatch.core.detectors._base import push
 
 
 def run(guard: Guard, events: Sequence[Event], session: str = "s", **kwargs: Any) -> list[Verdict]:

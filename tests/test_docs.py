@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from loopwatch import config
-from loopwatch.presets import PRESETS, preset
+from loopwatch._presets import PRESETS, preset
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"

@@ -19,8 +19,9 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 _IMPORT = re.compile(r"^[ \t]*(?:>>> )?from (loopwatch[\w.]*) import (?:\(([^)]*)\)|([\w, \t]+))", re.M)
 _DOTTED = re.compile(r"(?<![\w./-])loopwatch((?:\.[A-Za-z_]\w*)+)")
-_NOT_PYTHON = frozenset({"action"})
-"""Dotted names that are not Python: the service's span attributes (``loopwatch.action``, ``loopwatch.pattern``)."""
+_NOT_PYTHON = frozenset({"action", "verdict"})
+"""Dotted names that are not Python: the span event and its attributes (``loopwatch.verdict``, ``loopwatch.action``,
+``loopwatch.pattern``)."""
 _FILE_ENDINGS = frozenset({"toml", "jsonl", "json", "db", "md", "log", "yaml", "yml", "sqlite", "gz", "html", "py"})
 
 

@@ -16,19 +16,19 @@ import pytest
 import loopwatch
 from loopwatch import errors
 from loopwatch.adapters.claude_code import install_hooks, settings_path
-from loopwatch.chanting import ChantTracker
 from loopwatch.cli._report import HtmlReport
-from loopwatch.detectors.cycle import CycleDetector
-from loopwatch.detectors.failures import FeedbackRepeatDetector
-from loopwatch.detectors.ledger import SelfReportDetector
-from loopwatch.detectors.rerun import RerunDetector
-from loopwatch.detectors.revisit import RevisitDetector
-from loopwatch.detectors.text import SimilarTextDetector
+from loopwatch.core._chanting import ChantTracker
+from loopwatch.core._limits import max_cost, max_iterations, max_runtime
+from loopwatch.core._policy import Ladder, Rung
+from loopwatch.core._verdict import Verdict
+from loopwatch.core.detectors._cycle import CycleDetector
+from loopwatch.core.detectors._failures import FeedbackRepeatDetector
+from loopwatch.core.detectors._ledger import SelfReportDetector
+from loopwatch.core.detectors._rerun import RerunDetector
+from loopwatch.core.detectors._revisit import RevisitDetector
+from loopwatch.core.detectors._text import SimilarTextDetector
 from loopwatch.errors import LoopwatchError, MissingExtraError
-from loopwatch.limits import max_cost, max_iterations, max_runtime
-from loopwatch.policy import Ladder, Rung
 from loopwatch.semantic.tokenizer import WordPieceTokenizer
-from loopwatch.verdict import Verdict
 
 ADAPTERS_WITH_A_STOP = ("langchain", "litellm", "autogen", "pydantic_ai", "crewai", "smolagents", "openai_agents")
 FRAMEWORK_STOP = {  # the framework's own exception each adapter's stop also is (module, class)
@@ -74,7 +74,7 @@ def test_the_walk_finds_the_package_s_errors() -> None:
     names = {module.__name__ for module in imported}
     assert {
         "loopwatch.errors",
-        "loopwatch.session_backend",
+        "loopwatch._session_backend",
         "loopwatch.adapters.claude_code",
         "loopwatch.cli._metrics",
     } <= (names)
@@ -83,7 +83,7 @@ def test_the_walk_finds_the_package_s_errors() -> None:
     assert {
         "loopwatch.errors.ConfigError",
         "loopwatch.stores.StoreError",
-        "loopwatch.session_backend.JudgingError",
+        "loopwatch._session_backend.JudgingError",
     } <= set(found)
 
 
@@ -99,9 +99,9 @@ def test_the_tree_in_errors_docstring_names_every_public_error() -> None:
 
 
 def test_errors_that_were_value_errors_still_are() -> None:
+    from loopwatch._session_backend import JudgingError
     from loopwatch.adapters.claude_code import HookInputError, SettingsError
     from loopwatch.server.errors import ApiError
-    from loopwatch.session_backend import JudgingError
 
     assert issubclass(HookInputError, ValueError) and issubclass(HookInputError, LoopwatchError)
     for cls in (SettingsError, ApiError, JudgingError):
@@ -191,7 +191,7 @@ def test_a_ladder_s_error_read_from_a_file_names_the_ladder_once(tmp_path: Path)
 
 
 def test_unreadable_judge_answers_and_chant_states_are_typed_errors() -> None:
-    from loopwatch.judge import JudgeAnswer, JudgeAnswerError
+    from loopwatch.core._judge import JudgeAnswer, JudgeAnswerError
 
     with pytest.raises(JudgeAnswerError) as answer:
         JudgeAnswer.of({"loop": "yes"})

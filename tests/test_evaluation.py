@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from loopwatch._presets import preset
 from loopwatch.cli._evaluation import (
     Evaluation,
     Sweep,
@@ -26,10 +27,9 @@ from loopwatch.cli._evaluation import (
 from loopwatch.cli._explain import explain_run, explanation_json, find_run
 from loopwatch.cli._metrics import Detection, RunOutcome, evaluate, parse_labels, run_outcome_from_trajectory
 from loopwatch.cli._scan import scan_runs
-from loopwatch.detectors import chanting, error_retry
+from loopwatch.core._events import Message, ToolCall, ToolResult
+from loopwatch.core.detectors import chanting, error_retry
 from loopwatch.errors import ConfigError
-from loopwatch.events import Message, ToolCall, ToolResult
-from loopwatch.presets import preset
 from loopwatch.readers import Run, read_runs, trajectory_run
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from loopwatch.errors import EventError, LoopwatchError
-from loopwatch.events import (
+from loopwatch.core._events import (
     EVENT_TYPES,
     Message,
     Reset,
@@ -23,6 +22,7 @@ from loopwatch.events import (
     parse_event,
     session_of,
 )
+from loopwatch.errors import EventError, LoopwatchError
 
 # One event of every type with every field docs/formats.md, section 1 gives it.
 FULL_EVENTS: list[dict[str, Any]] = [

@@ -11,11 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopwatch import Message, ToolCall, ToolResult, preset
-from loopwatch._kernels import alnum_word_hashes, error_lines
-from loopwatch._kernels_py import ERROR_LINE as _ERROR_LINE
-from loopwatch.detectors import _failure_text, base
-from loopwatch.detectors._state import flat_get
-from loopwatch.engine import Engine
+from loopwatch.core._engine import Engine
+from loopwatch.core._kernels import alnum_word_hashes, error_lines
+from loopwatch.core._kernels_py import ERROR_LINE as _ERROR_LINE
+from loopwatch.core.detectors import _base as base
+from loopwatch.core.detectors import _failure_text
+from loopwatch.core.detectors._state import flat_get
 
 SETTINGS = settings(max_examples=400, deadline=None)
 

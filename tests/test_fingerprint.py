@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from loopwatch import Guard, ToolCall, ToolResult
-from loopwatch.canonical import MAX_DEPTH, canonical_json
-from loopwatch.detectors.base import sketch_of
-from loopwatch.fingerprint import (
+from loopwatch.core._canonical import MAX_DEPTH, canonical_json
+from loopwatch.core._fingerprint import (
     PRIMARY_KEYS,
     bash_file_read,
     call_fingerprint,
@@ -26,7 +25,8 @@ from loopwatch.fingerprint import (
     tool_key,
     word_hashes,
 )
-from loopwatch.masking import masked, volatile_spans
+from loopwatch.core._masking import masked, volatile_spans
+from loopwatch.core.detectors._base import sketch_of
 
 # -- canonical JSON ---------------------------------------------------------------------------------------
 

@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 
 from loopwatch import formats, readers
+from loopwatch._presets import default
 from loopwatch.cli._scan import scan_events, scan_runs
-from loopwatch.engine import Engine
+from loopwatch.core._engine import Engine
+from loopwatch.core._events import Event, Message, ToolCall, ToolResult, Usage
+from loopwatch.core._verdict import Verdict
 from loopwatch.errors import InputError
-from loopwatch.events import Event, Message, ToolCall, ToolResult, Usage
 from loopwatch.formats import mini_swe_agent, openhands, otel, swe_agent, tau_bench
-from loopwatch.presets import default
 from loopwatch.readers import Run, open_text, step_event
-from loopwatch.verdict import Verdict
 
 DATA = Path(__file__).resolve().parent / "data" / "formats"
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"

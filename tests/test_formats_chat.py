@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 
 from loopwatch import formats
+from loopwatch._presets import preset
 from loopwatch.cli import main
 from loopwatch.cli._scan import scan_events, to_records
-from loopwatch.engine import Engine
+from loopwatch.core._engine import Engine
+from loopwatch.core._events import Event, Message, ToolCall, ToolResult, Usage
+from loopwatch.core._verdict import Verdict
 from loopwatch.errors import InputError
-from loopwatch.events import Event, Message, ToolCall, ToolResult, Usage
-from loopwatch.presets import preset
 from loopwatch.readers import FORMATS, Run, read_file, read_runs, run_id_from_path, sniff_format
-from loopwatch.verdict import Verdict
 
 DATA = Path(__file__).resolve().parent / "data" / "formats"
 CHAT_LOOP = DATA / "openai" / "chat-loop.json"

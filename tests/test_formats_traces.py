@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from loopwatch._presets import preset
 from loopwatch.cli import main
 from loopwatch.cli._scan import scan_runs
+from loopwatch.core._events import Message, ToolCall, ToolResult, Usage
 from loopwatch.errors import InputError
-from loopwatch.events import Message, ToolCall, ToolResult, Usage
-from loopwatch.presets import preset
 from loopwatch.readers import Run, read_runs, sniff_format, trajectory_run
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"

@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from loopwatch.events import ToolCall, ToolResult, event_to_json
+from loopwatch.core._events import ToolCall, ToolResult, event_to_json
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 

@@ -25,7 +25,7 @@ from loopwatch import (
     Verdict,
     preset,
 )
-from loopwatch.limits import max_iterations
+from loopwatch.core._limits import max_iterations
 from loopwatch.sinks import JsonlAuditSink, MemorySink
 
 SECRET = "sk-" + "live0123456789abcdefghijklmnopqrstuv"

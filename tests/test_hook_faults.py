@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from loopwatch._guard import Guard
 from loopwatch.adapters import claude_code as cc
 from loopwatch.adapters.claude_code_server import make_server
-from loopwatch.guard import Guard
 from loopwatch.stores.sqlite import SqliteStore
 
 MODULE = "loopwatch.adapters.claude_code"

@@ -15,10 +15,10 @@ import numpy
 import pytest
 
 from loopwatch import EventError, Guard, Message, TextDelta, ToolCall, ToolResult, Usage, preset
-from loopwatch.canonical import canonical_json
-from loopwatch.events import MAX_ARG_TEXT, MAX_MESSAGE_TEXT, MAX_NAME, MAX_TEXT, Reset, cut_text
-from loopwatch.limits import max_runtime
-from loopwatch.session_backend import InProcessSessions
+from loopwatch._session_backend import InProcessSessions
+from loopwatch.core._canonical import canonical_json
+from loopwatch.core._events import MAX_ARG_TEXT, MAX_MESSAGE_TEXT, MAX_NAME, MAX_TEXT, Reset, cut_text
+from loopwatch.core._limits import max_runtime
 
 
 class HostileStr(str):

@@ -15,18 +15,18 @@ import loopwatch
 
 DEFERRED_BY_IMPORT = (
     # the package's own modules: each public name's module loads when the name is first used
-    "loopwatch.engine",
-    "loopwatch.guard",
-    "loopwatch.detectors",
-    "loopwatch.presets",
-    "loopwatch.policy",
-    "loopwatch.limits",
-    "loopwatch.messages",
-    "loopwatch.events",
-    "loopwatch.verdict",
+    "loopwatch.core._engine",
+    "loopwatch._guard",
+    "loopwatch.core.detectors",
+    "loopwatch._presets",
+    "loopwatch.core._policy",
+    "loopwatch.core._limits",
+    "loopwatch.core._messages",
+    "loopwatch.core._events",
+    "loopwatch.core._verdict",
     "loopwatch.errors",
-    "loopwatch.judge",
-    "loopwatch.stored",
+    "loopwatch.core._judge",
+    "loopwatch._stored",
     "loopwatch.stores",
     # and the standard library's heavier modules they need
     "dataclasses",
@@ -42,7 +42,7 @@ NOT_IN_A_HOOK_RUN = (
     "loopwatch._cli_options",  # the hook reads its few options without argparse
     "loopwatch._timeline",  # how the report and the dashboard draw a step
     "loopwatch.readers",
-    "loopwatch.judge",
+    "loopwatch.core._judge",
     "argparse",
     "pathlib",
     "difflib",
@@ -77,8 +77,12 @@ def test_import_loopwatch_loads_no_other_module_of_the_package(tmp_path: Path) -
 
 def test_a_public_name_loads_its_module_on_first_use(tmp_path: Path) -> None:
     loaded = _modules_after("from loopwatch import ToolCall", tmp_path)
-    assert "loopwatch.events" in loaded
-    assert "loopwatch.guard" not in loaded and "loopwatch.engine" not in loaded and "loopwatch.detectors" not in loaded
+    assert "loopwatch.core._events" in loaded
+    assert (
+        "loopwatch._guard" not in loaded
+        and "loopwatch.core._engine" not in loaded
+        and "loopwatch.core.detectors" not in loaded
+    )
 
 
 def test_every_public_name_is_importable_and_is_its_modules_own() -> None:
@@ -88,9 +92,9 @@ def test_every_public_name_is_importable_and_is_its_modules_own() -> None:
     namespace: dict[str, object] = {}
     exec("from loopwatch import *", namespace)
     assert set(loopwatch.__all__) <= set(namespace)
-    from loopwatch.guard import Guard
-    from loopwatch.judge import LoopJudge
-    from loopwatch.presets import preset
+    from loopwatch._guard import Guard
+    from loopwatch._presets import preset
+    from loopwatch.core._judge import LoopJudge
 
     assert loopwatch.Guard is Guard and loopwatch.LoopJudge is LoopJudge and loopwatch.preset is preset
     assert set(loopwatch.__all__) <= set(dir(loopwatch))
@@ -135,5 +139,5 @@ def test_a_hook_run_loads_no_configuration_or_command_line_code(tmp_path: Path, 
         "    assert not exc.code, exc.code\n"
     )
     loaded = _modules_after(code, project, stdin=json.dumps(HOOK_INPUT))
-    assert {"loopwatch.guard", "loopwatch.presets", "loopwatch.stores.sqlite", "sqlite3"} <= set(loaded)  # it judged
+    assert {"loopwatch._guard", "loopwatch._presets", "loopwatch.stores.sqlite", "sqlite3"} <= set(loaded)  # it judged
     assert [m for m in NOT_IN_A_HOOK_RUN if m in loaded] == []

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from loopwatch._failure_signs import infer_failure
-from loopwatch.events import ToolCall, ToolResult
-from loopwatch.guard import Guard
+from loopwatch._guard import Guard
+from loopwatch.core._events import ToolCall, ToolResult
+from loopwatch.core._failure_signs import infer_failure
 
 FAILED = [
     "Traceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'a'",

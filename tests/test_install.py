@@ -61,7 +61,7 @@ def test_the_sdist_has_what_a_build_from_source_needs(dist: Path) -> None:
     with tarfile.open(sdist) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     needed_files = ("pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "mkdocs.yml", "hatch_build.py")
-    for needed in (*needed_files, "src/loopwatch/cli/_main.py", "src/loopwatch/_kernels_c.c"):
+    for needed in (*needed_files, "src/loopwatch/cli/_main.py", "src/loopwatch/core/_kernels_c.c"):
         assert needed in names, needed
     assert any(n.startswith("docs/") for n in names) and any(n.startswith("examples/") for n in names)
     assert not any("node_modules" in n for n in names)
@@ -152,12 +152,12 @@ def test_with_a_compiler_the_wheel_carries_the_compiled_kernels(dist: Path) -> N
     wheel = _one(dist, "loopwatch-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-    compiled = [n for n in names if n.startswith("loopwatch/_kernels_c.")]
+    compiled = [n for n in names if n.startswith("loopwatch/core/_kernels_c.")]
     if shutil.which(sysconfig.get_config_var("CC").split()[0]) is None and not os.environ.get(
         "LOOPWATCH_REQUIRE_COMPILED"
     ):  # pragma: no cover - no compiler here
         pytest.skip("no C compiler: the wheel is pure Python")
-    assert compiled == [f"loopwatch/_kernels_c{sysconfig.get_config_var('EXT_SUFFIX')}"]
+    assert compiled == [f"loopwatch/core/_kernels_c{sysconfig.get_config_var('EXT_SUFFIX')}"]
     assert "-py3-none-any" not in wheel.name  # a platform wheel
     assert not any(n.endswith(".c") for n in names)
 
@@ -184,7 +184,7 @@ def test_without_a_compiler_the_wheel_is_pure_python_and_scans_the_same(tmp_path
     subprocess.run([str(python), "-m", "pip", "install", "--no-index", "--quiet", str(wheel)], env=env, check=True)
     work = tmp_path / "project"
     shutil.copytree(REPO / "examples", work / "examples")
-    code = "from loopwatch import _kernels; print(_kernels.COMPILED)"
+    code = "from loopwatch.core import _kernels; print(_kernels.COMPILED)"
     assert subprocess.run([str(python), "-c", code], capture_output=True, text=True, cwd=work, env=env).stdout == (
         "False\n"
     )

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from loopwatch import ConfigError, Guard, JudgeAnswer, JudgeRequest, Ladder, LoopJudge, Message
-from loopwatch.detectors import rephrase
-from loopwatch.policy import Policy
+from loopwatch.core._policy import Policy
+from loopwatch.core.detectors import rephrase
 
 ASK = "To cancel the booking I need the reservation ID. Could you please share the reservation ID with me?"
 REPLY = "I don't have the reservation ID, support told me the user ID is enough."

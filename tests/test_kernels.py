@@ -1,6 +1,6 @@
-"""The text kernels: the compiled ones (``loopwatch._kernels_c``) give exactly what their pure-Python twins
-(``loopwatch._kernels_py``) give, on arbitrary text (hypothesis: unicode, lone surrogates, NULs, huge inputs) and on
-a sample of the corpus; the twins give what their definitions (the regular expressions they replace) give; and
+"""The text kernels: the compiled ones (``loopwatch.core._kernels_c``) give exactly what their pure-Python twins
+(``loopwatch.core._kernels_py``) give, on arbitrary text (hypothesis: unicode, lone surrogates, NULs, huge inputs)
+and on a sample of the corpus; the twins give what their definitions (the regular expressions they replace) give; and
 ``LOOPWATCH_PURE_PYTHON=1`` picks the twins.
 
 Without a C compiler the compiled module is not built and its comparisons are skipped, unless
@@ -25,14 +25,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopwatch import _kernels, _kernels_py, masking
-from loopwatch.detectors import base
-from loopwatch.masking import masked
+from loopwatch.core import _kernels, _kernels_py
+from loopwatch.core import _masking as masking
+from loopwatch.core._masking import masked
+from loopwatch.core.detectors import _base as base
 
 REPO = Path(__file__).resolve().parents[1]
 
 try:
-    from loopwatch import _kernels_c
+    from loopwatch.core import _kernels_c
 except ImportError:  # pragma: no cover - no compiler at install time
     _kernels_c = None  # type: ignore[assignment]
 
@@ -292,7 +293,7 @@ def _run(code: str, **env: str) -> str:
 
 
 def test_loopwatch_pure_python_forces_the_twins() -> None:
-    code = "from loopwatch import _kernels as k, _kernels_py as p; print(k.COMPILED, k.bottom_k is p.bottom_k)"
+    code = "from loopwatch.core import _kernels as k, _kernels_py as p; print(k.COMPILED, k.bottom_k is p.bottom_k)"
     assert _run(code, LOOPWATCH_PURE_PYTHON="1") == "False True\n"
     assert _run(code, LOOPWATCH_PURE_PYTHON="0") == _run(code)
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from loopwatch import Guard, Message, Reset, ToolCall, ToolResult, Usage, Verdict, preset
-from loopwatch.limits import (
+from loopwatch.core._limits import (
     Limit,
     Limits,
     MaxConsecutiveFailures,

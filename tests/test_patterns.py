@@ -1,7 +1,8 @@
-"""Patterns declared in one place (loopwatch.patterns): each rule declares the patterns it reports, and the presets,
-the message templates, the configuration and the engine read that registry. A misspelt pattern, ladder setting or
-rung setting in a preset, a policy or a configuration file is a ConfigError naming the valid choices, and every
-ladder setting (``restrike`` and rungs with their own messages included) can be written in a configuration file."""
+"""Patterns declared in one place (loopwatch.core.Pattern, loopwatch.core.REGISTRY): each rule declares the patterns it
+reports, and the presets, the message templates, the configuration and the engine read that registry. A misspelt
+pattern, ladder setting or rung setting in a preset, a policy or a configuration file is a ConfigError naming the
+valid choices, and every ladder setting (``restrike`` and rungs with their own messages included) can be written in a
+configuration file."""
 
 from __future__ import annotations
 
@@ -14,15 +15,15 @@ from typing import Any, ClassVar
 
 import pytest
 
-import loopwatch.detectors as detectors
+import loopwatch.core.detectors as detectors
 from loopwatch import Guard, Ladder, Message, Messages, Policy, Rung, ToolCall, ToolResult, preset
+from loopwatch._presets import PRESETS
 from loopwatch.config import PATTERNS, load_config
-from loopwatch.detectors import Detector, Finding, Step, repeat
-from loopwatch.detectors.base import State
+from loopwatch.core._patterns import REGISTRY, STOP_MESSAGE, Pattern, Registry
+from loopwatch.core._policy import ToolSettings
+from loopwatch.core.detectors import Detector, Finding, Step, repeat
+from loopwatch.core.detectors._base import State
 from loopwatch.errors import ConfigError, LoopwatchError
-from loopwatch.patterns import REGISTRY, STOP_MESSAGE, Pattern, Registry
-from loopwatch.policy import ToolSettings
-from loopwatch.presets import PRESETS
 
 RULES = [
     value

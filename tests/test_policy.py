@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from loopwatch import Guard, Ladder, Message, Rung, ToolCall, ToolResult, Verdict, preset
-from loopwatch.detectors.base import Finding
-from loopwatch.policy import LadderState, decide
+from loopwatch.core._policy import LadderState, decide
+from loopwatch.core.detectors._base import Finding
 
 
 def _finding(key: str, count: int) -> Finding:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from loopwatch._policy_spec import PolicySpec, config_path
 from loopwatch.errors import ConfigError, UnknownPresetError
-from loopwatch.policy_spec import PolicySpec, config_path
 
 CONFIG = "[ladders.cycle]\nnudge = 2\nblock = 20\nstop = 30\n"
 

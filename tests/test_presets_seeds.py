@@ -35,10 +35,10 @@ from loopwatch import (
     Verdict,
     preset,
 )
-from loopwatch.detectors.base import Finding
-from loopwatch.fingerprint import bash_file_read, normalized_args, primary_fingerprint
-from loopwatch.policy import LadderState, decide
-from loopwatch.similarity import fuzz_ratio, jaccard_tokens, jaccard_ws
+from loopwatch.core._fingerprint import bash_file_read, normalized_args, primary_fingerprint
+from loopwatch.core._policy import LadderState, decide
+from loopwatch.core._similarity import fuzz_ratio, jaccard_tokens, jaccard_ws
+from loopwatch.core.detectors._base import Finding
 
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from loopwatch._presets import preset
 from loopwatch.cli import main
 from loopwatch.cli._scan import scan_runs
 from loopwatch.errors import InputError
-from loopwatch.presets import preset
 from loopwatch.readers import read_runs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from loopwatch import Guard
+from loopwatch.core._events import Message, Reset, ToolCall, ToolResult, Usage
 from loopwatch.errors import EventError, InputError
-from loopwatch.events import Message, Reset, ToolCall, ToolResult, Usage
 from loopwatch.readers import Run, expand_paths, read_file, read_runs, sniff_format, step_event, trajectory_run
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -9,12 +9,12 @@ from collections.abc import Sequence
 import pytest
 
 from loopwatch import Guard, Ladder, Message, ToolCall, ToolResult
-from loopwatch.detectors import RephraseDetector, rephrase
-from loopwatch.detectors._state import flat_values
-from loopwatch.detectors.semantic import quantize, quantized_cosine
-from loopwatch.engine import Engine
+from loopwatch.core._engine import Engine
+from loopwatch.core._policy import Policy
+from loopwatch.core.detectors import RephraseDetector, rephrase
+from loopwatch.core.detectors._semantic import quantize, quantized_cosine
+from loopwatch.core.detectors._state import flat_values
 from loopwatch.errors import StateError
-from loopwatch.policy import Policy
 
 ASKS = (
     "To cancel the booking I need the reservation ID. Could you please share the reservation ID with me?",
@@ -217,7 +217,7 @@ def test_working_through_a_list_is_not_a_reworded_instruction() -> None:
 
 
 def test_only_prose_arguments_are_instructions() -> None:
-    from loopwatch.detectors.semantic import instruction_of
+    from loopwatch.core.detectors._semantic import instruction_of
 
     long_command = "cd /repo && python -m pytest tests/test_config.py -x -q 2>&1 | tail -n 40 && echo done now"
     assert instruction_of({"command": long_command}, 40) is None  # code keys never count

@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from browser import CHROMIUM_ARGS, chromium
+from loopwatch._presets import preset
 from loopwatch._timeline import ACTION_COLOURS
 from loopwatch.cli._report import HtmlReport, SweepPoint, middle_ellipsis, scan_with_runs
 from loopwatch.cli._scan import RunReport, scan_runs
 from loopwatch.cli._summary import model_of
-from loopwatch.events import Event, Message, ToolCall, ToolResult, Usage
-from loopwatch.presets import preset
+from loopwatch.core._events import Event, Message, ToolCall, ToolResult, Usage
+from loopwatch.core._verdict import Verdict
 from loopwatch.readers import Run, read_runs
-from loopwatch.verdict import Verdict
 
 if TYPE_CHECKING:
     from playwright.sync_api import ConsoleMessage, Dialog, Error, Request

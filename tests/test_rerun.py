@@ -7,12 +7,12 @@ import json
 import pytest
 
 from loopwatch import Guard, Ladder, ToolCall, ToolResult
-from loopwatch.detectors import RerunDetector, rerun
-from loopwatch.detectors._state import flat_values
-from loopwatch.engine import Engine
+from loopwatch.core._engine import Engine
+from loopwatch.core._events import Event
+from loopwatch.core._policy import Policy
+from loopwatch.core.detectors import RerunDetector, rerun
+from loopwatch.core.detectors._state import flat_values
 from loopwatch.errors import StateError
-from loopwatch.events import Event
-from loopwatch.policy import Policy
 
 RUN = {"command": "python reproduce_bug.py"}
 

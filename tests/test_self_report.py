@@ -7,9 +7,9 @@ import json
 import pytest
 
 from loopwatch import Guard, Ladder, Message, ToolCall, ToolResult, Verdict, preset
-from loopwatch.detectors import SelfReportDetector, self_report
-from loopwatch.detectors.ledger import ledger_of, stalled
-from loopwatch.policy import Policy
+from loopwatch.core._policy import Policy
+from loopwatch.core.detectors import SelfReportDetector, self_report
+from loopwatch.core.detectors._ledger import ledger_of, stalled
 
 
 def ledger(*, in_loop: bool, progress: bool, why: str = "The recent actions have been repetitive") -> Message:

@@ -23,13 +23,13 @@ from typing import Any
 
 import pytest
 
-from loopwatch.detectors._state import flat_values
-from loopwatch.engine import Engine
+from loopwatch._presets import preset
+from loopwatch.core._engine import Engine
+from loopwatch.core._events import Event, Message, ToolCall, ToolResult, Usage
+from loopwatch.core._limits import max_consecutive_failures, max_cost, max_iterations, max_tokens
+from loopwatch.core._policy import Policy
+from loopwatch.core.detectors._state import flat_values
 from loopwatch.errors import StateError
-from loopwatch.events import Event, Message, ToolCall, ToolResult, Usage
-from loopwatch.limits import max_consecutive_failures, max_cost, max_iterations, max_tokens
-from loopwatch.policy import Policy
-from loopwatch.presets import preset
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "tests" / "data" / "session_json.json"

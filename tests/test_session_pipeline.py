@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 
 from loopwatch import Guard, JudgeAnswer, JudgeRequest, Ladder, LoopJudge, Message, ToolCall, ToolResult
-from loopwatch.detectors import rephrase
-from loopwatch.engine import Engine
-from loopwatch.policy import Policy
-from loopwatch.presets import preset
-from loopwatch.session_backend import InProcessSessions
-from loopwatch.stored import StoredSessions
+from loopwatch._presets import preset
+from loopwatch._session_backend import InProcessSessions
+from loopwatch._stored import StoredSessions
+from loopwatch.core._engine import Engine
+from loopwatch.core._policy import Policy
+from loopwatch.core._swarm_tally import SwarmTally
+from loopwatch.core.detectors import rephrase
 from loopwatch.stores import Versioned
 from loopwatch.stores.sqlite import SqliteStore
-from loopwatch.swarm_tally import SwarmTally
 
 CALL = ToolCall("read_file", {"path": "notes.txt"})
 RESULT = ToolResult("the same notes", tool="read_file")
@@ -42,8 +42,8 @@ def test_the_engine_gives_each_verdict_with_its_audit_records() -> None:
 
 
 def test_a_limit_warning_comes_from_the_engine_as_a_record() -> None:
-    from loopwatch.events import Usage
-    from loopwatch.limits import Limits, max_cost
+    from loopwatch.core._events import Usage
+    from loopwatch.core._limits import Limits, max_cost
 
     engine = Engine(Policy("t", (), {}, limits=Limits((max_cost(1.0, warn_at=0.5),))))
     state = engine.new_session()

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopwatch import similarity
-from loopwatch.similarity import (
+from loopwatch.core import _similarity as similarity
+from loopwatch.core._similarity import (
     HAVE_RAPIDFUZZ,
     fuzz_ratio,
     fuzz_ratio_at_least,

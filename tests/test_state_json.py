@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from loopwatch.engine import Engine
+from loopwatch._presets import preset
+from loopwatch.core._engine import Engine
+from loopwatch.core._events import Event, Message, TextDelta
 from loopwatch.errors import StateError
-from loopwatch.events import Event, Message, TextDelta
-from loopwatch.presets import preset
 from loopwatch.readers import read_runs
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from loopwatch import Guard
-from loopwatch.events import ToolCall, ToolResult
+from loopwatch.core._events import ToolCall, ToolResult
 from loopwatch.stores import store_from_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from loopwatch import Guard
-from loopwatch.events import Event, Message, ToolCall, ToolResult
+from loopwatch.core._events import Event, Message, ToolCall, ToolResult
 from loopwatch.readers import read_runs
 from loopwatch.stores import MemoryStore, Store, store_from_url
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from loopwatch import Guard
-from loopwatch.events import ToolCall, ToolResult
+from loopwatch.core._events import ToolCall, ToolResult
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from redis_server import RedisServer  # type: ignore[import-not-found]

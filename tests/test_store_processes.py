@@ -10,7 +10,7 @@ import pytest
 
 from loopwatch import Guard
 from loopwatch.cli import main
-from loopwatch.events import Message, ToolCall, ToolResult
+from loopwatch.core._events import Message, ToolCall, ToolResult
 
 TESTS = Path(__file__).resolve().parent
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from loopwatch import Guard
-from loopwatch.events import ToolCall, ToolResult
-from loopwatch.stored import DamagedStateError
+from loopwatch._stored import DamagedStateError
+from loopwatch.core._events import ToolCall, ToolResult
 from loopwatch.stores import StoreError, Versioned, from_storable, storable
 from loopwatch.stores.sqlite import SCHEMA_VERSION, SqliteStore
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from loopwatch import Guard
-from loopwatch import stored as stored_module
+from loopwatch import _stored as stored_module
+from loopwatch.core._events import ToolCall, ToolResult
 from loopwatch.errors import ConfigError
-from loopwatch.events import ToolCall, ToolResult
 from loopwatch.stores import (
     AsyncMemoryStore,
     MemoryStore,

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from loopwatch import Guard, Message, TextDelta, ToolCall, ToolResult, Verdict, preset
-from loopwatch.events import Event
-from loopwatch.fingerprint import is_mutation, is_search
+from loopwatch.core._events import Event
+from loopwatch.core._fingerprint import is_mutation, is_search
 
 
 def _run(events: list[Event], guard: Guard | None = None, *, enforce: bool = False) -> list[Verdict]:

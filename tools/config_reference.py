@@ -16,10 +16,10 @@ import typing
 from collections.abc import Iterable
 from typing import Any
 
-from loopwatch import detectors
-from loopwatch.patterns import REGISTRY
-from loopwatch.policy import Ladder
-from loopwatch.presets import PRESETS, preset
+from loopwatch._presets import PRESETS, preset
+from loopwatch.core import detectors
+from loopwatch.core._patterns import REGISTRY
+from loopwatch.core._policy import Ladder
 
 TOP_SETTINGS: dict[str, str] = {
     "preset": "the preset the configuration starts from (default `default`)",
@@ -208,7 +208,7 @@ def detectors_section() -> str:
         factory = getattr(detectors, rule, None)
         if callable(factory):
             shown = ", ".join(inspect.signature(factory).parameters)
-            parts += [f"In Python: `loopwatch.detectors.{rule}({shown})`.", ""]
+            parts += [f"In Python: `loopwatch.core.detectors.{rule}({shown})`.", ""]
         signature = inspect.signature(cls)
         try:
             hints = typing.get_type_hints(cls.__init__)

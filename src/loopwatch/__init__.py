@@ -1,7 +1,8 @@
 """loopwatch: catch LLM agents stuck in loops and get them out.
 
 Data flows one way: events -> fingerprints -> detectors -> policy (ladders, limits, presets) -> guard ->
-stores and sinks. The detection core (:mod:`loopwatch.engine` and below) is pure: no I/O, no clock.
+stores and sinks. The detection core (:mod:`loopwatch.core`: the events, the rules, the policy and the engine) is
+pure: no I/O, no clock, and imports nothing else of loopwatch but its error tree (:mod:`loopwatch.errors`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,15 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # the names below, as mypy and editors see them; at run time each is imported on first use
     from typing import Any
 
-    from .engine import Engine
+    from ._guard import AsyncGuard, Guard
+    from ._presets import PRESETS, preset
+    from .core._engine import Engine
+    from .core._events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, event_to_json, parse_event
+    from .core._judge import JudgeAnswer, JudgeRequest, LoopJudge
+    from .core._limits import Limits, max_consecutive_failures, max_cost, max_iterations, max_runtime, max_tokens
+    from .core._messages import Messages
+    from .core._policy import Ladder, Policy, Rung, ToolSettings
+    from .core._verdict import LOOP_DETECTED, Verdict
     from .errors import (
         ConfigError,
         EventError,
@@ -21,14 +30,6 @@ if TYPE_CHECKING:  # the names below, as mypy and editors see them; at run time 
         StateError,
         UnknownPresetError,
     )
-    from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, event_to_json, parse_event
-    from .guard import AsyncGuard, Guard
-    from .judge import JudgeAnswer, JudgeRequest, LoopJudge
-    from .limits import Limits, max_consecutive_failures, max_cost, max_iterations, max_runtime, max_tokens
-    from .messages import Messages
-    from .policy import Ladder, Policy, Rung, ToolSettings
-    from .presets import PRESETS, preset
-    from .verdict import LOOP_DETECTED, Verdict
 
 __version__ = "0.1.0"
 
@@ -75,7 +76,7 @@ __all__ = [
 ]
 
 _MODULES: dict[str, tuple[str, ...]] = {
-    "engine": ("Engine",),
+    "core._engine": ("Engine",),
     "errors": (
         "ConfigError",
         "EventError",
@@ -86,7 +87,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "StateError",
         "UnknownPresetError",
     ),
-    "events": (
+    "core._events": (
         "Event",
         "Message",
         "Reset",
@@ -97,13 +98,13 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "event_to_json",
         "parse_event",
     ),
-    "guard": ("AsyncGuard", "Guard"),
-    "judge": ("JudgeAnswer", "JudgeRequest", "LoopJudge"),
-    "limits": ("Limits", "max_consecutive_failures", "max_cost", "max_iterations", "max_runtime", "max_tokens"),
-    "messages": ("Messages",),
-    "policy": ("Ladder", "Policy", "Rung", "ToolSettings"),
-    "presets": ("PRESETS", "preset"),
-    "verdict": ("LOOP_DETECTED", "Verdict"),
+    "_guard": ("AsyncGuard", "Guard"),
+    "core._judge": ("JudgeAnswer", "JudgeRequest", "LoopJudge"),
+    "core._limits": ("Limits", "max_consecutive_failures", "max_cost", "max_iterations", "max_runtime", "max_tokens"),
+    "core._messages": ("Messages",),
+    "core._policy": ("Ladder", "Policy", "Rung", "ToolSettings"),
+    "_presets": ("PRESETS", "preset"),
+    "core._verdict": ("LOOP_DETECTED", "Verdict"),
 }
 _HOME: dict[str, str] = {name: module for module, names in _MODULES.items() for name in names}
 """Where each public name lives. ``import loopwatch`` loads none of these modules: a name's module is imported on

@@ -1,4 +1,4 @@
-"""The async twin of :class:`~loopwatch.guard.Guard` (:class:`AsyncGuard`, exported by :mod:`loopwatch.guard`)."""
+"""The async twin of :class:`~loopwatch.Guard` (:class:`AsyncGuard`, exported by :mod:`loopwatch`)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .events import Event
-    from .policy import Policy
-    from .verdict import Verdict
+    from .core._events import Event
+    from .core._policy import Policy
+    from .core._verdict import Verdict
 
 
 class AsyncGuard:
@@ -21,7 +21,7 @@ class AsyncGuard:
     """
 
     def __init__(self, preset: str | Policy | None = None, **kwargs: Any) -> None:
-        from .guard import Guard  # here: loopwatch.guard imports this module, and has Guard by the time one is made
+        from ._guard import Guard  # here: loopwatch._guard imports this module, and has Guard by the time one is made
 
         self._guard = Guard(preset, **kwargs)
 

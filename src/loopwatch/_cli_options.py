@@ -1,7 +1,7 @@
 """Options shared by every ``loopwatch`` command, so each is spelled, explained and shown the same way everywhere
 (``--preset NAME``, ``--config FILE``, ``--no-config``, ``--store URL``, ``--json``, ``--audit FILE``): the command
 line's (:mod:`loopwatch.cli`), the Claude Code hook's, the MCP proxy's and the service's, which is why they live
-outside the command line's package. The configuration file they name is found by :mod:`loopwatch.policy_spec`,
+outside the command line's package. The configuration file they name is found by :mod:`loopwatch._policy_spec`,
 the same way everywhere.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from .presets import PRESETS
+from ._presets import PRESETS
 
 if TYPE_CHECKING:  # a hook process finds its configuration here without loading argparse
     import argparse

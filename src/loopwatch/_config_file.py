@@ -46,6 +46,6 @@ def _declares_loopwatch(pyproject: str) -> bool:
         return False
     if "loopwatch" not in text:  # most pyproject files: no need to parse them
         return False
-    from .config import declares_loopwatch
+    from .config import _pyproject_declares
 
-    return declares_loopwatch(text, pyproject)
+    return _pyproject_declares(text, pyproject)

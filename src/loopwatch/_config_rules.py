@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal
 
 from ._config_values import as_bool, as_table, check_keys, did_you_mean, expected, join, listing
-from .detectors.base import Detector
+from .core._policy import Policy
+from .core.detectors._base import Detector
 from .errors import ConfigError
-from .policy import Policy
 
 ENABLED: Final = "enabled"
 """The key that turns a rule off."""

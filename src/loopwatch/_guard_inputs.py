@@ -1,15 +1,15 @@
 """What a caller hands the guard, made ready to judge: the policy (a preset's name or a
-:class:`~loopwatch.policy.Policy`), the store (a :class:`~loopwatch.stores.Store` or its URL), session and swarm
+:class:`~loopwatch.core.Policy`), the store (a :class:`~loopwatch.stores.Store` or its URL), session and swarm
 names, the event (an event object, a subclass's, or its JSON form) and when it happened; and any value shown safely
 in a log line.
 """
 
 from __future__ import annotations
 
+from ._presets import preset as get_preset
+from .core._events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, name_of, parse_event
+from .core._policy import Policy
 from .errors import ConfigError, EventError
-from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, name_of, parse_event
-from .policy import Policy
-from .presets import preset as get_preset
 from .stores import Store, store_from_url
 
 _EVENT_CLASSES = (ToolCall, ToolResult, Message, TextDelta, Usage, Reset)

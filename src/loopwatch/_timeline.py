@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
+from .core._events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
 
 LABEL_CHARS: Final = 80
 """A step's one-line label is cut to this many characters."""

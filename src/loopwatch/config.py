@@ -94,8 +94,8 @@ from ._config_values import (
     listing,
     unknown,
 )
-from .errors import ConfigError, MissingExtraError, UnknownPresetError
-from .limits import (
+from ._presets import PRESETS
+from .core._limits import (
     Limit,
     Limits,
     max_consecutive_failures,
@@ -104,17 +104,17 @@ from .limits import (
     max_runtime,
     max_tokens,
 )
-from .messages import Messages
-from .patterns import REGISTRY
-from .policy import Ladder, Metric, Policy, Rung, ToolSettings, check_restrike
-from .presets import PRESETS
-from .verdict import Action
+from .core._messages import Messages
+from .core._patterns import REGISTRY
+from .core._policy import Ladder, Metric, Policy, Rung, ToolSettings, check_restrike
+from .core._verdict import Action
+from .errors import ConfigError, MissingExtraError, UnknownPresetError
 
 __all__ = ["CONFIG_FILE", "PATTERNS", "Config", "config_from_mapping", "find_config", "load_config"]
 
 PATTERNS: Final[tuple[str, ...]] = REGISTRY.names()
 """The pattern names ladders and messages are keyed by: those loopwatch's rules declare, the limits' and the
-loop judge's (:data:`loopwatch.patterns.REGISTRY`, which also holds the patterns of rules of your own)."""
+loop judge's (:data:`loopwatch.core.REGISTRY`, which also holds the patterns of rules of your own)."""
 
 _TOP_KEYS: Final = (
     "preset",
@@ -155,7 +155,7 @@ MessageOverrides = Mapping[str, "str | Mapping[int | str, str]"]
 
 @dataclass(frozen=True)
 class Config:
-    """A preset plus overrides; :meth:`policy` builds the resulting :class:`~loopwatch.policy.Policy`.
+    """A preset plus overrides; :meth:`policy` builds the resulting :class:`~loopwatch.core.Policy`.
 
     ``None`` (and empty mappings) keep the preset's value. ``detectors`` maps a detector's ``name`` to
     constructor parameters (``{"cycle": {"max_period": 8}}``); ``{"enabled": False}`` drops it.
@@ -228,7 +228,7 @@ def find_config(start: str | os.PathLike[str] = ".") -> Path | None:
     return None if found is None else Path(found)
 
 
-def declares_loopwatch(text: str, pyproject: str | os.PathLike[str]) -> bool:
+def _pyproject_declares(text: str, pyproject: str | os.PathLike[str]) -> bool:
     """Does this ``pyproject.toml`` text have a ``[tool.loopwatch]`` table? (A file that does not parse but mentions
     loopwatch is taken as meant for it: :func:`load_config` reports where it is broken.)"""
     if "loopwatch" not in text:

@@ -7,8 +7,8 @@ catches those::
     LoopwatchError
     ├── ConfigError (ValueError)           a bad setting or constructor argument (field; path and line when read
     │   │                                  from loopwatch.toml): Guard, Policy, Ladder, Rung, Messages, a
-    │   │                                  pattern no rule declares (patterns), the rules (detectors), limits,
-    │   │                                  stores, sinks, LoopJudge, adapters, reports, ChantTracker,
+    │   │                                  pattern no rule declares (core.Pattern), the rules (core.detectors),
+    │   │                                  limits, stores, sinks, LoopJudge, adapters, reports, ChantTracker,
     │   │                                  WordPieceTokenizer
     │   └── UnknownPresetError             preset("...") with a name that is not a preset
     ├── EventError (ValueError)            a malformed event: parse_event, trace readers, Guard.observe with
@@ -27,15 +27,15 @@ catches those::
     │                                      (HookAborted where CrewAI has it), adapters.autogen.LoopStopped,
     │                                      adapters.litellm.LoopStopped
     ├── StoreError                         a store cannot be reached or refused an operation (stores.*)
-    │   ├── DamagedStateError              a session's stored state this loopwatch cannot read (stored)
+    │   ├── DamagedStateError              a session's stored state this loopwatch cannot read (the guard)
     │   └── ServiceError                   the loopwatch service cannot be reached or refused (remote)
-    ├── JudgingError                       the rules raised on a session's state (session_backend; the guard handles it)
+    ├── JudgingError                       the rules raised on a session's state (the guard handles it)
     ├── AuditWriteError                    an audit record could not be written (sinks, memory)
     ├── LabelError (ValueError)            a malformed label or label file (loopwatch eval)
     ├── OutcomeError (ValueError)          a malformed detection or run given to evaluation (loopwatch eval)
     ├── EmbeddingError (ValueError)        an embedder gave something that is not one vector per text (semantic)
     ├── EmbeddingInputError (TypeError)    texts given to an embedder are not a list of str (semantic)
-    ├── JudgeAnswerError (ValueError)      a judge's answer that is not loop / not loop (judge.JudgeAnswer.of)
+    ├── JudgeAnswerError (ValueError)      a judge's answer that is not loop / not loop (core.JudgeAnswer.of)
     ├── HookInputError (ValueError)        a Claude Code hook's stdin it cannot judge (adapters.claude_code)
     ├── SettingsError                      a Claude Code settings.json that cannot be changed safely
     └── ApiError                           the service's answer to a bad request (server.errors: code, status)
@@ -48,7 +48,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # importing this module loads nothing else: a hook process imports it on every run
-    from .verdict import Verdict
+    from .core._verdict import Verdict
 
 
 class LoopwatchError(Exception):
@@ -134,7 +134,7 @@ class LoopStopped(LoopwatchError):
     def _stopped(self, verdict: Verdict, session: str | None) -> str:
         """Sets ``verdict``, ``status`` and ``session``; returns the message (for subclasses whose framework
         exception needs its own ``__init__`` call)."""
-        from .verdict import LOOP_DETECTED
+        from .core._verdict import LOOP_DETECTED
 
         self.verdict = verdict
         self.session = session

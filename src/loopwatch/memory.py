@@ -39,13 +39,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 
+from ._guard import Guard
+from .core._events import Event
+from .core._fingerprint import normalized_args
+from .core._verdict import Verdict
 from .errors import ConfigError
-from .events import Event
-from .fingerprint import normalized_args
-from .guard import Guard
 from .redact import Redactor
 from .sinks import AuditWriteError, Sink
-from .verdict import Verdict
 
 __all__ = [
     "DEFAULT_FOLDER",
@@ -55,6 +55,7 @@ __all__ = [
     "Memory",
     "RecallingGuard",
     "SinkMemory",
+    "explain_force_done",
     "parse_learnings",
 ]
 
@@ -302,7 +303,7 @@ def _issue(date: str, session: str, seen: list[tuple[str, str]]) -> str:
 
 
 class RecallingGuard(Guard):
-    """A :class:`~loopwatch.guard.Guard` that keeps the memory protocol: force-done stops are written to ``memory``
+    """A :class:`~loopwatch.Guard` that keeps the memory protocol: force-done stops are written to ``memory``
     (with a :class:`ForceDoneMemory` sink added to the guard's sinks), and the first nudge of a run about a tool
     that looped before carries what was learned about it (the last learnings entry for that tool).
 

@@ -36,7 +36,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from ._lazy_re import lazy_compile
+from .core._lazy_re import lazy_compile
 from .errors import ConfigError
 
 __all__ = [

@@ -22,12 +22,12 @@ from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import quote, urlsplit
 
+from ._guard import Guard, OnStoreError, _logger
+from .core._events import Event, ToolCall, event_to_json
+from .core._policy import Policy
+from .core._verdict import Verdict
 from .errors import ConfigError, EventError, StateError, UnsupportedError
-from .events import Event, ToolCall, event_to_json
-from .guard import Guard, OnStoreError, _logger
-from .policy import Policy
 from .stores import StoreError
-from .verdict import Verdict
 
 __all__ = ["SERVICE_TOKEN_ENV", "SERVICE_URL_ENV", "ServiceError", "ServiceGuard", "service_guard_from_env"]
 
@@ -63,7 +63,7 @@ def _verdict(data: Mapping[str, Any]) -> Verdict:
 
 
 class ServiceGuard(Guard):
-    """A :class:`~loopwatch.guard.Guard` whose sessions live in a loopwatch service (see the module's text).
+    """A :class:`~loopwatch.Guard` whose sessions live in a loopwatch service (see the module's text).
 
     ``policy`` (or ``preset``) is only the local copy adapters read (messages); the service judges with its own.
     ``agent`` and ``model`` label this process's events on the service's dashboard. ``timeout``: seconds per

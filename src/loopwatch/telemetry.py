@@ -25,10 +25,10 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any, Final
 
+from ._guard import AsyncGuard, Guard
+from .core._events import Event, Message, ToolCall, ToolResult
+from .core._verdict import SEVERITY, Verdict
 from .errors import MissingExtraError
-from .events import Event, Message, ToolCall, ToolResult
-from .guard import AsyncGuard, Guard
-from .verdict import SEVERITY, Verdict
 
 __all__ = ["SPAN_EVENT", "VerdictSpans", "instrument", "verdict_attributes", "work_context"]
 

@@ -11,10 +11,10 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .._lazy_re import lazy_compile
+from ..core._events import Event, Message, ToolCall, ToolResult
+from ..core._lazy_re import lazy_compile
+from ..core._verdict import Verdict
 from ..errors import LoopwatchError
-from ..events import Event, Message, ToolCall, ToolResult
-from ..verdict import Verdict
 
 HOOK_EVENTS: Final = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit", "Stop")
 """The events ``--install`` registers (and the only ones the hook judges)."""

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, Any, Final
 
-from .._lazy_re import lazy_compile
+from ..core._lazy_re import lazy_compile
 from ..errors import ConfigError, LoopwatchError
 from ._claude_code_events import HOOK_EVENTS, TOOL_EVENTS
 from .claude_code import HOOK_TIMEOUT, LOCAL_CODE, MODULE, RELAY_MODULE, SERVICE_PATH, _policy

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..events import ToolCall
+from ..core._events import ToolCall
+from ..core._verdict import Verdict
 from ..formats import _chat
-from ..verdict import Verdict
 
 MARK: Final = "[loopwatch]"
 """The start of every message the adapter writes (nudges, refusals); such messages are never observed."""

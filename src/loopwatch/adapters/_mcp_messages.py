@@ -15,11 +15,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from ..events import Event, ToolCall, ToolResult
-from ..verdict import LOOP_DETECTED, Verdict
+from ..core._events import Event, ToolCall, ToolResult
+from ..core._verdict import LOOP_DETECTED, Verdict
 
 if TYPE_CHECKING:
-    from ..guard import Guard
+    from .._guard import Guard
 
 DEFAULT_SESSION: Final = "mcp-proxy"
 SERVER_GONE: Final = -32000

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Final
 
+from .._guard import Guard
+from ..core._policy import Policy
 from ..errors import ConfigError
-from ..guard import Guard
-from ..policy import Policy
 
 _log: Final = logging.getLogger("loopwatch")
 
@@ -40,7 +40,7 @@ def guard_of(guard: Guard | None, preset: str | Policy | None) -> Guard:
 
 def default_guard(preset: str | Policy | None) -> Guard:
     """A new guard with ``preset``: a :class:`~loopwatch.remote.ServiceGuard` when ``$LOOPWATCH_SERVICE_URL`` is
-    set, else an in-memory :class:`~loopwatch.guard.Guard`."""
+    set, else an in-memory :class:`~loopwatch._guard.Guard`."""
     from ..remote import service_guard_from_env
 
     return service_guard_from_env(preset) or Guard(preset)

@@ -1,4 +1,4 @@
-"""AutoGen AgentChat (``autogen-agentchat`` 0.7): a :class:`~loopwatch.guard.Guard` around an AgentChat team.
+"""AutoGen AgentChat (``autogen-agentchat`` 0.7): a :class:`~loopwatch._guard.Guard` around an AgentChat team.
 
     from autogen_agentchat.agents import AssistantAgent
     from autogen_agentchat.conditions import MaxMessageTermination
@@ -64,11 +64,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from .. import errors
+from .._guard import Guard
+from ..core._events import Event, Message, ToolCall, ToolResult, Usage
+from ..core._policy import Policy
+from ..core._verdict import LOOP_DETECTED, Verdict
 from ..errors import MissingExtraError
-from ..events import Event, Message, ToolCall, ToolResult, Usage
-from ..guard import Guard
-from ..policy import Policy
-from ..verdict import LOOP_DETECTED, Verdict
 from ._shared import GuardedAdapter, NudgeQueue, as_text, session_scope
 
 try:
@@ -121,8 +121,8 @@ def _stop_reason(verdict: Verdict) -> str:
 class LoopwatchAutoGen(GuardedAdapter):
     """Loop detection for AutoGen AgentChat: hands out the workbench, model context and termination condition.
 
-    ``guard``: the :class:`~loopwatch.guard.Guard` to use (else one is made with ``preset``: a preset's name or
-    a :class:`~loopwatch.policy.Policy`). ``session``: the loopwatch session of runs not started in a named
+    ``guard``: the :class:`~loopwatch._guard.Guard` to use (else one is made with ``preset``: a preset's name or
+    a :class:`~loopwatch.core.Policy`). ``session``: the loopwatch session of runs not started in a named
     session (see the module's documentation). ``swarm``: passed to ``observe``.
     """
 

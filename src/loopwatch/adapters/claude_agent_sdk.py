@@ -1,4 +1,4 @@
-"""Claude Agent SDK (``claude-agent-sdk``): ``HookMatcher`` callbacks built from a :class:`~loopwatch.guard.Guard`.
+"""Claude Agent SDK (``claude-agent-sdk``): ``HookMatcher`` callbacks built from a :class:`~loopwatch._guard.Guard`.
 
     from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
     from loopwatch.adapters.claude_agent_sdk import loopwatch_hooks
@@ -47,9 +47,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Final, cast
 
+from .._guard import Guard
+from ..core._policy import Policy
 from ..errors import MissingExtraError
-from ..guard import Guard
-from ..policy import Policy
 from ._shared import default_guard
 from .claude_code import HOOK_EVENTS, HookInputError, handle
 
@@ -93,8 +93,8 @@ def loopwatch_hooks(
     guard: Guard | None = None, *, preset: str | Policy = "default"
 ) -> dict[HookEvent, list[HookMatcher]]:
     """``ClaudeAgentOptions(hooks=...)``: one ``HookMatcher`` (all tools) per event of :data:`HOOK_EVENTS`,
-    whose callback judges it with ``guard`` (else a new in-memory :class:`~loopwatch.guard.Guard` with
-    ``preset``: a preset's name or a :class:`~loopwatch.policy.Policy`; the loopwatch service when
+    whose callback judges it with ``guard`` (else a new in-memory :class:`~loopwatch._guard.Guard` with
+    ``preset``: a preset's name or a :class:`~loopwatch.core.Policy`; the loopwatch service when
     ``$LOOPWATCH_SERVICE_URL`` is set). All the events share the guard."""
     callback = hook_callback(guard if guard is not None else default_guard(preset))
     return {event: [HookMatcher(matcher=None, hooks=[callback])] for event in HOOK_EVENTS}

@@ -8,7 +8,7 @@
     loopwatch hook claude-code --serve [--port N]; --install --http URL | --relay URL        # one process for all
 
 Claude Code starts the hook once per event, with the event's JSON on stdin; the hook judges it with a
-:class:`~loopwatch.guard.Guard` whose sessions live in a SQLite file, so the verdicts of one session build up
+:class:`~loopwatch._guard.Guard` whose sessions live in a SQLite file, so the verdicts of one session build up
 across processes (concurrent hooks of parallel tool calls never lose an update: the store's compare-and-set).
 
 Events (``hook_event_name``) and what the guard sees:
@@ -100,8 +100,8 @@ from ._claude_code_events import MAX_TEXT as MAX_TEXT
 from ._claude_code_events import TOOL_EVENTS as TOOL_EVENTS
 
 if TYPE_CHECKING:
-    from ..guard import Guard
-    from ..policy import Policy
+    from .._guard import Guard
+    from ..core._policy import Policy
     from ._claude_code_settings import (
         SettingsError,
         hook_command,
@@ -188,7 +188,7 @@ def handle(guard: Guard, payload: Mapping[str, Any]) -> dict[str, Any] | None:
 def _stopped(guard: Guard, session: str) -> bool:
     """Was the session stopped? (A stored state that cannot be read is left to ``observe``, which follows
     the guard's ``on_store_error``.)"""
-    from ..stored import DamagedStateError
+    from .._stored import DamagedStateError
 
     try:
         return guard.snapshot(session)["state"].get("stopped") is not None
@@ -208,7 +208,7 @@ def default_store_path(environ: Mapping[str, str] | None = None) -> str:
 
 
 def _policy(preset: str | None, config: str | None, no_config: bool = False) -> Policy:
-    from ..policy_spec import PolicySpec
+    from .._policy_spec import PolicySpec
 
     # the project's own loopwatch.toml / [tool.loopwatch], if any; without one, the preset: a hook is a new
     # process per event, and loading an embedding model in each would cost a second, so the default here
@@ -225,8 +225,8 @@ def _guard(
     *,
     environ: Mapping[str, str] | None = None,
 ) -> Guard:
-    from ..guard import Guard
-    from ..stored import use_orjson
+    from .._guard import Guard
+    from .._stored import use_orjson
     from ..stores import Store, store_from_url
 
     use_orjson(False)  # one event per process: importing orjson would cost more than it saves

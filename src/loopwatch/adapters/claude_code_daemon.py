@@ -54,7 +54,7 @@ from .claude_code_hook import (
 )
 
 if TYPE_CHECKING:
-    from ..guard import Guard
+    from .._guard import Guard
 
 __all__ = ["main", "server_status", "stop_servers"]
 
@@ -182,7 +182,7 @@ class _Daemon:
     def guard_for(self, options: dict[str, Any], cwd: str, environ: dict[str, str]) -> Guard:
         """The guard a hook run in ``cwd`` with ``options`` and ``environ`` would build (built once, kept while
         its configuration file is unchanged)."""
-        from ..policy_spec import config_path
+        from .._policy_spec import config_path
 
         config = options["config"]
         if config and not os.path.isabs(config):

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 from .claude_code import SERVICE_PATH, answer, decode_input
 
 if TYPE_CHECKING:
-    from ..guard import Guard
+    from .._guard import Guard
 
 __all__ = ["DEFAULT_PORT", "PATH", "HookServer", "hook_answer", "make_server", "serve"]
 

@@ -37,7 +37,7 @@ What the verdicts become:
   nudge. A refused call has no result for the guard. A ``block`` on a result or a message, where nothing is left
   to refuse, is delivered as a nudge;
 - ``stop``: the call that brought it is refused as for a block, and the run ends at its next model call, before
-  the model is called: ``lw.kickoff`` raises :class:`LoopStopped`, carrying the :class:`~loopwatch.verdict.Verdict`,
+  the model is called: ``lw.kickoff`` raises :class:`LoopStopped`, carrying the :class:`~loopwatch.core.Verdict`,
   its ``status`` (``LOOP_DETECTED`` or a limit's own status, such as ``MAX_ITERATIONS``) and the ``session``.
   Where CrewAI has ``HookAborted`` (e.g. 1.15), ``LoopStopped`` subclasses it and the hook raises it; CrewAI passes
   it on out of ``crew.kickoff()``. Older CrewAI swallows exceptions raised in hooks: the hook returns ``False``,
@@ -74,9 +74,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .. import errors
+from ..core._events import Event, Message, ToolCall, ToolResult, Usage
+from ..core._verdict import Verdict
 from ..errors import ConfigError, MissingExtraError
-from ..events import Event, Message, ToolCall, ToolResult, Usage
-from ..verdict import Verdict
 from ._shared import GuardedAdapter, as_text
 
 try:
@@ -342,8 +342,8 @@ def _scoped(hooks: _Hooks) -> Iterator[None]:
 class LoopwatchCrewAI(GuardedAdapter):
     """Loop detection for CrewAI crews: runs a crew with loopwatch's hooks installed for that run.
 
-    ``guard``: the :class:`~loopwatch.guard.Guard` to use (else one is made with ``preset``: a preset's name or
-    a :class:`~loopwatch.policy.Policy`). ``session``: a fixed loopwatch session for every run. ``swarm``: passed
+    ``guard``: the :class:`~loopwatch._guard.Guard` to use (else one is made with ``preset``: a preset's name or
+    a :class:`~loopwatch.core.Policy`). ``session``: a fixed loopwatch session for every run. ``swarm``: passed
     to ``observe``.
     """
 

@@ -32,8 +32,8 @@ What the verdicts become:
   status="error")``;
 - ``stop`` (``on_stop="end"``, the default): the call is refused as for a block, and the run ends cleanly at
   the next step (``jump_to: "end"``) with a last ``AIMessage`` saying why. The verdict is in the run's final
-  state under ``"loopwatch_stop"`` (its :meth:`~loopwatch.verdict.Verdict.to_json`); :func:`stop_verdict`
-  turns it back into a :class:`~loopwatch.verdict.Verdict` (``None`` when the run was not stopped).
+  state under ``"loopwatch_stop"`` (its :meth:`~loopwatch.core.Verdict.to_json`); :func:`stop_verdict`
+  turns it back into a :class:`~loopwatch.core.Verdict` (``None`` when the run was not stopped).
   With ``on_stop="raise"``, :class:`LoopStopped` (carrying ``.verdict``) is raised out of ``invoke``.
 
 Sessions: the run's ``thread_id`` (``config["configurable"]["thread_id"]``, or the key named by
@@ -59,11 +59,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from .. import errors
+from .._guard import Guard
+from ..core._events import Event, Message, ToolCall, ToolResult
+from ..core._policy import Policy
+from ..core._verdict import Verdict
 from ..errors import ConfigError, MissingExtraError
-from ..events import Event, Message, ToolCall, ToolResult
-from ..guard import Guard
-from ..policy import Policy
-from ..verdict import Verdict
 from ._shared import guard_of
 
 try:
@@ -169,7 +169,7 @@ def _stop_message(verdict: Verdict, session: str) -> AIMessage:
 class LoopwatchMiddleware(AgentMiddleware[LoopwatchState, Any]):
     """Watches a LangChain agent for loops: nudges, blocks calls, stops the run (see the module's docs).
 
-    ``guard``: the :class:`~loopwatch.guard.Guard` to use (share one across agents to share its sinks and
+    ``guard``: the :class:`~loopwatch._guard.Guard` to use (share one across agents to share its sinks and
     store); by default a new one with ``preset`` (``"default"``). ``session_key``: the ``configurable`` key
     naming the session (``"thread_id"``), or a callable given the run's config and returning the session (or
     ``None`` for a session of the run's own). ``on_stop``: ``"end"`` (end the run, the verdict in the state's

@@ -79,12 +79,12 @@ from collections.abc import Callable, Generator, Mapping
 from typing import Any, Final, Literal
 
 from .. import errors
+from .._guard import Guard
+from ..core._events import Event, Message, ToolCall
+from ..core._policy import Policy
+from ..core._verdict import Verdict
 from ..errors import ConfigError, EventError, MissingExtraError
-from ..events import Event, Message, ToolCall
 from ..formats import _chat
-from ..guard import Guard
-from ..policy import Policy
-from ..verdict import Verdict
 from ._litellm_history import _RECENT, _REMEMBERED, MARK, _digest, _is_ours, _plain, _Session, default_session
 from ._litellm_responses import _refuse, _reply, _shown
 from ._shared import guard_of
@@ -137,8 +137,8 @@ _Steps = Generator[tuple[str, Event], Verdict, Any]
 class LoopwatchGuardrail(CustomGuardrail):
     """A LiteLLM guardrail running a loopwatch guard on every chat request and response.
 
-    ``guard``: the :class:`~loopwatch.guard.Guard` to use (else one is made with ``preset``, a preset's name or a
-    :class:`~loopwatch.policy.Policy`, and ``store``, a store URL). ``session_key``: ``fn(data) -> str | None``,
+    ``guard``: the :class:`~loopwatch._guard.Guard` to use (else one is made with ``preset``, a preset's name or a
+    :class:`~loopwatch.core.Policy`, and ``store``, a store URL). ``session_key``: ``fn(data) -> str | None``,
     the session of a request (``None``: the default rules). ``nudge_role``: the role of nudge messages.
     ``swarm``: passed to ``observe``. ``max_sessions``: how many sessions' bookkeeping to keep (least recently
     used dropped first, and forgotten by an in-memory guard). The other arguments are ``CustomGuardrail``'s

@@ -74,7 +74,7 @@ from ._mcp_relay import GRACE, run_proxy
 if TYPE_CHECKING:
     import argparse
 
-    from ..guard import Guard
+    from .._guard import Guard
     from ._mcp_relay import _Relay
 
 __all__ = [
@@ -113,8 +113,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _build_guard(args: argparse.Namespace) -> Guard:
-    from ..guard import Guard
-    from ..policy_spec import PolicySpec
+    from .._guard import Guard
+    from .._policy_spec import PolicySpec
 
     policy = PolicySpec.found(args.preset, args.config, args.no_config).build()
     sinks = []

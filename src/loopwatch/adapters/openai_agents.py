@@ -1,4 +1,4 @@
-"""OpenAI Agents SDK (``openai-agents``): a :class:`~loopwatch.guard.Guard` inside ``Runner.run``.
+"""OpenAI Agents SDK (``openai-agents``): a :class:`~loopwatch._guard.Guard` inside ``Runner.run``.
 
     from loopwatch.adapters.openai_agents import LoopStopped, LoopwatchGuard
 
@@ -46,7 +46,7 @@ What the verdicts become:
 - ``stop``: :class:`LoopStopped` is raised from the guardrail or the hook that saw the event, and reaches
   the caller of ``Runner.run``: it subclasses the SDK's ``AgentsException``, which the SDK re-raises as is
   (any other exception raised around a tool is wrapped in ``UserError``), so ``stop.run_data`` also carries
-  the SDK's details of the run. It carries the :class:`~loopwatch.verdict.Verdict`, its ``status``
+  the SDK's details of the run. It carries the :class:`~loopwatch.core.Verdict`, its ``status``
   (``LOOP_DETECTED`` or a limit's own status) and the loopwatch ``session``.
 
 Sessions (one per run): the session of ``lw.run(..., loop_session=None)`` / ``with lw.run_session(name)``
@@ -75,11 +75,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal, TypeVar, cast
 
 from .. import errors
+from .._guard import Guard
+from ..core._events import Event, Message, ToolCall, ToolResult, Usage
+from ..core._policy import Policy
+from ..core._verdict import Verdict
 from ..errors import ConfigError, MissingExtraError
-from ..events import Event, Message, ToolCall, ToolResult, Usage
-from ..guard import Guard
-from ..policy import Policy
-from ..verdict import Verdict
 from ._shared import NudgeQueue, as_text, default_guard, session_scope
 
 try:
@@ -168,8 +168,8 @@ class LoopwatchHooks(RunHooks[Any]):
 class LoopwatchGuard:
     """Loop detection for the OpenAI Agents SDK: a guardrail, run hooks and a model input filter around a guard.
 
-    ``guard``: the :class:`~loopwatch.guard.Guard` to use (else one is made with ``preset``: a preset's name or
-    a :class:`~loopwatch.policy.Policy`). ``session``: a fixed loopwatch session for every run through this
+    ``guard``: the :class:`~loopwatch._guard.Guard` to use (else one is made with ``preset``: a preset's name or
+    a :class:`~loopwatch.core.Policy`). ``session``: a fixed loopwatch session for every run through this
     object, or a function of the run's context object returning one (see the module's documentation).
     ``nudge_role``: the role of the message a nudge is delivered as.
 

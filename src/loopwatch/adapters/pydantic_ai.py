@@ -1,4 +1,4 @@
-"""PydanticAI (``pydantic-ai-slim``): :class:`LoopwatchCapability`, a :class:`~loopwatch.guard.Guard` as a capability.
+"""PydanticAI (``pydantic-ai-slim``): :class:`LoopwatchCapability`, a :class:`~loopwatch._guard.Guard` as a capability.
 
     from pydantic_ai import Agent
     from loopwatch.adapters.pydantic_ai import LoopStopped, LoopwatchCapability
@@ -40,7 +40,7 @@ What the verdicts become:
   delivered as a nudge;
 - ``stop``: the call is refused as for a block, then ``ctx.cancel()``: the run ends cleanly (tasks torn down,
   history kept) and ``lw.run`` raises :class:`LoopStopped`, a subclass of ``RunCancelled`` (so
-  ``stop.all_messages()`` resumes the conversation) carrying the :class:`~loopwatch.verdict.Verdict`, its
+  ``stop.all_messages()`` resumes the conversation) carrying the :class:`~loopwatch.core.Verdict`, its
   ``status`` (``LOOP_DETECTED`` or a limit's own status, such as ``MAX_ITERATIONS``) and the ``session``.
 
 Sessions: PydanticAI calls ``for_run`` once per run, and the capability returns a per-run copy, so runs never
@@ -64,11 +64,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from .. import errors
+from .._guard import Guard
+from ..core._events import Event, Message, ToolCall, ToolResult, Usage
+from ..core._policy import Policy
+from ..core._verdict import Verdict
 from ..errors import ConfigError, MissingExtraError
-from ..events import Event, Message, ToolCall, ToolResult, Usage
-from ..guard import Guard
-from ..policy import Policy
-from ..verdict import Verdict
 from ._shared import as_text, guard_of, session_scope
 
 try:
@@ -151,8 +151,8 @@ class _Shared:
 class LoopwatchCapability(AbstractCapability[Any]):
     """Loop detection for PydanticAI agents: ``Agent(capabilities=[lw])`` or ``agent.run(..., capabilities=[lw])``.
 
-    ``guard``: the :class:`~loopwatch.guard.Guard` to use (else one is made with ``preset``: a preset's name or
-    a :class:`~loopwatch.policy.Policy`). ``session``: a fixed loopwatch session for every run, or a function
+    ``guard``: the :class:`~loopwatch._guard.Guard` to use (else one is made with ``preset``: a preset's name or
+    a :class:`~loopwatch.core.Policy`). ``session``: a fixed loopwatch session for every run, or a function
     of the run's ``RunContext`` returning one (see the module's documentation). ``swarm``: passed to
     ``observe``.
     """

@@ -35,7 +35,7 @@ What the verdicts become:
   message, where nothing is left to refuse, is delivered as a nudge;
 - ``stop``: the call is refused as for a block, then ``agent.interrupt()``; smolagents ends the run at the
   next step (``AgentError("Agent interrupted.")``), and ``run`` raises :class:`LoopStopped` instead (a subclass
-  of ``AgentError``) carrying the :class:`~loopwatch.verdict.Verdict`, its ``status`` (``LOOP_DETECTED`` or a
+  of ``AgentError``) carrying the :class:`~loopwatch.core.Verdict`, its ``status`` (``LOOP_DETECTED`` or a
   limit's own status, such as ``MAX_ITERATIONS``) and the ``session``. A stop seen on the run's last step also
   raises :class:`LoopStopped` once the run returns. With ``run(stream=True)`` the generator raises it.
   With the callback alone, ``callback.stopped(agent)`` gives the verdict after smolagents' ``AgentError``.
@@ -55,11 +55,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .. import errors
+from .._guard import Guard
+from ..core._events import Event, Message, ToolCall, ToolResult, Usage
+from ..core._policy import Policy
+from ..core._verdict import Verdict
 from ..errors import ConfigError, MissingExtraError
-from ..events import Event, Message, ToolCall, ToolResult, Usage
-from ..guard import Guard
-from ..policy import Policy
-from ..verdict import Verdict
 from ._shared import GuardedAdapter, as_text
 
 try:
@@ -117,8 +117,8 @@ def _arguments(raw: Any) -> dict[str, Any]:
 class LoopwatchCallback(GuardedAdapter):
     """The ``ActionStep`` callback: ``ToolCallingAgent(..., step_callbacks={ActionStep: cb})``.
 
-    ``guard``: the :class:`~loopwatch.guard.Guard` to use (else one is made with ``preset``: a preset's name or
-    a :class:`~loopwatch.policy.Policy`). ``session``: a fixed loopwatch session for every run. ``swarm``:
+    ``guard``: the :class:`~loopwatch._guard.Guard` to use (else one is made with ``preset``: a preset's name or
+    a :class:`~loopwatch.core.Policy`). ``session``: a fixed loopwatch session for every run. ``swarm``:
     passed to ``observe``.
     """
 

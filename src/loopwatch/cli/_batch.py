@@ -2,7 +2,7 @@
 
 Work is cut into tasks of one file each; a big JSONL trajectory file (one run per line) is cut into ``N``
 interleaved shares, each parsed by one worker only. Workers rebuild the policy from its
-:class:`~loopwatch.policy_spec.PolicySpec` (a preset name and a config file), scan, and send back small
+:class:`~loopwatch._policy_spec.PolicySpec` (a preset name and a config file), scan, and send back small
 results: each run's :class:`~loopwatch.cli._summary.RunDigest`, and the run itself only when the caller wants it
 (for example the runs with loops, for the HTML report). Results come back in input order, file by file, so memory stays
 flat however many files there are.
@@ -19,9 +19,9 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from .._policy_spec import PolicySpec
+from ..core._policy import Policy
 from ..errors import InputError
-from ..policy import Policy
-from ..policy_spec import PolicySpec
 from ..readers import ErrorHandler, Format, Run, expand_paths, read_file, read_meter
 from ._scan import RunReport, scan_runs
 from ._summary import RunDigest, digest_run

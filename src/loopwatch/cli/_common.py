@@ -9,9 +9,9 @@ import sys
 from collections.abc import Callable
 from typing import Final, TypeAlias
 
+from .._policy_spec import PolicySpec
+from ..core._policy import Policy
 from ..errors import InputError
-from ..policy import Policy
-from ..policy_spec import PolicySpec
 
 
 class InputErrors:

@@ -12,9 +12,9 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from .._policy_spec import PolicySpec
+from ..core._policy import Policy
 from ..errors import ConfigError
-from ..policy import Policy
-from ..policy_spec import PolicySpec
 from ..readers import Run, expand_paths, read_file, read_meter
 from ._common import InputErrors, run_facts, short
 from ._evaluation import (

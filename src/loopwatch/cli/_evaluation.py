@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .._config_rules import parameters_of, rebuilt
-from ..detectors.base import Detector
+from ..core._policy import Policy
+from ..core.detectors._base import Detector
 from ..errors import ConfigError
-from ..policy import Policy
 from ..readers import Run
 from ._metrics import Detection, Label, Metrics, Report, RunOutcome, evaluate, resolved_from_labels, source_from_id
 from ._scan import RunReport, scan_runs

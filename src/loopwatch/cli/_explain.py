@@ -12,12 +12,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..engine import Engine
-from ..events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
-from ..fingerprint import preview
-from ..policy import Policy
+from ..core._engine import Engine
+from ..core._events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
+from ..core._fingerprint import preview
+from ..core._policy import Policy
+from ..core._verdict import Verdict
 from ..readers import Run
-from ..verdict import Verdict
 from ._scan import scan_runs
 
 _CONTEXT: Final = 2

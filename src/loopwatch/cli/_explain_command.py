@@ -9,8 +9,8 @@ import os
 import sys
 from collections.abc import Iterator
 
-from ..policy import Policy
-from ..policy_spec import PolicySpec
+from .._policy_spec import PolicySpec
+from ..core._policy import Policy
 from ..readers import Run, expand_paths, read_file, read_meter
 from ._common import InputErrors
 from ._explain import explain_run, explanation_json

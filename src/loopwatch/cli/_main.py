@@ -31,8 +31,8 @@ from collections.abc import Sequence
 
 from .. import __version__
 from .._cli_options import add_json_option, add_policy_options, add_store_option
+from .._policy_spec import PolicySpec
 from ..errors import ConfigError, LoopwatchError
-from ..policy_spec import PolicySpec
 from ..readers import FORMATS
 from . import _eval_command, _explain_command, _scan_command, _sessions_command
 from ._common import Command, InputErrors

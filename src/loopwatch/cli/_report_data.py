@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
 from .._timeline import describe
+from ..core._events import Event, Message, TextDelta, ToolCall, ToolResult
+from ..core._policy import Policy
+from ..core._verdict import Verdict
 from ..errors import ConfigError
-from ..events import Event, Message, TextDelta, ToolCall, ToolResult
-from ..policy import Policy
 from ..readers import Run
-from ..verdict import Verdict
 from ._scan import RunReport, scan_runs
 from ._summary import Episode, RunDigest, digest_run, episodes, source_name
 

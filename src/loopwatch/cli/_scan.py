@@ -7,12 +7,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import Engine
+from ..core._engine import Engine
+from ..core._events import Event
+from ..core._policy import Policy
+from ..core._verdict import Verdict
 from ..errors import InputError
-from ..events import Event
-from ..policy import Policy
 from ..readers import ErrorHandler, Run
-from ..verdict import Verdict
 
 
 @dataclass

@@ -9,10 +9,10 @@ import time
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from .._policy_spec import PolicySpec
+from ..core._policy import Policy
+from ..core._verdict import SEVERITY
 from ..errors import ConfigError
-from ..policy import Policy
-from ..policy_spec import PolicySpec
-from ..verdict import SEVERITY
 from ._batch import Scanned, keep_all, scan_files
 from ._common import InputErrors, json_line, run_facts, short
 from ._progress import progress_bar

@@ -8,14 +8,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .._policy_spec import PolicySpec
+from ..core._policy import Policy
 from ..errors import ConfigError
-from ..policy import Policy
-from ..policy_spec import PolicySpec
 from ._common import InputErrors
 
 
 def sessions(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors: InputErrors) -> int:
-    from ..guard import Guard
+    from .._guard import Guard
     from ..stores import StoreError, store_from_url
 
     if args.clear and not args.swarm:
@@ -69,7 +69,7 @@ def _swarm(guard: Any, args: argparse.Namespace) -> int:
 
 
 def _list_sessions(guard: Any, as_json: bool) -> None:
-    from ..stored import DamagedStateError
+    from .._stored import DamagedStateError
 
     rows: list[dict[str, Any]] = []
     for name in sorted(guard.sessions()):

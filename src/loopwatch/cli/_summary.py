@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..events import Usage
+from ..core._events import Usage
+from ..core._verdict import SEVERITY, Verdict
 from ..readers import Run
-from ..verdict import SEVERITY, Verdict
 from ._scan import RunReport
 
 

@@ -8,8 +8,8 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from ..core._events import EVENT_TYPES, Event, Message, Reset, ToolCall, ToolResult, parse_event, session_of
 from ..errors import EventError, InputError
-from ..events import EVENT_TYPES, Event, Message, Reset, ToolCall, ToolResult, parse_event, session_of
 from ._run import ErrorHandler, Format, Run, run_id_from_path
 
 

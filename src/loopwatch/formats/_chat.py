@@ -43,8 +43,8 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
+from ..core._events import Event, Message, ToolCall, ToolResult, Usage
 from ..errors import EventError, InputError
-from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ._common import tool_args
 from ._run import ErrorHandler, Run, run_id_from_path
 

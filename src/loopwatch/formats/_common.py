@@ -6,8 +6,8 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from ..core._events import Event
 from ..errors import InputError
-from ..events import Event
 from ._run import ErrorHandler, Run, run_id_from_path
 
 RunOf = Callable[[str, Any, str, str], "tuple[Run | None, str | None]"]

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ..core._events import Event
 from ..errors import InputError
-from ..events import Event
 from ._files import text_without_surrogates
 
 Format = str

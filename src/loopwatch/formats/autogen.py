@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+from ..core._events import Event, Message, ToolCall, ToolResult, Usage
 from ..errors import InputError
-from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ._common import count, mapping, parts_text, tool_args
 from ._run import ErrorHandler, Run, run_id_from_path
 

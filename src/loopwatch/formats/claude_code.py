@@ -25,8 +25,8 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+from ..core._events import Event, Message, ToolCall
 from ..errors import EventError, InputError
-from ..events import Event, Message, ToolCall
 from . import _chat
 from ._run import ErrorHandler, Run, run_id_from_path
 

@@ -26,8 +26,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ..core._events import Event, Message, ToolCall, ToolResult, Usage
 from ..errors import InputError
-from ..events import Event, Message, ToolCall, ToolResult, Usage
 from ._common import count, mapping, number, tool_args
 from ._run import ErrorHandler, Run
 

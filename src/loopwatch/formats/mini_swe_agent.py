@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from ..events import Event, Message, ToolCall, ToolResult, Usage
+from ..core._events import Event, Message, ToolCall, ToolResult, Usage
 from ._common import count, mapping, number, parts_text, read_documents
 from ._run import ErrorHandler, Run
 

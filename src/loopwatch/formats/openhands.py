@@ -23,8 +23,8 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
 from typing import Any, Final
 
+from ..core._events import Event, Message, Role, ToolCall, ToolResult, Usage
 from ..errors import InputError
-from ..events import Event, Message, Role, ToolCall, ToolResult, Usage
 from ._common import count, mapping, number
 from ._run import ErrorHandler, Run, run_id_from_path
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from ..events import Event, Message, ToolCall, ToolResult
+from ..core._events import Event, Message, ToolCall, ToolResult
 from ._common import add_records, mapping, read_documents
 from ._run import ErrorHandler, Run
 

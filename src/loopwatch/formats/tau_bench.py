@@ -14,8 +14,8 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+from ..core._events import Event, Message, ToolCall, ToolResult
 from ..errors import InputError
-from ..events import Event, Message, ToolCall, ToolResult
 from ._common import add_records, parts_text
 from ._run import ErrorHandler, Run
 

@@ -25,8 +25,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+from ..core._events import Event, Message, ToolCall, ToolResult
 from ..errors import InputError
-from ..events import Event, Message, ToolCall, ToolResult
 from ._common import add_records
 from ._run import ErrorHandler, Run, run_id_from_path
 

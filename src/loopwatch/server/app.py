@@ -26,12 +26,12 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .. import __version__
+from .._guard import Guard
+from .._policy_spec import PolicySpec
+from ..core._events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, event_type, parse_event
+from ..core._verdict import Verdict
 from ..errors import EventError, LoopwatchError, StateError
-from ..events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, event_type, parse_event
-from ..guard import Guard
-from ..policy_spec import PolicySpec
 from ..stores import StoreError
-from ..verdict import Verdict
 from ._board_routes import BoardRoutes
 from ._caller import Caller, ClientTagged, current_caller
 from ._http import (

@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from .._timeline import describe
-from ..events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
+from ..core._events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
+from ..core._verdict import Verdict
 from ..redact import REDACTED, Redactor
-from ..verdict import Verdict
 
 __all__ = ["DIMENSIONS", "Board", "make_note"]
 

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from .. import __version__
-from ..events import EVENT_TYPES
+from ..core._events import EVENT_TYPES
 from .errors import CODES
 
 __all__ = ["document"]

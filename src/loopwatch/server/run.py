@@ -10,8 +10,8 @@ import tempfile
 from collections.abc import Sequence
 
 from .._cli_options import add_audit_option, add_policy_options, add_store_option
+from .._policy_spec import PolicySpec, config_path
 from ..errors import ConfigError, LoopwatchError, MissingExtraError
-from ..policy_spec import PolicySpec, config_path
 from .settings import DEFAULT_PORT, SETTINGS_ENV, ServiceSettings, Tokens, is_loopback
 
 __all__ = ["main", "parser", "serve"]

@@ -33,10 +33,10 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from ..core._swarm_tally import MAX_SWARM_FINGERPRINTS as MAX_SWARM_FINGERPRINTS
+from ..core._swarm_tally import MAX_SWARM_WORKERS as MAX_SWARM_WORKERS
+from ..core._swarm_tally import SwarmTally, count_call
 from ..errors import ConfigError, LoopwatchError
-from ..swarm_tally import MAX_SWARM_FINGERPRINTS as MAX_SWARM_FINGERPRINTS
-from ..swarm_tally import MAX_SWARM_WORKERS as MAX_SWARM_WORKERS
-from ..swarm_tally import SwarmTally, count_call
 
 __all__ = [
     "NO_STATE",

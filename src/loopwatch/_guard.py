@@ -1,0 +1,436 @@
+"""The guard: for each event, load the session, evaluate the event, save the session, emit the records.
+
+``Guard`` drives a session backend (:mod:`loopwatch._session_backend`: the sessions in this process, or in a store
+shared between processes) and the pure engine, which gives the verdict with its audit records; the guard decides
+nothing about loops itself. What it adds is what surrounds the pipeline: parsing events, per-session locks, the
+fail-open or fail-closed handling of internal and store errors, the optional loop judge, and the sinks.
+
+``Guard`` is thread-safe (striped locks: sessions never wait on each other's work beyond a shared
+stripe) and never lets a malformed event or an internal error escape into the agent it guards unless
+``on_error="raise"``. Every non-ok verdict is passed to the sinks and listeners *before* it is returned.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from ._async_guard import AsyncGuard as AsyncGuard
+from ._guard_inputs import _event_of, _name, _policy_of, _safe_repr, _stamp, _store_of
+from ._session_backend import InProcessSessions, JudgingError, SessionBackend
+from ._stored import DamagedStateError, StoredSessions
+from .core._audit import damaged_state_record, judge_record, state_reset_record, store_error_record
+from .core._engine import Engine, Evaluation
+from .core._events import Event, ToolCall
+from .core._policy import Policy
+from .core._verdict import Verdict
+from .errors import ConfigError, EventError, StateError
+from .stores import Store, StoreError
+
+if TYPE_CHECKING:
+    from .core._judge import JudgeMemory, LoopJudge
+    from .redact import Redactor
+
+
+def _logger() -> Any:
+    """The ``loopwatch`` logger (``logging`` is imported on first use: a hook process rarely logs)."""
+    import logging
+
+    return logging.getLogger("loopwatch")
+
+
+Listener = Callable[[dict[str, Any]], None]
+VerdictHook = Callable[[str, "Event | Mapping[str, Any]", Verdict], None]
+"""Called with (session, event as given, verdict) after every ``observe`` (:attr:`Guard.verdict_hooks`)."""
+OnError = Literal["allow", "raise"]
+OnStoreError = Literal["allow", "raise", "block"]
+_STRIPES = 64
+
+
+class Guard:
+    """Judges each event of each session and says ``ok``, ``nudge``, ``block`` or ``stop``.
+
+    >>> guard = Guard(preset="default")
+    >>> verdict = guard.observe("run-1", ToolCall("bash", {"command": "ls"}))
+
+    ``sinks``: audit sinks (``emit(record)``), written before the verdict is returned; ``listeners``:
+    callables receiving the same records, each its own redacted copy (secrets hidden as the sinks hide them;
+    ``redact_listeners=False`` hands them the records as they are, or give a configured
+    :class:`~loopwatch.redact.Redactor`). ``clock``: seconds since the epoch, for runtime limits and idle
+    eviction (events' own ``ts`` win when present). ``max_sessions``: least recently used sessions beyond it
+    are evicted (with a store: the states cached in this process, which the store still holds); ``max_swarms``
+    the same for the swarm counts kept in this process (without a store).
+    ``on_error``: ``"allow"`` logs and counts a malformed event or an internal error and returns ``ok``;
+    ``"raise"`` raises it. Session and swarm names are plain strings: a ``uuid.UUID`` or an int is taken
+    as its text, a name longer than 1,024 characters as its head and a digest of the whole.
+
+    A session whose state fails on an event (a damaged snapshot restored, say) while a fresh state does
+    not is started afresh with that event: counted in ``stats["state_resets"]``, logged, and reported
+    as a ``session.state_reset`` record, so detection never stays off.
+
+    ``store``: where session state lives (a :class:`~loopwatch.stores.Store` or its URL:
+    ``"sqlite:///path.db"``, ``"redis://host:6379/0"``); the default (``None`` or ``"memory://"``) keeps it in
+    this process. With a store, several processes guarding the same sessions see one state, and sessions
+    tagged with the same swarm share their counts. ``on_store_error`` says what happens when the store
+    fails: ``"allow"`` (fail open: the event gets ``ok``, a ``store.error`` record is emitted and counted),
+    ``"block"`` (fail closed: tool calls are refused, other events get ``ok``), ``"raise"`` (the
+    :class:`~loopwatch.stores.StoreError` reaches the caller).
+
+    A ``block`` is a refusal: the integration does not run the call, or, where it cannot refuse, shows the
+    refusal to the model. The same call made again after ``policy.stop_after_refusals`` refusals stops the run,
+    even when it was succeeding (see :class:`~loopwatch.core.Policy`). ``replay=True`` is for feeding recorded
+    runs (as ``loopwatch scan`` does): their agents never saw a verdict, so a refused call that ran anyway is not
+    a refusal ignored.
+    """
+
+    def __init__(
+        self,
+        preset: str | Policy | None = None,
+        *,
+        policy: Policy | None = None,
+        sinks: Iterable[Any] = (),
+        listeners: Iterable[Listener] = (),
+        clock: Callable[[], float] | None = time.time,
+        max_sessions: int = 100_000,
+        max_swarms: int = 10_000,
+        on_error: OnError = "allow",
+        on_audit_error: OnError = "allow",
+        store: str | Store | None = None,
+        on_store_error: OnStoreError = "allow",
+        judge: LoopJudge | None = None,
+        redact_listeners: bool | Redactor = True,
+        replay: bool = False,
+    ) -> None:
+        if on_error not in ("allow", "raise") or on_audit_error not in ("allow", "raise"):
+            raise ConfigError("must be 'allow' or 'raise'", field="on_error")
+        if on_store_error not in ("allow", "raise", "block"):
+            raise ConfigError("must be 'allow', 'raise' or 'block'", field="on_store_error")
+        self.policy = _policy_of(preset, policy)
+        self.engine = Engine(self.policy, replay=replay)
+        self.sinks = list(sinks)
+        self.listeners = list(listeners)
+        if not isinstance(redact_listeners, bool):
+            from .redact import Redactor
+
+            if not isinstance(redact_listeners, Redactor):
+                raise ConfigError("must be True, False or a Redactor", field="redact_listeners")
+        self.redact_listeners: bool | Redactor = redact_listeners
+        self.clock = clock
+        self.max_sessions = max_sessions
+        if isinstance(max_swarms, bool) or not isinstance(max_swarms, int) or max_swarms < 1:
+            raise ConfigError("must be an integer >= 1", field="max_swarms")
+        self.max_swarms = max_swarms
+        self.on_error = on_error
+        self.on_audit_error = on_audit_error
+        if judge is not None:
+            from .core._judge import LoopJudge  # here: guards without a judge (a hook process) never load it
+
+            if not isinstance(judge, LoopJudge):
+                raise ConfigError("must be a LoopJudge (LoopJudge(your_callable, ...))", field="judge")
+        self.judge = judge
+        self._judged: OrderedDict[str, JudgeMemory] = OrderedDict()
+        self.stats = {
+            "events": 0, "skipped": 0, "errors": 0, "audit_errors": 0, "evicted": 0, "store_errors": 0,
+            "judge_calls": 0, "judge_errors": 0, "state_resets": 0, "damaged_states": 0, "evicted_swarms": 0,
+        }  # fmt: skip
+        self.on_store_error = on_store_error
+        self.store = _store_of(store)
+        self.backend: SessionBackend
+        """Where the sessions live: :class:`~loopwatch._session_backend.InProcessSessions`, or with a store
+        :class:`~loopwatch._stored.StoredSessions`; the guard only drives it."""
+        if self.store is not None:
+            self.backend = StoredSessions(self.engine, self.store, cache_size=max_sessions, on_damaged=self._damaged)
+        else:
+            self.backend = InProcessSessions(self.engine, self.stats, max_sessions=max_sessions, max_swarms=max_swarms)
+        self._locks = [threading.Lock() for _ in range(_STRIPES)]
+        self._table_lock = threading.Lock()  # the judge's memories
+        self.verdict_hooks: list[VerdictHook] = []
+        """Callables told of every verdict, ``ok`` included (OpenTelemetry, the service's dashboard); an
+        exception in one is logged and counted in ``stats["errors"]``, never raised into the agent."""
+
+    def __repr__(self) -> str:
+        where = f", store={self.store!r}" if self.store is not None else f", sessions={len(self.backend.sessions())}"
+        return f"Guard(preset={self.policy.name!r}{where})"
+
+    # -- public API ------------------------------------------------------------------------------------
+
+    def observe(self, session: str, event: Event | Mapping[str, Any], *, swarm: str | None = None) -> Verdict:
+        """Judge ``event`` of ``session`` (an event object or its JSON form).
+
+        Never raises unless ``on_error="raise"`` (a malformed event, an internal error), ``on_store_error=
+        "raise"`` (a store failure) or ``on_audit_error="raise"`` (an audit sink failure) says so. Every verdict is
+        handed to the ``verdict_hooks`` (a failing hook is logged and counted, never raised)."""
+        verdict = self._judge_event(session, event, swarm)
+        for hook in self.verdict_hooks:
+            try:
+                hook(session, event, verdict)
+            except Exception:
+                self.stats["errors"] += 1
+                _logger().exception("loopwatch: verdict hook %r failed", hook)
+        return verdict
+
+    def _judge_event(self, session: str, event: Event | Mapping[str, Any], swarm: str | None) -> Verdict:
+        try:
+            name = _name(session, "session")
+            group = None if swarm is None else _name(swarm, "swarm")
+            parsed = _event_of(event)
+        except EventError as exc:
+            return self._skip(session, exc)
+        with self._lock(name):
+            try:
+                (verdict, records), group = self._evaluate(name, parsed, group)
+            except _Raised as raised:
+                raise raised.error from None
+            memory = self._remember(name, verdict, parsed) if self.judge is not None else None
+            if memory is None or not verdict.evidence.get("undecided"):
+                # a sink's error is governed by on_audit_error, not taken for an internal error
+                for record in records:
+                    self._emit(record)
+                return verdict
+        # an undecided ok, and a judge: asked outside the lock (it may take seconds)
+        return self._consult(name, parsed, verdict, memory, group)
+
+    def _evaluate(self, session: str, event: Event, swarm: str | None) -> tuple[Evaluation, str | None]:
+        """Load, evaluate, save: the engine's evaluation of one event and the session's swarm; errors the caller
+        asked for come as :class:`_Raised`."""
+        now = self._now()
+        self.stats["events"] += 1
+        try:
+            try:
+                return self.backend.evaluate(session, event, swarm=swarm, now=now)
+            except StoreError as exc:
+                return self._store_failed(session, event, exc, _stamp(event, now)), swarm
+        except _Raised:
+            raise
+        except Exception as exc:  # an internal error must not crash the agent
+            error = exc.error if isinstance(exc, JudgingError) else exc
+            self.stats["errors"] += 1
+            _logger().error("loopwatch: internal error on an event of session %r", session, exc_info=error)
+            if self.on_error == "raise":
+                raise _Raised(error) from error
+            recovered = None
+            if isinstance(exc, JudgingError):  # the rules failed: on this session's state, or on any?
+                try:
+                    recovered = self._recover(session, event, swarm, now)
+                except Exception:  # the store failed too, say: the event stays unjudged
+                    _logger().exception("loopwatch: session %r could not be started afresh", session)
+            if recovered is not None:
+                return recovered
+            return Evaluation(Verdict(index=-1, reason=f"internal error: {_safe_repr(error)}")), swarm
+
+    def reset(self, session: str, *, limits: bool = False) -> None:
+        """Clear a session's loop state (and its limits' counters with ``limits=True``); an unknown session stays
+        unknown."""
+        session = _name(session, "session")
+        with self._lock(session):
+            self.backend.reset(session, limits=limits)
+
+    def forget(self, session: str) -> None:
+        """Drop everything about a session."""
+        session = _name(session, "session")
+        with self._lock(session):
+            self.backend.forget(session)
+
+    def snapshot(self, session: str) -> dict[str, Any]:
+        """The session's state as JSON-able data (the doom-loop preset's toJSON); with a store, what it holds now."""
+        session = _name(session, "session")
+        with self._lock(session):
+            state, swarm = self.backend.read(session)
+            return {"session": session, "swarm": swarm, "state": self.engine.dump(state)}
+
+    def restore(self, data: Mapping[str, Any], session: str | None = None) -> None:
+        """Load a snapshot (the doom-loop preset's restoreFrom), its swarm included; raises :class:`StateError`
+        when it is not one."""
+        try:
+            if not isinstance(data, Mapping) or "state" not in data:
+                raise StateError("a snapshot is an object with 'session' and 'state'")
+            name = session or data.get("session")
+            if not isinstance(name, str):
+                raise StateError("the snapshot names no session")
+            name = _name(name, "session")
+            state = self.engine.load(data["state"])
+            swarm = str(data["swarm"]) if data.get("swarm") else None
+        except StateError:
+            raise
+        except Exception as exc:  # a mapping whose own methods raise, a name with no text...
+            raise StateError(f"not a loopwatch snapshot ({type(exc).__name__})") from None
+        with self._lock(name):
+            self.backend.replace(name, state, swarm, now=self._now())
+
+    def sessions(self) -> list[str]:
+        """The sessions this guard (or, with a store, any guard sharing it) holds state for."""
+        return self.backend.sessions()
+
+    def swarm_snapshot(self, swarm: str) -> dict[str, Any]:
+        """A swarm's shared fingerprint counts as JSON-able data."""
+        counts = self.backend.swarm_counts(swarm)
+        return {"swarm": swarm, "counts": {k: [c, list(w), t] for k, (c, w, t) in counts.items()}}
+
+    def restore_swarm(self, data: Mapping[str, Any]) -> None:
+        """Load a swarm's counts saved by :meth:`swarm_snapshot`."""
+        try:
+            entries = {str(k): (int(v[0]), [str(w) for w in v[1]], str(v[2])) for k, v in data["counts"].items()}
+            name = str(data["swarm"])
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise StateError(f"not a swarm snapshot: {exc}") from exc
+        self.backend.restore_swarm(name, entries, now=self._now())
+
+    def clear_swarm(self, swarm: str) -> None:
+        """Forget a swarm's counts (when the swarm completes)."""
+        self.backend.clear_swarm(swarm)
+
+    def evict_idle(self, max_idle_seconds: float) -> int:
+        """Forget the sessions not seen for ``max_idle_seconds`` (by the guard's clock; none without one), and the
+        swarm counts no session used for as long; returns how many sessions.
+
+        Sessions kept in this process only: with a store, other processes may be using the same sessions, so this
+        raises :class:`~loopwatch.errors.UnsupportedError`; the store's ``ttl`` (``?ttl=seconds`` in its URL)
+        expires them instead."""
+        now = self._now()
+        if now is None and self.store is None:
+            return 0
+        return self.backend.evict_idle(max_idle_seconds, now or 0.0)
+
+    # -- internals -------------------------------------------------------------------------------------
+
+    def _remember(self, session: str, verdict: Verdict, event: Event) -> JudgeMemory | None:
+        """Keep the event in the session's recent history for the judge (in this process)."""
+        assert self.judge is not None
+        if verdict.index < 0:
+            return None
+        with self._table_lock:
+            memory = self._judged.get(session)
+            if memory is None:
+                from .core._judge import JudgeMemory
+
+                memory = self._judged[session] = JudgeMemory()
+                while len(self._judged) > self.max_sessions:
+                    self._judged.popitem(last=False)
+            else:
+                self._judged.move_to_end(session)
+        self.judge.remember(memory, verdict.index, event)
+        return memory
+
+    def _consult(self, session: str, event: Event, verdict: Verdict, memory: JudgeMemory, swarm: str | None) -> Verdict:
+        """Ask the judge about an undecided step when it is due; the engine turns its answer into a verdict."""
+        judge = self.judge
+        assert judge is not None
+        if not judge.due(memory, verdict.index):
+            return verdict
+        suspicion = str(verdict.evidence["undecided"])
+        self.stats["judge_calls"] += 1
+        ts = _stamp(event, self._now())
+        try:
+            answer = judge.ask(memory, session, verdict.index, suspicion)
+        except Exception as exc:  # the judge's failure never reaches the agent
+            self.stats["judge_errors"] += 1
+            _logger().warning("loopwatch: the judge failed on session %r: %r", session, exc)
+            self._emit(judge_record(session, verdict.index, ts, judge=repr(judge), error=repr(exc)))
+            return verdict
+        judged, records = self.engine.judged(
+            verdict, answer, judge, session=session, event=event, suspicion=suspicion, now=ts, swarm=swarm
+        )
+        for record in records:
+            self._emit(record)
+        return judged
+
+    def _lock(self, session: str) -> threading.Lock:
+        return self._locks[zlib.crc32(session.encode("utf-8", "surrogatepass")) % _STRIPES]
+
+    def _now(self) -> float | None:
+        return self.clock() if self.clock is not None else None
+
+    def _damaged(self, session: str, event: Event, damaged: DamagedStateError, ts: float | None) -> bool:
+        """A stored state this loopwatch cannot read: counted, logged, reported; started afresh when failing
+        open (``True``), left for ``on_store_error`` to decide otherwise."""
+        self.stats["damaged_states"] += 1
+        fresh = self.on_store_error == "allow"
+        _logger().warning(
+            "loopwatch: the stored state of session %r is damaged (%s); %s",
+            session,
+            damaged.reason,
+            "it starts afresh" if fresh else f"on_store_error={self.on_store_error!r} decides",
+        )
+        self._emit(
+            damaged_state_record(session, event, ts, repr(self.store), damaged.reason, self.on_store_error, fresh)
+        )
+        return fresh
+
+    def _recover(
+        self, session: str, event: Event, swarm: str | None, now: float | None
+    ) -> tuple[Evaluation, str | None] | None:
+        """After an internal error: judge the event on a fresh state. When that works, the session's own state
+        was what failed (a damaged snapshot restored, say): the session starts afresh with this event, and
+        says so. When it fails too, the event itself is at fault and the session's state is kept."""
+        stamp = _stamp(event, now)
+        swarm = swarm or self.backend.swarm_of(session)
+        fresh = self.engine.new_session()
+        try:
+            verdict, records = self.engine.evaluate(fresh, event, session=session, now=stamp, swarm=swarm)
+        except Exception:
+            return None
+        self.stats["state_resets"] += 1
+        _logger().warning("loopwatch: the state of session %r failed on an event; the session starts afresh", session)
+        self.backend.replace(session, fresh, swarm, now=now)
+        return Evaluation(verdict, (state_reset_record(session, event, stamp), *records)), swarm
+
+    def _store_failed(self, session: str, event: Event, exc: StoreError, ts: float | None) -> Evaluation:
+        self.stats["store_errors"] += 1
+        _logger().warning("loopwatch: store error on session %r: %s", session, exc)
+        if self.on_store_error == "raise":
+            raise _Raised(exc)
+        store = repr(self.store) if self.store is not None else None
+        record = store_error_record(session, event, ts, store, str(exc), self.on_store_error)
+        if self.on_store_error == "block" and isinstance(event, ToolCall):
+            reason = f"loop guard unavailable ({exc}); calls are refused until it is back"
+            verdict = Verdict(action="block", pattern="store_error", level=1, message=reason, reason=reason)
+            return Evaluation(verdict, (record,))
+        return Evaluation(Verdict(reason=f"store error (fail open): {exc}"), (record,))
+
+    def _for_listener(self, record: dict[str, Any]) -> dict[str, Any]:
+        """A listener's own redacted copy of ``record`` (``redact_listeners``; the redactor made on first use)."""
+        setting = self.redact_listeners
+        if setting is False:
+            return record
+        if setting is True:
+            from .redact import Redactor
+
+            setting = self.redact_listeners = Redactor()
+        copy: dict[str, Any] = setting(record)
+        return copy
+
+    def _skip(self, session: object, exc: EventError) -> Verdict:
+        self.stats["skipped"] += 1
+        _logger().warning("loopwatch: skipped a malformed event of session %s: %s", _safe_repr(session), exc)
+        if self.on_error == "raise":
+            raise exc
+        return Verdict(index=-1, reason=f"skipped malformed event: {exc}")
+
+    def _emit(self, record: dict[str, Any]) -> None:
+        for sink in self.sinks:
+            try:
+                sink.emit(record)
+            except Exception:
+                self.stats["audit_errors"] += 1
+                _logger().exception("loopwatch: audit sink %r failed; record: %s", sink, record.get("event"))
+                if self.on_audit_error == "raise":
+                    raise
+        for listener in self.listeners:
+            try:
+                listener(self._for_listener(record))
+            except Exception:
+                self.stats["errors"] += 1
+                _logger().exception("loopwatch: listener %r failed", listener)
+
+
+class _Raised(Exception):
+    """Carries an error the caller asked to see (``on_error``, ``on_store_error="raise"``) past the guard's
+    own handling of internal errors."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error

@@ -1,0 +1,258 @@
+"""Where a guard keeps its sessions: one interface, two implementations.
+
+:class:`SessionBackend` is what :class:`~loopwatch.Guard` drives: for each event it loads the session's
+state, has the engine evaluate the event on it, and saves it (:meth:`SessionBackend.evaluate`); the guard only
+emits what the engine returned. The backend alone counts a swarm's calls: the engine asks it for a call's tally
+(:data:`~loopwatch.core._swarm_tally.SwarmCounter`) and hands the rule that tally, read-only.
+
+- :class:`InProcessSessions`: the states live in this process, used as they are (never serialised); least
+  recently used sessions beyond ``max_sessions`` and swarms beyond ``max_swarms`` are dropped.
+- :class:`~loopwatch._stored.StoredSessions`: the states live in a :class:`~loopwatch.stores.Store` shared with
+  other processes, written with a compare-and-set and judged again when another process wrote first.
+
+Both behave the same way through the guard, with one exception: :meth:`SessionBackend.evict_idle` raises
+:class:`~loopwatch.errors.UnsupportedError` with a store, whose sessions other processes may be using; the store's
+``ttl`` expires them instead.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from typing import Any
+
+from .core._engine import Engine, Evaluation
+from .core._events import Event
+from .core._session_state import SessionState
+from .core._swarm_tally import SwarmCounter, SwarmTally, count_call
+from .errors import LoopwatchError
+from .stores import StoreError
+
+State = SessionState
+"""A session's state as the engine keeps it."""
+SwarmCounts = dict[str, tuple[int, list[str], str]]
+"""A swarm's counts as snapshots show them: ``{fingerprint: (calls, workers, tool)}``."""
+
+
+class JudgingError(LoopwatchError):
+    """The engine raised while judging an event on a session's state (``error``: what it raised), as opposed
+    to a store or another part failing: the guard then tries the event on a fresh state."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def evaluate(
+    engine: Engine,
+    state: State,
+    event: Event,
+    session: str,
+    now: float | None,
+    swarm: str | None,
+    count_swarm: SwarmCounter | None,
+) -> Evaluation:
+    """``engine.evaluate(...)``; the rules' failures as :class:`JudgingError` (a store's, met while counting a
+    swarm call, as they are)."""
+    try:
+        return engine.evaluate(state, event, session=session, now=now, swarm=swarm, count_swarm=count_swarm)
+    except StoreError:
+        raise
+    except Exception as exc:
+        raise JudgingError(exc) from exc
+
+
+class SessionBackend(ABC):
+    """The sessions (and swarm counts) of one guard. Methods that take a session are called with that session's
+    lock held by the guard; every method may raise :class:`~loopwatch.stores.StoreError` where a store is used."""
+
+    engine: Engine
+
+    @abstractmethod
+    def evaluate(
+        self, session: str, event: Event, *, swarm: str | None, now: float | None
+    ) -> tuple[Evaluation, str | None]:
+        """Judge ``event`` of ``session`` and keep the session's new state: the engine's evaluation and the swarm the
+        session belongs to (``swarm`` when given, else the one it joined before). ``now``: the guard's clock; the
+        event's own ``ts`` wins. Raises :class:`JudgingError` when the rules fail on the session's state."""
+
+    @abstractmethod
+    def reset(self, session: str, *, limits: bool) -> None:
+        """Clear a known session's loop state (:meth:`Engine.reset`); an unknown session stays unknown."""
+
+    @abstractmethod
+    def read(self, session: str) -> tuple[State, str | None]:
+        """The session's current state and swarm (a fresh state and ``None`` for an unknown session)."""
+
+    @abstractmethod
+    def replace(self, session: str, state: State, swarm: str | None, *, now: float | None) -> None:
+        """Make ``state`` (in ``swarm``) the session's state, whatever it was."""
+
+    @abstractmethod
+    def swarm_of(self, session: str) -> str | None:
+        """The swarm the session belongs to (``None``: none, or an unknown session)."""
+
+    @abstractmethod
+    def forget(self, session: str) -> None:
+        """Drop everything about a session."""
+
+    @abstractmethod
+    def sessions(self) -> list[str]:
+        """The sessions held."""
+
+    @abstractmethod
+    def swarm_counts(self, swarm: str) -> SwarmCounts:
+        """A swarm's counts (empty for an unknown swarm)."""
+
+    @abstractmethod
+    def restore_swarm(self, swarm: str, counts: SwarmCounts, *, now: float | None) -> None:
+        """Replace a swarm's counts."""
+
+    @abstractmethod
+    def clear_swarm(self, swarm: str) -> None:
+        """Forget a swarm's counts."""
+
+    @abstractmethod
+    def evict_idle(self, max_idle_seconds: float, now: float) -> int:
+        """Forget the sessions not seen for ``max_idle_seconds`` and the swarms no session used for as long; how
+        many sessions. :class:`~loopwatch.errors.UnsupportedError` where that cannot be known (a store)."""
+
+
+class _Held:
+    """A session kept in this process: its state, when it was last seen, its swarm."""
+
+    __slots__ = ("seen", "state", "swarm")
+
+    def __init__(self, state: State, seen: float, swarm: str | None) -> None:
+        self.state = state
+        self.seen = seen
+        self.swarm = swarm
+
+
+class InProcessSessions(SessionBackend):
+    """Sessions and swarm counts in this process's memory, used as they are (never serialised); thread-safe.
+
+    ``stats``: the guard's counters (``evicted``, ``evicted_swarms`` are added to)."""
+
+    def __init__(self, engine: Engine, stats: dict[str, int], *, max_sessions: int, max_swarms: int) -> None:
+        self.engine = engine
+        self.stats = stats
+        self.max_sessions = max_sessions
+        self.max_swarms = max_swarms
+        self._sessions: OrderedDict[str, _Held] = OrderedDict()
+        self._swarms: OrderedDict[str, dict[str, list[Any]]] = OrderedDict()
+        self._swarm_seen: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"InProcessSessions(sessions={len(self._sessions)}, swarms={len(self._swarms)})"
+
+    def evaluate(
+        self, session: str, event: Event, *, swarm: str | None, now: float | None
+    ) -> tuple[Evaluation, str | None]:
+        with self._lock:
+            held = self._sessions.get(session)
+            if held is None:
+                held = self._add(session, _Held(self.engine.new_session(), now or 0.0, swarm))
+            else:
+                self._sessions.move_to_end(session)
+                held.seen = now or 0.0  # under the lock: evict_idle reads it
+                if swarm is not None:
+                    held.swarm = swarm
+            group = held.swarm
+            count = None if group is None else self._counter(self._swarm(group, now))
+        stamp = event.ts if event.ts is not None else now
+        return evaluate(self.engine, held.state, event, session, stamp, group, count), group
+
+    def _add(self, session: str, held: _Held) -> _Held:
+        """Keep a session, dropping the least recently used beyond ``max_sessions``; call with the lock held."""
+        self._sessions[session] = held
+        self._sessions.move_to_end(session)
+        while len(self._sessions) > self.max_sessions:
+            self._sessions.popitem(last=False)
+            self.stats["evicted"] += 1
+        return held
+
+    def _swarm(self, swarm: str, now: float | None) -> dict[str, list[Any]]:
+        """A swarm's counts, the most recently used last; the least recently used go past ``max_swarms``. Call
+        with the lock held."""
+        counts = self._swarms.get(swarm)
+        if counts is None:
+            counts = self._swarms[swarm] = {}
+            while len(self._swarms) > self.max_swarms:
+                old, _ = self._swarms.popitem(last=False)
+                self._swarm_seen.pop(old, None)
+                self.stats["evicted_swarms"] += 1
+        else:
+            self._swarms.move_to_end(swarm)
+        self._swarm_seen[swarm] = now or 0.0
+        return counts
+
+    def _counter(self, counts: dict[str, list[Any]]) -> SwarmCounter:
+        def count(fingerprint: str, worker: str, tool: str) -> SwarmTally:
+            with self._lock:
+                return count_call(counts, fingerprint, worker, tool)
+
+        return count
+
+    def reset(self, session: str, *, limits: bool) -> None:
+        with self._lock:
+            held = self._sessions.get(session)
+        if held is not None:
+            self.engine.reset(held.state, limits=limits)
+
+    def read(self, session: str) -> tuple[State, str | None]:
+        with self._lock:
+            held = self._sessions.get(session)
+        return (held.state, held.swarm) if held is not None else (self.engine.new_session(), None)
+
+    def replace(self, session: str, state: State, swarm: str | None, *, now: float | None) -> None:
+        with self._lock:
+            self._add(session, _Held(state, now or 0.0, swarm))
+
+    def swarm_of(self, session: str) -> str | None:
+        with self._lock:
+            held = self._sessions.get(session)
+        return held.swarm if held is not None else None
+
+    def forget(self, session: str) -> None:
+        with self._lock:
+            self._sessions.pop(session, None)
+
+    def sessions(self) -> list[str]:
+        with self._lock:
+            return list(self._sessions)
+
+    def swarms(self) -> list[str]:
+        """The swarms whose counts are held, the least recently used first."""
+        with self._lock:
+            return list(self._swarms)
+
+    def swarm_counts(self, swarm: str) -> SwarmCounts:
+        with self._lock:
+            counts = self._swarms.get(swarm, {})
+            return {k: (v[0], list(v[1]), v[2]) for k, v in counts.items()}
+
+    def restore_swarm(self, swarm: str, counts: SwarmCounts, *, now: float | None) -> None:
+        with self._lock:
+            self._swarm(swarm, now)
+            self._swarms[swarm] = {k: [c, list(w), t] for k, (c, w, t) in counts.items()}
+
+    def clear_swarm(self, swarm: str) -> None:
+        with self._lock:
+            self._swarms.pop(swarm, None)
+            self._swarm_seen.pop(swarm, None)
+
+    def evict_idle(self, max_idle_seconds: float, now: float) -> int:
+        with self._lock:
+            idle = [name for name, held in self._sessions.items() if now - held.seen > max_idle_seconds]
+            for name in idle:
+                del self._sessions[name]
+            quiet = [name for name, seen in self._swarm_seen.items() if now - seen > max_idle_seconds]
+            for name in quiet:  # counts no session used for as long: the swarm is over
+                self._swarms.pop(name, None)
+                del self._swarm_seen[name]
+        self.stats["evicted"] += len(idle)
+        self.stats["evicted_swarms"] += len(quiet)
+        return len(idle)

@@ -1,0 +1,58 @@
+"""The text kernels the rules use: compiled when the optional C module was built, else their pure-Python twins.
+
+Both give the same results bit for bit (see :mod:`loopwatch.core._kernels_py`), so which one runs changes only the
+speed. ``LOOPWATCH_PURE_PYTHON=1`` in the environment (read once, at import) forces the pure-Python twins.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from . import _kernels_py
+
+__all__ = [
+    "COMPILED",
+    "alnum_word_hashes",
+    "bottom_k",
+    "error_lines",
+    "fold",
+    "line_hashes",
+    "masked_bytes",
+    "numbers_marked",
+    "sketch_of",
+    "word_hashes",
+]
+
+
+def pure_forced() -> bool:
+    """Does the environment ask for the pure-Python kernels (``LOOPWATCH_PURE_PYTHON`` set, and not ``0``)?"""
+    return os.environ.get("LOOPWATCH_PURE_PYTHON", "") not in ("", "0")
+
+
+if TYPE_CHECKING:
+    _impl = _kernels_py
+else:
+    _impl = _kernels_py
+    if not pure_forced():
+        with contextlib.suppress(ImportError):  # not built (no compiler at install time, or a pure-Python wheel)
+            from . import _kernels_c as _impl
+
+COMPILED: bool = _impl is not _kernels_py
+"""True when the compiled kernels are in use."""
+
+error_lines = _impl.error_lines
+word_hashes = _impl.word_hashes
+line_hashes = _impl.line_hashes
+numbers_marked = _impl.numbers_marked
+alnum_word_hashes = _impl.alnum_word_hashes
+fold = _impl.fold
+bottom_k = _impl.bottom_k
+sketch_of = _impl.sketch_of
+
+masked_bytes: Callable[[bytes], bytes] | None = getattr(_impl, "masked_bytes", None)
+"""The compiled twin of :func:`loopwatch.core._masking._masked_bytes_py` (the volatile parts of a text removed), or
+``None`` with the pure-Python kernels (:mod:`loopwatch.core._masking` then uses its own; it imports this module, so the
+pure twin cannot live in :mod:`loopwatch.core._kernels_py`)."""

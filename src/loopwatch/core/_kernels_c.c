@@ -1,0 +1,1184 @@
+/* The text kernels in C: the compiled twin of loopwatch/core/_kernels_py.py.
+
+   Every function here gives the same result as its pure-Python twin, bit for bit (tests/test_kernels.py checks
+   them against each other with hypothesis and on the corpus), so fingerprints and sketches stored by one are read
+   by the other. Inputs are untrusted text (tool outputs, model replies): every read is bounded by the length of
+   the buffer, nothing is written outside memory allocated here, and benchmarks/fuzz_kernels.py runs these
+   functions under AddressSanitizer and UBSan.
+
+   Where an input falls outside what the C code handles (a negative or huge hash, a size that is not a power of
+   two), the pure-Python twin is called, so the answer (or the error) is the same. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* -- CRC-32 (zlib's: the IEEE polynomial, reflected) ------------------------------------------------------- */
+
+static uint32_t crc_table[256];
+
+static void crc_init(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[n] = c;
+    }
+}
+
+/* A CRC is carried as its running register (inverted); crc_final turns it into zlib.crc32's value. */
+#define CRC_START 0xFFFFFFFFu
+#define CRC_BYTE(c, b) (crc_table[((c) ^ (uint8_t)(b)) & 0xFFu] ^ ((c) >> 8))
+#define CRC_FINAL(c) ((c) ^ 0xFFFFFFFFu)
+
+/* -- ASCII tables ------------------------------------------------------------------------------------------ */
+
+static unsigned char ascii_lower[256];
+static unsigned char byte_space[256];  /* bytes.split(): " \t\n\r\x0b\x0c" */
+static unsigned char byte_blank[256];  /* lines_of drops " \t\r\x0b\x0c" */
+static unsigned char byte_word[256];   /* the re module's \w for bytes: [A-Za-z0-9_] */
+static unsigned char byte_alnum[256];  /* [A-Za-z0-9] */
+
+static void tables_init(void) {
+    for (int c = 0; c < 256; c++) {
+        ascii_lower[c] = (unsigned char)((c >= 'A' && c <= 'Z') ? c + 32 : c);
+        byte_word[c] = (unsigned char)((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                                       c == '_');
+        byte_alnum[c] = (unsigned char)(byte_word[c] && c != '_');
+    }
+    const char *spaces = " \t\n\r\x0b\x0c";
+    for (const char *s = spaces; *s; s++) byte_space[(unsigned char)*s] = 1;
+    const char *blanks = " \t\r\x0b\x0c";
+    for (const char *s = blanks; *s; s++) byte_blank[(unsigned char)*s] = 1;
+}
+
+/* -- the pure-Python twin, for inputs the C code leaves to it ----------------------------------------------- */
+
+static PyObject *pure_module = NULL;
+
+static PyObject *call_pure(const char *name, PyObject *args) {
+    if (pure_module == NULL) {
+        pure_module = PyImport_ImportModule("loopwatch.core._kernels_py");
+        if (pure_module == NULL) return NULL;
+    }
+    PyObject *func = PyObject_GetAttrString(pure_module, name);
+    if (func == NULL) return NULL;
+    PyObject *result = PyObject_CallObject(func, args);
+    Py_DECREF(func);
+    return result;
+}
+
+/* -- 8 bytes at a time ------------------------------------------------------------------------------------
+
+   Where most bytes need no more than a test, 8 of them are tested at once as one 64-bit number: each test sets the
+   top bit of the bytes it holds for (a comparison of each byte, with the carries kept inside their byte). */
+
+#define ONES UINT64_C(0x0101010101010101)
+
+/* s[at:at + 8] as a number, s[at] its lowest byte (whatever the machine's byte order); bytes past n are zeros */
+static inline uint64_t word_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at) {
+    uint64_t w = 0;
+    if (at + 8 <= n)
+        memcpy(&w, s + at, 8);
+    else
+        for (Py_ssize_t i = n - 1; i >= at; i--) w = w << 8 | s[i];
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    if (at + 8 <= n) w = __builtin_bswap64(w);
+#endif
+    return w;
+}
+
+/* the index (0 to 7) of the lowest byte whose top bit is set in bits (not 0) */
+static inline int lowest_byte(uint64_t bits) {
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_ctzll(bits) >> 3;
+#else
+    int i = 0;
+    while (!(bits & 0x80)) bits >>= 8, i++;
+    return i;
+#endif
+}
+
+/* Which bytes of w are digits: the top bit of each byte of the result says. w ^ "00000000" turns the digits, and
+   only them, into bytes 0 to 9; a byte of x is 10 or more when its top bit is set or when its low 7 bits plus 0x76
+   carry into its top bit (at most 0x7F + 0x76: no carry crosses into the next byte). */
+static inline uint64_t digit_bits(uint64_t w) {
+    uint64_t x = w ^ (ONES * '0');
+    uint64_t ten_or_more = (((x & (ONES * 0x7F)) + ONES * (0x80 - 10)) | x) & (ONES * 0x80);
+    return ten_or_more ^ (ONES * 0x80);
+}
+
+/* w with its bytes A-Z lowercased: a byte below 0x80 is A-Z when adding 0x3F carries into its top bit and adding 0x25
+   does not (at most 0x7F + 0x3F: no carry crosses into the next byte); its top bit, moved to 0x20, lowercases it */
+static inline uint64_t lower_word(uint64_t w) {
+    uint64_t low = w & (ONES * 0x7F);
+    uint64_t upper = (low + ONES * (0x80 - 'A')) & ~(low + ONES * (0x7F - 'Z')) & ~w & (ONES * 0x80);
+    return w | (upper >> 2);
+}
+
+/* -- error_lines ------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *word;
+    Py_ssize_t len;
+    int guarded; /* "error" and "fail": not right after a word "0 " or "no " */
+} keyword;
+
+#define KW(s, g) {s, (Py_ssize_t)(sizeof(s) - 1), g}
+static const keyword keywords[] = {
+    KW("error", 1),     KW("fail", 1),     KW("exception", 0), KW("traceback", 0), KW("fatal", 0),
+    KW("denied", 0),    KW("not found", 0), KW("no such", 0),  KW("cannot", 0),    KW("can't", 0),
+    KW("unable", 0),    KW("invalid", 0),  KW("refused", 0),   KW("timed out", 0), KW("timeout", 0),
+    KW("abort", 0),     KW("panic", 0),    KW("missing", 0),   KW("unknown", 0),   KW("undefined", 0),
+    KW("unsupported", 0), KW("not allowed", 0),
+};
+#define N_KEYWORDS ((int)(sizeof(keywords) / sizeof(keywords[0])))
+_Static_assert(N_KEYWORDS <= 32, "a keyword is a bit of a 32-bit slot_keywords");
+
+/* Is "error"/"fail" at p excluded by the look-behinds (?<!\b0 ) and (?<!\bno ) (ASCII case-insensitive)? */
+static int guarded_out(const unsigned char *s, Py_ssize_t p) {
+    if (p >= 2 && s[p - 1] == ' ' && s[p - 2] == '0' && (p == 2 || !byte_word[s[p - 3]])) return 1;
+    if (p >= 3 && s[p - 1] == ' ' && ascii_lower[s[p - 2]] == 'o' && ascii_lower[s[p - 3]] == 'n' &&
+        (p == 3 || !byte_word[s[p - 4]]))
+        return 1;
+    return 0;
+}
+
+/* Is the keyword at s[p:after] joined into a name: right after '-', '_', '.' or '/', or right before '-', '_' or
+   '=' (a flag, an identifier, a path, a setting: the look-around (?<![-_./]) ... (?![-_=]))? */
+static int joined(const unsigned char *s, Py_ssize_t p, Py_ssize_t after, Py_ssize_t end) {
+    if (p > 0) {
+        unsigned char before = s[p - 1];
+        if (before == '-' || before == '_' || before == '.' || before == '/') return 1;
+    }
+    if (after < end) {
+        unsigned char next = s[after];
+        if (next == '-' || next == '_' || next == '=') return 1;
+    }
+    return 0;
+}
+
+/* Every keyword is 4 bytes or longer. Their first 4 bytes (as a number, the first byte lowest) are kept in a table
+   of 256 slots, each with the keywords that start with them: a prefix's slot is the top 8 bits of the prefix times
+   prefix_multiplier, a number chosen at import so that no two prefixes share a slot (the first one tried does). So
+   the 4 bytes at a position (lowercased) may start a keyword only if they are the prefix in their slot: a
+   multiplication, a look-up and a comparison, and no branch. */
+static uint32_t prefix_multiplier;
+static uint32_t slot_prefix[256];   /* the prefix in each slot */
+static uint32_t slot_keywords[256]; /* bit k: keywords[k] starts with the slot's prefix (0: no keyword does) */
+#define PREFIX_SLOT(x) (((uint32_t)(x) * prefix_multiplier) >> 24)
+
+static void keywords_init(void) {
+    for (prefix_multiplier = UINT32_C(0x9E3779B1);; prefix_multiplier += 2) {
+        memset(slot_prefix, 0, sizeof(slot_prefix));
+        memset(slot_keywords, 0, sizeof(slot_keywords));
+        int k = 0;
+        for (; k < N_KEYWORDS; k++) {
+            const unsigned char *w = (const unsigned char *)keywords[k].word;
+            uint32_t prefix = (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
+            uint32_t slot = PREFIX_SLOT(prefix);
+            if (slot_keywords[slot] && slot_prefix[slot] != prefix) break; /* taken: try another multiplier */
+            slot_prefix[slot] = prefix;
+            slot_keywords[slot] |= UINT32_C(1) << k;
+        }
+        if (k == N_KEYWORDS) return;
+    }
+}
+
+/* Does one of ``candidates`` (keywords whose first 4 bytes are those at p, lowercased) start at p, and count there
+   (not negated, not joined into a name)? */
+static int error_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t p, uint32_t candidates) {
+    for (int k = 0; candidates; k++, candidates >>= 1) {
+        if (!(candidates & 1)) continue;
+        const keyword *kw = &keywords[k];
+        if (kw->len > n - p) continue;
+        Py_ssize_t i = 4;
+        while (i < kw->len && ascii_lower[s[p + i]] == (unsigned char)kw->word[i]) i++;
+        /* (a keyword holds no line end: the byte after it is the line's end, or a byte of the same line) */
+        if (i == kw->len && !(kw->guarded && guarded_out(s, p)) && !joined(s, p, p + kw->len, n)) return 1;
+    }
+    return 0;
+}
+
+/* The first position at or after ``from`` where a keyword that counts starts, or -1. Five positions at a time: the
+   8 bytes from the first, lowercased, hold the 4 bytes from each of them. */
+static Py_ssize_t find_error(const unsigned char *s, Py_ssize_t n, Py_ssize_t from) {
+    for (Py_ssize_t p = from; p + 4 <= n; p += 5) {
+        uint64_t w = lower_word(word_at(s, n, p));
+#define FOUR(i) ((uint32_t)(w >> (8 * (i))))
+#define HIT(i) ((uint32_t)(slot_prefix[PREFIX_SLOT(FOUR(i))] == FOUR(i)) << (i))
+        uint32_t hits = HIT(0) | HIT(1) | HIT(2) | HIT(3) | HIT(4); /* most often 0 */
+        for (int i = 0; hits; i++, hits >>= 1)
+            if ((hits & 1) && error_at(s, n, p + i, slot_keywords[PREFIX_SLOT(FOUR(i))])) return p + i;
+#undef HIT
+#undef FOUR
+    }
+    return -1;
+}
+
+PyDoc_STRVAR(error_lines_doc, "error_lines(data: bytes) -> list[bytes]\n--\n\n"
+                              "The lines of ``data`` that say something went wrong (see loopwatch.core._kernels_py).");
+
+static PyObject *error_lines(PyObject *self, PyObject *arg) {
+    if (!PyBytes_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "error_lines() expects bytes, not %.100s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg);
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    /* each keyword that counts: its line is an error line, and the search goes on after that line */
+    for (Py_ssize_t at = find_error(s, n, 0); at >= 0;) {
+        Py_ssize_t start = at;
+        while (start > 0 && s[start - 1] != '\n') start--;
+        const unsigned char *nl = memchr(s + at, '\n', (size_t)(n - at));
+        Py_ssize_t end = nl ? (Py_ssize_t)(nl - s) : n;
+        PyObject *line = PyBytes_FromStringAndSize((const char *)s + start, end - start);
+        if (line == NULL || PyList_Append(out, line) < 0) {
+            Py_XDECREF(line);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(line);
+        at = nl ? find_error(s, n, end + 1) : -1;
+    }
+    return out;
+}
+
+/* -- word_hashes ------------------------------------------------------------------------------------------- */
+
+PyDoc_STRVAR(word_hashes_doc, "word_hashes(data: bytes) -> list[int]\n--\n\n"
+                              "CRC-32s of the ASCII-lowercased, whitespace-separated words of ``data``, in order.");
+
+static PyObject *word_hashes(PyObject *self, PyObject *arg) {
+    if (!PyBytes_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "word_hashes() expects bytes, not %.100s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg);
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    Py_ssize_t p = 0;
+    while (p < n) {
+        while (p < n && byte_space[s[p]]) p++;
+        if (p >= n) break;
+        uint32_t c = CRC_START;
+        while (p < n && !byte_space[s[p]]) {
+            c = CRC_BYTE(c, ascii_lower[s[p]]);
+            p++;
+        }
+        PyObject *value = PyLong_FromUnsignedLong(CRC_FINAL(c));
+        if (value == NULL || PyList_Append(out, value) < 0) {
+            Py_XDECREF(value);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(value);
+    }
+    return out;
+}
+
+/* -- line_hashes ------------------------------------------------------------------------------------------- */
+
+#define LINE_BYTES 2000
+
+static int set_add_crc(PyObject *set, uint32_t crc) {
+    PyObject *value = PyLong_FromUnsignedLong(crc);
+    if (value == NULL) return -1;
+    int rc = PySet_Add(set, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+PyDoc_STRVAR(line_hashes_doc,
+             "line_hashes(data: bytes) -> frozenset[int]\n--\n\n"
+             "CRC-32s of the distinct lines of the first 2,000 bytes of ``data``, ASCII-lowercased and without "
+             "blanks, the empty line's CRC (0) left out.");
+
+static PyObject *line_hashes(PyObject *self, PyObject *arg) {
+    if (!PyBytes_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "line_hashes() expects bytes, not %.100s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg);
+    if (n > LINE_BYTES) n = LINE_BYTES;
+    PyObject *out = PyFrozenSet_New(NULL);
+    if (out == NULL) return NULL;
+    uint32_t c = CRC_START;
+    for (Py_ssize_t p = 0; p <= n; p++) {
+        if (p == n || s[p] == '\n') {
+            uint32_t crc = CRC_FINAL(c);
+            if (crc != 0 && set_add_crc(out, crc) < 0) {
+                Py_DECREF(out);
+                return NULL;
+            }
+            c = CRC_START;
+        } else if (!byte_blank[s[p]]) {
+            c = CRC_BYTE(c, ascii_lower[s[p]]);
+        }
+    }
+    return out;
+}
+
+/* -- numbers_marked ---------------------------------------------------------------------------------------- */
+
+/* the first digit at or after p, or n (8 bytes at a time) */
+static Py_ssize_t next_digit(const unsigned char *s, Py_ssize_t n, Py_ssize_t p) {
+    for (; p < n; p += 8) {
+        uint64_t digits = digit_bits(word_at(s, n, p)); /* (the bytes past n are not digits) */
+        if (digits) return p + lowest_byte(digits);
+    }
+    return n;
+}
+
+PyDoc_STRVAR(numbers_marked_doc, "numbers_marked(data: bytes) -> bytes\n--\n\n"
+                                 "``data`` with each run of ASCII digits replaced by one ``#``.");
+
+static PyObject *numbers_marked(PyObject *self, PyObject *arg) {
+    if (!PyBytes_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "numbers_marked() expects bytes, not %.100s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg);
+    Py_ssize_t digit = next_digit(s, n, 0);
+    if (digit == n) {
+        Py_INCREF(arg);
+        return arg;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n); /* never longer than data */
+    if (out == NULL) return NULL;
+    char *o = PyBytes_AS_STRING(out);
+    Py_ssize_t kept = 0, p = 0;
+    while (p < n) { /* s[p:digit] has no digit; a number starts at digit (or digit is n) */
+        memcpy(o + kept, s + p, (size_t)(digit - p));
+        kept += digit - p;
+        if (digit == n) break;
+        o[kept++] = '#';
+        p = digit + 1;
+        while (p < n && (unsigned)(s[p] - '0') < 10u) p++;
+        digit = next_digit(s, n, p);
+    }
+    if (_PyBytes_Resize(&out, kept) < 0) return NULL;
+    return out;
+}
+
+/* -- alnum_word_hashes ------------------------------------------------------------------------------------- */
+
+static uint32_t crc_code_point(uint32_t c, Py_UCS4 ch) {
+    /* the UTF-8 bytes of a code point (never a surrogate here: surrogates are not letters or digits) */
+    if (ch < 0x80) return CRC_BYTE(c, ch);
+    if (ch < 0x800) {
+        c = CRC_BYTE(c, 0xC0 | (ch >> 6));
+        return CRC_BYTE(c, 0x80 | (ch & 0x3F));
+    }
+    if (ch < 0x10000) {
+        c = CRC_BYTE(c, 0xE0 | (ch >> 12));
+        c = CRC_BYTE(c, 0x80 | ((ch >> 6) & 0x3F));
+        return CRC_BYTE(c, 0x80 | (ch & 0x3F));
+    }
+    c = CRC_BYTE(c, 0xF0 | (ch >> 18));
+    c = CRC_BYTE(c, 0x80 | ((ch >> 12) & 0x3F));
+    c = CRC_BYTE(c, 0x80 | ((ch >> 6) & 0x3F));
+    return CRC_BYTE(c, 0x80 | (ch & 0x3F));
+}
+
+/* str.isalnum() of one character (the re module's [^\W_]), without a call for ASCII */
+#define ALNUM(ch) ((ch) < 128 ? byte_alnum[(ch)] : Py_UNICODE_ISALNUM(ch))
+
+PyDoc_STRVAR(alnum_word_hashes_doc,
+             "alnum_word_hashes(text: str, limit: int) -> frozenset[int]\n--\n\n"
+             "CRC-32s of the first ``limit`` distinct words (runs of letters and digits) of ``text.lower()``.");
+
+static PyObject *alnum_word_hashes(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "alnum_word_hashes() takes exactly 2 arguments");
+        return NULL;
+    }
+    if (!PyUnicode_Check(args[0])) {
+        PyErr_Format(PyExc_TypeError, "alnum_word_hashes() expects str, not %.100s", Py_TYPE(args[0])->tp_name);
+        return NULL;
+    }
+    Py_ssize_t limit = PyLong_AsSsize_t(args[1]);
+    if (limit == -1 && PyErr_Occurred()) return NULL;
+    if (limit < 0) {
+        PyErr_SetString(PyExc_ValueError, "limit must be >= 0");
+        return NULL;
+    }
+    PyObject *text = args[0];
+    int ascii = PyUnicode_IS_ASCII(text);
+    PyObject *lowered = NULL;
+    if (!ascii) { /* str.lower() itself: Unicode's full case mapping (final sigma, dotted I...) */
+        lowered = PyObject_CallMethod(text, "lower", NULL);
+        if (lowered == NULL) return NULL;
+        text = lowered;
+    }
+    PyObject *seen = PySet_New(NULL);
+    if (seen == NULL) {
+        Py_XDECREF(lowered);
+        return NULL;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t p = 0;
+    while (p < n && PySet_GET_SIZE(seen) < limit) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, p);
+        if (!ALNUM(ch)) {
+            p++;
+            continue;
+        }
+        uint32_t c = CRC_START;
+        while (p < n) {
+            ch = PyUnicode_READ(kind, data, p);
+            if (!ALNUM(ch)) break;
+            c = ascii ? CRC_BYTE(c, ascii_lower[ch]) : crc_code_point(c, ch);
+            p++;
+        }
+        if (set_add_crc(seen, CRC_FINAL(c)) < 0) {
+            Py_DECREF(seen);
+            Py_XDECREF(lowered);
+            return NULL;
+        }
+    }
+    Py_XDECREF(lowered);
+    PyObject *out = PyFrozenSet_New(seen);
+    Py_DECREF(seen);
+    return out;
+}
+
+/* -- fold, bottom_k, sketch_of ----------------------------------------------------------------------------- */
+
+#define MAX_BITS 4096
+#define MAX_WORDS (MAX_BITS / 64)
+
+/* bits a power of two from 64 to MAX_BITS: what the C code folds (the twin takes the rest) */
+static int bits_supported(Py_ssize_t bits) { return bits >= 64 && bits <= MAX_BITS && (bits & (bits - 1)) == 0; }
+
+/* The items of an iterable as 64-bit values: the low 64 bits of each int (``exact``: 0 unless every item is
+   an int from 0 to 2**64 - 1). Returns the count, -1 on a Python error, -2 when an item is not an int (the
+   twin decides). ``*values`` is malloc'ed (free it). */
+static Py_ssize_t collect(PyObject *seq, int exact, uint64_t **values) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    *values = (uint64_t *)malloc(sizeof(uint64_t) * (size_t)(n ? n : 1));
+    if (*values == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = items[i];
+        if (!PyLong_CheckExact(item) && !PyBool_Check(item)) return -2;
+        if (exact) {
+            unsigned long long v = PyLong_AsUnsignedLongLong(item);
+            if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                return -2;
+            }
+            (*values)[i] = (uint64_t)v;
+        } else {
+            unsigned long long v = PyLong_AsUnsignedLongLongMask(item);
+            if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+            (*values)[i] = (uint64_t)v;
+        }
+    }
+    return n;
+}
+
+static PyObject *words_to_int(const uint64_t *words, Py_ssize_t nwords) {
+    unsigned char buf[MAX_BITS / 8];
+    for (Py_ssize_t w = 0; w < nwords; w++)
+        for (int b = 0; b < 8; b++) buf[w * 8 + b] = (unsigned char)(words[w] >> (8 * b));
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyLong_FromUnsignedNativeBytes(buf, (size_t)(nwords * 8),
+                                          Py_ASNATIVEBYTES_LITTLE_ENDIAN | Py_ASNATIVEBYTES_UNSIGNED_BUFFER);
+#else
+    return _PyLong_FromByteArray(buf, (size_t)(nwords * 8), 1, 0);
+#endif
+}
+
+static const char b64_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* binascii.b2a_base64(value.to_bytes(nwords * 8, "big"), newline=False) as str */
+static PyObject *words_to_text(const uint64_t *words, Py_ssize_t nwords) {
+    unsigned char raw[MAX_BITS / 8];
+    char text[(MAX_BITS / 8 + 2) / 3 * 4];
+    Py_ssize_t nbytes = nwords * 8;
+    for (Py_ssize_t i = 0; i < nbytes; i++) {
+        Py_ssize_t from_low = nbytes - 1 - i; /* big-endian: the first byte is the highest */
+        raw[i] = (unsigned char)(words[from_low / 8] >> (8 * (from_low % 8)));
+    }
+    Py_ssize_t o = 0, i = 0;
+    for (; i + 2 < nbytes; i += 3) {
+        uint32_t v = ((uint32_t)raw[i] << 16) | ((uint32_t)raw[i + 1] << 8) | raw[i + 2];
+        text[o++] = b64_alphabet[(v >> 18) & 63];
+        text[o++] = b64_alphabet[(v >> 12) & 63];
+        text[o++] = b64_alphabet[(v >> 6) & 63];
+        text[o++] = b64_alphabet[v & 63];
+    }
+    if (nbytes - i == 1) {
+        uint32_t v = (uint32_t)raw[i] << 16;
+        text[o++] = b64_alphabet[(v >> 18) & 63];
+        text[o++] = b64_alphabet[(v >> 12) & 63];
+        text[o++] = '=';
+        text[o++] = '=';
+    } else if (nbytes - i == 2) {
+        uint32_t v = ((uint32_t)raw[i] << 16) | ((uint32_t)raw[i + 1] << 8);
+        text[o++] = b64_alphabet[(v >> 18) & 63];
+        text[o++] = b64_alphabet[(v >> 12) & 63];
+        text[o++] = b64_alphabet[(v >> 6) & 63];
+        text[o++] = '=';
+    }
+    return PyUnicode_FromStringAndSize(text, o);
+}
+
+static int compare_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+#define SMALL_K 128
+
+/* The k smallest distinct values folded into words[0:nwords]. For a small k they are kept sorted as they come (most
+   values are larger than the k-th smallest so far and cost one comparison); otherwise all are sorted. */
+static void fold_bottom_k(uint64_t *values, Py_ssize_t n, Py_ssize_t k, uint64_t *words, Py_ssize_t nwords) {
+    uint64_t mask = (uint64_t)nwords * 64 - 1;
+    memset(words, 0, sizeof(uint64_t) * (size_t)nwords);
+    Py_ssize_t taken = 0;
+    if (k > 0 && k <= SMALL_K && k < n) {
+        uint64_t best[SMALL_K];
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t v = values[i];
+            if (taken == k && v >= best[k - 1]) continue;
+            Py_ssize_t lo = 0, hi = taken; /* the first place whose value is >= v */
+            while (lo < hi) {
+                Py_ssize_t mid = (lo + hi) / 2;
+                if (best[mid] < v)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            if (lo < taken && best[lo] == v) continue;
+            Py_ssize_t last = taken < k ? taken : k - 1;
+            memmove(best + lo + 1, best + lo, sizeof(uint64_t) * (size_t)(last - lo));
+            best[lo] = v;
+            if (taken < k) taken++;
+        }
+        for (Py_ssize_t i = 0; i < taken; i++) words[(best[i] & mask) >> 6] |= (uint64_t)1 << (best[i] & mask & 63);
+        return;
+    }
+    qsort(values, (size_t)n, sizeof(uint64_t), compare_u64);
+    for (Py_ssize_t i = 0; i < n && taken < k; i++) {
+        if (i > 0 && values[i] == values[i - 1]) continue;
+        uint64_t bit = values[i] & mask;
+        words[bit >> 6] |= (uint64_t)1 << (bit & 63);
+        taken++;
+    }
+}
+
+/* parse (hashes, [k,] bits); returns the hashes as a list or tuple (new reference) or NULL */
+static PyObject *parse_sizes(PyObject *const *args, Py_ssize_t nargs, int with_k, const char *name, Py_ssize_t *k,
+                             Py_ssize_t *bits) {
+    Py_ssize_t want = with_k ? 3 : 2;
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%s() takes exactly %zd arguments", name, want);
+        return NULL;
+    }
+    /* a size that is not an int, or too large for C, is left to the twin (k = -1 and bits = 0 send it there) */
+    if (with_k) {
+        *k = PyLong_Check(args[1]) ? PyLong_AsSsize_t(args[1]) : -1;
+        if (*k == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            *k = -1;
+        }
+    }
+    *bits = PyLong_Check(args[want - 1]) ? PyLong_AsSsize_t(args[want - 1]) : 0;
+    if (*bits == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        *bits = 0;
+    }
+    return PySequence_Fast(args[0], "hashes must be iterable");
+}
+
+static PyObject *pure_with(const char *name, PyObject *seq, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *call_args = PyTuple_New(nargs);
+    if (call_args == NULL) return NULL;
+    Py_INCREF(seq);
+    PyTuple_SET_ITEM(call_args, 0, seq);
+    for (Py_ssize_t i = 1; i < nargs; i++) {
+        Py_INCREF(args[i]);
+        PyTuple_SET_ITEM(call_args, i, args[i]);
+    }
+    PyObject *result = call_pure(name, call_args);
+    Py_DECREF(call_args);
+    return result;
+}
+
+enum { AS_INT, AS_TEXT };
+
+static PyObject *sketch_kernel(PyObject *const *args, Py_ssize_t nargs, int with_k, int output, const char *name) {
+    Py_ssize_t k = PY_SSIZE_T_MAX, bits = 0;
+    PyObject *seq = parse_sizes(args, nargs, with_k, name, &k, &bits);
+    if (seq == NULL) return NULL;
+    if (!bits_supported(bits) || k < 0) {
+        PyObject *result = pure_with(name, seq, args, nargs);
+        Py_DECREF(seq);
+        return result;
+    }
+    uint64_t *values = NULL;
+    Py_ssize_t n = collect(seq, with_k, &values);
+    if (n == -2) {
+        free(values);
+        PyObject *result = pure_with(name, seq, args, nargs);
+        Py_DECREF(seq);
+        return result;
+    }
+    Py_DECREF(seq);
+    if (n < 0) {
+        free(values);
+        return NULL;
+    }
+    uint64_t words[MAX_WORDS];
+    Py_ssize_t nwords = bits / 64;
+    if (with_k) {
+        fold_bottom_k(values, n, k, words, nwords);
+    } else {
+        uint64_t mask = (uint64_t)bits - 1;
+        memset(words, 0, sizeof(words));
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t bit = values[i] & mask;
+            words[bit >> 6] |= (uint64_t)1 << (bit & 63);
+        }
+    }
+    free(values);
+    return output == AS_TEXT ? words_to_text(words, nwords) : words_to_int(words, nwords);
+}
+
+PyDoc_STRVAR(fold_doc, "fold(hashes: Iterable[int], bits: int) -> int\n--\n\n"
+                       "The set of ``hashes`` folded into ``bits`` bits, as an integer.");
+
+static PyObject *fold(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return sketch_kernel(args, nargs, 0, AS_INT, "fold");
+}
+
+PyDoc_STRVAR(bottom_k_doc, "bottom_k(hashes: Iterable[int], k: int, bits: int) -> int\n--\n\n"
+                           "The k smallest distinct ``hashes`` folded into ``bits`` bits.");
+
+static PyObject *bottom_k(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return sketch_kernel(args, nargs, 1, AS_INT, "bottom_k");
+}
+
+PyDoc_STRVAR(sketch_of_doc, "sketch_of(hashes: Iterable[int], k: int, bits: int) -> str\n--\n\n"
+                            "bottom_k(hashes, k, bits) as base64 text of its bits // 8 big-endian bytes.");
+
+static PyObject *sketch_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return sketch_kernel(args, nargs, 1, AS_TEXT, "sketch_of");
+}
+
+/* -- masked_bytes: loopwatch.core._masking's volatile parts removed -------------------------------------------------
+
+   The same scan as masking.volatile_spans (see its docstrings for what each kind is), written out: each regular
+   expression it tries at an anchor is a loop here, with the regular expression's backtracking worked out by hand
+   (the comments give the expression). Only the union of the spans matters for the masked text, so spans are
+   collected, sorted and cut out; their kinds are not kept, and neither is the order they are found in. That lets
+   one pass look for several anchors at once: each anchor keeps its own "resume from" position (where masking's
+   ``find(anchor, end)`` would look next), so each finds exactly the spans its own scan finds.
+
+   Two passes, each reading the text 8 bytes at a time:
+   - the whole text, for the anchors made of digits and hex characters (times of day, durations, UUIDs, addresses,
+     hex ids, long numbers): the digits and hex characters of 8 bytes are found at once, as bits, and only the few
+     places where an anchor may be are looked at (mask_digits_and_hex);
+   - the first and last 1 KB, for the rare kinds (process ids, shell line numbers, temporary paths): 7 byte pairs
+     at a time are looked up in a table of the pairs their anchors start with, which finds the anchors that occur
+     and where first; each is then followed from there (mask_rare). */
+
+/* byte classes: one table look-up where a chain of comparisons would be */
+enum { B_DIGIT = 1, B_HEX = 2, B_LETTER = 4, B_LOWER = 8, B_UNIT = 16, B_SPACE = 32 };
+static unsigned char byte_class[256];
+
+#define IS_DIGIT(c) (byte_class[(unsigned char)(c)] & B_DIGIT)              /* [0-9] */
+#define IS_HEX(c) (byte_class[(unsigned char)(c)] & B_HEX)                  /* [0-9a-fA-F] */
+#define IS_LETTER(c) (byte_class[(unsigned char)(c)] & B_LETTER)            /* [A-Za-z] */
+#define IS_ALNUM(c) (byte_class[(unsigned char)(c)] & (B_DIGIT | B_LETTER)) /* [0-9A-Za-z] */
+#define IS_LOWER(c) (byte_class[(unsigned char)(c)] & B_LOWER)              /* [a-z] */
+#define IS_UNIT_START(c) (byte_class[(unsigned char)(c)] & B_UNIT)          /* s, m, u, n, and 0xC2 (µ's first byte) */
+#define IS_RE_SPACE(c) (byte_class[(unsigned char)(c)] & B_SPACE)           /* the re module's \s: " \t\n\r\x0b\x0c" */
+
+static void byte_class_init(void) {
+    for (int c = 0; c < 256; c++) {
+        int digit = c >= '0' && c <= '9', lower = c >= 'a' && c <= 'z', upper = c >= 'A' && c <= 'Z';
+        int hex = digit || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+        int unit = c == 's' || c == 'm' || c == 'u' || c == 'n' || c == 0xC2;
+        int space = c == ' ' || (c >= '\t' && c <= '\r');
+        byte_class[c] = (unsigned char)((digit ? B_DIGIT : 0) | (hex ? B_HEX : 0) | (lower || upper ? B_LETTER : 0) |
+                                        (lower ? B_LOWER : 0) | (unit ? B_UNIT : 0) | (space ? B_SPACE : 0));
+    }
+}
+
+typedef struct {
+    Py_ssize_t *v; /* start, end pairs */
+    Py_ssize_t n, cap;
+} span_list;
+
+static int add_span(span_list *spans, Py_ssize_t start, Py_ssize_t end) {
+    if (spans->n + 2 > spans->cap) {
+        Py_ssize_t cap = spans->cap ? spans->cap * 2 : 64;
+        Py_ssize_t *grown = (Py_ssize_t *)realloc(spans->v, sizeof(Py_ssize_t) * (size_t)cap);
+        if (grown == NULL) return -1;
+        spans->v = grown;
+        spans->cap = cap;
+    }
+    spans->v[spans->n++] = start;
+    spans->v[spans->n++] = end;
+    return 0;
+}
+
+/* bytes.find(needle, start) */
+static Py_ssize_t find_bytes(const unsigned char *s, Py_ssize_t n, Py_ssize_t from, const char *needle) {
+    Py_ssize_t m = (Py_ssize_t)strlen(needle);
+    for (Py_ssize_t p = from; p + m <= n;) {
+        const unsigned char *hit = memchr(s + p, (unsigned char)needle[0], (size_t)(n - m + 1 - p));
+        if (hit == NULL) return -1;
+        p = (Py_ssize_t)(hit - s);
+        if (memcmp(s + p, needle, (size_t)m) == 0) return p;
+        p++;
+    }
+    return -1;
+}
+
+/* masking._word_edge: no letter or digit right before start or at end */
+static int word_edge(const unsigned char *s, Py_ssize_t n, Py_ssize_t start, Py_ssize_t end) {
+    return (start == 0 || !IS_ALNUM(s[start - 1])) && (end >= n || !IS_ALNUM(s[end]));
+}
+
+/* -- times and durations -- */
+
+/* the shape "0:00:00" at the digit at: \d:\d\d:\d\d */
+static int clock_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at) {
+    return at + 7 <= n && s[at + 1] == ':' && IS_DIGIT(s[at + 2]) && IS_DIGIT(s[at + 3]) && s[at + 4] == ':' &&
+           IS_DIGIT(s[at + 5]) && IS_DIGIT(s[at + 6]);
+}
+
+/* \d{4}-\d\d-\d\d[T ] at s[0:11] */
+static int date_at(const unsigned char *s) {
+    return IS_DIGIT(s[0]) && IS_DIGIT(s[1]) && IS_DIGIT(s[2]) && IS_DIGIT(s[3]) && s[4] == '-' && IS_DIGIT(s[5]) &&
+           IS_DIGIT(s[6]) && s[7] == '-' && IS_DIGIT(s[8]) && IS_DIGIT(s[9]) && (s[10] == 'T' || s[10] == ' ');
+}
+
+/* masking._times at a clock_at: the time of day (with its date before it, if any) is a span when it is a whole
+   word. Returns where the scan for the next time goes on (the end of this one), or -1 when out of memory. */
+static Py_ssize_t time_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at, span_list *spans) {
+    Py_ssize_t start = (at > 0 && IS_DIGIT(s[at - 1])) ? at - 1 : at;
+    if (start >= 11 && date_at(s + start - 11)) start -= 11;
+    /* _TIME from start: [date] \d?\d:\d\d:\d\d, then (?:[.,]\d+)? and (?:Z|[+-]\d\d:?\d\d)? */
+    Py_ssize_t p = at + 7;
+    if (p + 1 < n && (s[p] == '.' || s[p] == ',') && IS_DIGIT(s[p + 1])) {
+        p += 2;
+        while (p < n && IS_DIGIT(s[p])) p++;
+    }
+    if (p < n && s[p] == 'Z') {
+        p++;
+    } else if (p + 2 < n && (s[p] == '+' || s[p] == '-') && IS_DIGIT(s[p + 1]) && IS_DIGIT(s[p + 2])) {
+        if (p + 5 < n && s[p + 3] == ':' && IS_DIGIT(s[p + 4]) && IS_DIGIT(s[p + 5]))
+            p += 6;
+        else if (p + 4 < n && IS_DIGIT(s[p + 3]) && IS_DIGIT(s[p + 4]))
+            p += 5;
+    }
+    if (word_edge(s, n, start, p) && add_span(spans, start, p) < 0) return -1;
+    return p;
+}
+
+static const char *const time_units[] = {"ns",  "us",   "\xc2\xb5s", "ms",     "s",      "sec",     "secs",
+                                         "second", "seconds", "min", "mins", "minute", "minutes"};
+
+static int is_time_unit(const unsigned char *s, Py_ssize_t len) {
+    for (size_t i = 0; i < sizeof(time_units) / sizeof(time_units[0]); i++)
+        if ((Py_ssize_t)strlen(time_units[i]) == len && memcmp(s, time_units[i], (size_t)len) == 0) return 1;
+    return 0;
+}
+
+/* masking._durations at the shape "0L" (gap 0: a digit, then a byte a unit starts with) or "0_L" (gap 1: a digit,
+   a space, then that byte) at at: the number and its unit are a span when the unit is a unit of time. Returns where
+   the scan for the next "0L" (or "0_L") goes on, or -1 when out of memory. */
+static Py_ssize_t duration_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at, int gap, span_list *spans) {
+    Py_ssize_t unit_at = at + 1 + gap, end = unit_at + 1;
+    unsigned char first = s[unit_at];
+    if (unit_at + 1 < n && IS_LETTER(s[unit_at + 1])) {
+        unsigned char second = s[unit_at + 1];
+        int starts_unit = (first == 's' && second == 'e') || (first == 'm' && second == 's') ||
+                          (first == 'u' && second == 's') || (first == 'n' && second == 's') ||
+                          (first == 'm' && second == 'i');
+        if (!starts_unit) return end; /* "12 src", "3 new": a word, not a unit */
+    }
+    /* _UNIT: (?:\xc2\xb5)?[a-z]+ */
+    Py_ssize_t q = unit_at;
+    if (first == 0xC2) q = (q + 2 < n && s[q + 1] == 0xB5 && IS_LOWER(s[q + 2])) ? q + 2 : -1;
+    if (q < 0 || !IS_LOWER(s[q])) return end;
+    while (q < n && IS_LOWER(s[q])) q++;
+    end = q;
+    if (is_time_unit(s + unit_at, end - unit_at) && (end >= n || !IS_LETTER(s[end]))) {
+        /* _NUMBER_BEFORE: the leftmost \d+(?:\.\d+)? ending at the anchor's digit, in 24 bytes */
+        Py_ssize_t floor = at - 24 > 0 ? at - 24 : 0, start = at;
+        while (start > floor && IS_DIGIT(s[start - 1])) start--;
+        if (start - 2 >= floor && s[start - 1] == '.' && IS_DIGIT(s[start - 2])) {
+            start -= 2;
+            while (start > floor && IS_DIGIT(s[start - 1])) start--;
+        }
+        if ((start == 0 || !IS_LETTER(s[start - 1])) && add_span(spans, start, end) < 0) return -1;
+    }
+    return end;
+}
+
+/* -- runs of hex characters -- */
+
+static int hex_span(const unsigned char *s, Py_ssize_t n, Py_ssize_t at, Py_ssize_t len) {
+    if (at + len > n) return 0;
+    for (Py_ssize_t i = 0; i < len; i++)
+        if (!IS_HEX(s[at + i])) return 0;
+    return 1;
+}
+
+static int uuid_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at) {
+    return at + 36 <= n && hex_span(s, n, at, 8) && s[at + 8] == '-' && hex_span(s, n, at + 9, 4) &&
+           s[at + 13] == '-' && hex_span(s, n, at + 14, 4) && s[at + 18] == '-' && hex_span(s, n, at + 19, 4) &&
+           s[at + 23] == '-' && hex_span(s, n, at + 24, 12);
+}
+
+/* masking._hex_runs at a run of 6 or more hex characters s[at:end] (the whole run: hexes.find("000000") lands on
+   a run's start): a UUID from at, an address ("0x" before the run), a hex id or a long number is a span. Returns
+   where the scan goes on (after the UUID, else the run's end), or -1 when out of memory. */
+static Py_ssize_t hex_run_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at, Py_ssize_t end, span_list *spans) {
+    if (uuid_at(s, n, at) && word_edge(s, n, at, at + 36)) return add_span(spans, at, at + 36) < 0 ? -1 : at + 36;
+    if (at >= 2 && s[at - 2] == '0' && (s[at - 1] == 'x' || s[at - 1] == 'X') && word_edge(s, n, at - 2, end))
+        return add_span(spans, at - 2, end) < 0 ? -1 : end;
+    if (!word_edge(s, n, at, end)) return end;
+    int digits_only = 1, changes = 0;
+    for (Py_ssize_t i = at; i < end; i++) {
+        if (!IS_DIGIT(s[i])) digits_only = 0;
+        if (i > at && !IS_DIGIT(s[i]) != !IS_DIGIT(s[i - 1])) changes++;
+    }
+    int keep = digits_only ? end - at >= 10 : changes >= 2;
+    return (keep && add_span(spans, at, end) < 0) ? -1 : end;
+}
+
+/* -- one pass over the text, 8 bytes at a time, for the anchors made of digits and hex characters -- */
+
+/* Which bytes of w are a-f or A-F, the same way as digit_bits: (w | 0x20) ^ 0x60 turns those, and only them, into
+   bytes 1 to 6. */
+static inline uint64_t hex_letter_bits(uint64_t w) {
+    uint64_t y = (w | (ONES * 0x20)) ^ (ONES * 0x60), low = y & (ONES * 0x7F);
+    uint64_t one_or_more = (low + ONES * 0x7F) | y, seven_or_more = (low + ONES * (0x80 - 7)) | y;
+    return one_or_more & ~seven_or_more & (ONES * 0x80);
+}
+
+/* masking._times, masking._durations and masking._hex_runs in one pass. For each 8 bytes (and the 8 after them, as
+   an anchor may go on there), the digits and the hex characters are found as bits; then
+   - times and durations: each of their anchors ("0:00:00", "0L", "0_L") is a digit followed by ':', a space or a
+     byte a unit starts with, so it can only be at the last digit of a number. Each anchor is tried at those digits
+     its own scan has reached (where masking's shape.find(anchor, end) would look next);
+   - hex runs: hexes.find("000000") lands on the start of a run of 6 or more hex characters: a byte that is hex, the
+     5 after it too, and not the one before it. Each is judged as a whole run unless it is inside a UUID found
+     before it (where masking's scan goes on).
+   Bits are only set for anchors, which are few, and nothing else in the 8 bytes is looked at. */
+static int mask_digits_and_hex(const unsigned char *s, Py_ssize_t n, span_list *spans) {
+    Py_ssize_t time_from = 0, unit_from = 0, spaced_unit_from = 0, hex_from = 0; /* where each scan goes on */
+    uint64_t w = word_at(s, n, 0);
+    uint64_t digits = digit_bits(w), hex = digits | hex_letter_bits(w), hex_before = 0;
+    for (Py_ssize_t at = 0; at < n; at += 8) {
+        uint64_t next_w = word_at(s, n, at + 8);
+        uint64_t next_digits = digit_bits(next_w), next_hex = next_digits | hex_letter_bits(next_w);
+
+        uint64_t last_digits = digits & ~((digits >> 8) | (next_digits << 56)); /* the next byte is not a digit */
+        for (; last_digits; last_digits &= last_digits - 1) {
+            Py_ssize_t p = at + lowest_byte(last_digits);
+            if (p >= time_from && clock_at(s, n, p)) {
+                time_from = time_at(s, n, p, spans);
+                if (time_from < 0) return -1;
+            }
+            if (p >= unit_from && p + 2 <= n && IS_UNIT_START(s[p + 1])) { /* "0L" */
+                unit_from = duration_at(s, n, p, 0, spans);
+                if (unit_from < 0) return -1;
+            }
+            if (p >= spaced_unit_from && p + 3 <= n && s[p + 1] == ' ' && IS_UNIT_START(s[p + 2])) { /* "0_L" */
+                spaced_unit_from = duration_at(s, n, p, 1, spans);
+                if (spaced_unit_from < 0) return -1;
+            }
+        }
+
+        uint64_t pairs = hex & ((hex >> 8) | (next_hex << 56));        /* bytes i and i + 1 are hex */
+        uint64_t next_pairs = next_hex & (next_hex >> 8);             /* the same in the next 8 (its last unused) */
+        uint64_t fours = pairs & ((pairs >> 16) | (next_pairs << 48)); /* i to i + 3 */
+        uint64_t sixes = fours & ((pairs >> 32) | (next_pairs << 32)); /* i to i + 5 */
+        uint64_t run_starts = sixes & ~((hex << 8) | (hex_before >> 56)); /* and not i - 1 */
+        for (; run_starts; run_starts &= run_starts - 1) {
+            Py_ssize_t p = at + lowest_byte(run_starts), end = p + 6;
+            if (p < hex_from) continue; /* inside a UUID */
+            while (end < n && IS_HEX(s[end])) end++;
+            hex_from = hex_run_at(s, n, p, end, spans);
+            if (hex_from < 0) return -1;
+        }
+
+        hex_before = hex;
+        hex = next_hex;
+        digits = next_digits;
+    }
+    return 0;
+}
+
+/* -- process ids, shell line numbers, temporary paths -- */
+
+/* _SHELL_LINE at q: " (?:line )?\d+:" ; the end of the match, or -1 */
+static Py_ssize_t shell_line_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t q) {
+    if (q >= n || s[q] != ' ') return -1;
+    q++;
+    if (q + 5 <= n && memcmp(s + q, "line ", 5) == 0) q += 5;
+    if (q >= n || !IS_DIGIT(s[q])) return -1;
+    while (q < n && IS_DIGIT(s[q])) q++;
+    return (q < n && s[q] == ':') ? q + 1 : -1;
+}
+
+/* _PID at at, after the word of ``wlen`` bytes: [ =:#]{1,3}\d+ ; the end of the match, or -1 */
+static Py_ssize_t pid_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at, Py_ssize_t wlen) {
+    Py_ssize_t q = at + wlen, seps = 0;
+    while (q < n && seps < 4 && (s[q] == ' ' || s[q] == '=' || s[q] == ':' || s[q] == '#')) q++, seps++;
+    if (seps < 1 || seps > 3 || q >= n || !IS_DIGIT(s[q])) return -1;
+    while (q < n && IS_DIGIT(s[q])) q++;
+    return q;
+}
+
+/* _TMP_PATH at at: (?:/tmp|/var/folders|/private/var|/var/tmp)/[^\s'":,)\]]* ; the end of the match, or -1 */
+static Py_ssize_t tmp_path_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at) {
+    static const char *const roots[] = {"/tmp/", "/var/folders/", "/private/var/", "/var/tmp/"};
+    for (int i = 0; i < 4; i++) {
+        Py_ssize_t len = (Py_ssize_t)strlen(roots[i]);
+        if (at + len <= n && memcmp(s + at, roots[i], (size_t)len) == 0) {
+            Py_ssize_t q = at + len;
+            while (q < n && !IS_RE_SPACE(s[q]) && s[q] != '\'' && s[q] != '"' && s[q] != ':' && s[q] != ',' &&
+                   s[q] != ')' && s[q] != ']')
+                q++;
+            return q;
+        }
+    }
+    return -1;
+}
+
+/* _TMP_NAME at at: tmp(?:[a-z0-9_]{8}|\.[A-Za-z0-9]{6,})(?![A-Za-z0-9]) ; the end of the match, or -1 */
+static Py_ssize_t tmp_name_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at) {
+    Py_ssize_t q = at + 3;
+    if (q + 8 <= n) {
+        Py_ssize_t i = 0;
+        while (i < 8 && (IS_LOWER(s[q + i]) || IS_DIGIT(s[q + i]) || s[q + i] == '_')) i++;
+        if (i == 8 && (q + 8 >= n || !IS_ALNUM(s[q + 8]))) return q + 8;
+    }
+    if (q < n && s[q] == '.') {
+        Py_ssize_t r = q + 1;
+        while (r < n && IS_ALNUM(s[r])) r++;
+        if (r - (q + 1) >= 6) return r;
+    }
+    return -1;
+}
+
+enum { SHELL_LINE, PID, TMP_PATH, TMP_NAME };
+
+typedef struct {
+    const char *text;
+    int kind;
+} rare_anchor;
+
+/* masking._rare's anchors, in the order it follows them */
+static const rare_anchor rare_anchors[] = {
+    {"bash:", SHELL_LINE}, {"sh:", SHELL_LINE},      {"zsh:", SHELL_LINE},          {"dash:", SHELL_LINE},
+    {"pid", PID},          {"PID", PID},             {"Pid", PID},                  {"process ", PID},
+    {"Process ", PID},     {"/tmp/", TMP_PATH},      {"/var/folders/", TMP_PATH},   {"/private/var/", TMP_PATH},
+    {"/var/tmp/", TMP_PATH}, {"tmp", TMP_NAME},      {"/var/", TMP_PATH},
+};
+#define N_RARE ((int)(sizeof(rare_anchors) / sizeof(rare_anchors[0])))
+#define FIRST_TMP_ROOT 9    /* "/tmp/" ... "tmp": followed when "tmp" occurs in any case */
+#define VAR_ANCHOR 14       /* "/var/": followed when "tmp" does not occur in any case */
+#define TMP_ANY_CASE N_RARE /* a bit of its own: "tmp", "TMP", "Tmp"... */
+_Static_assert(N_RARE + 1 <= 32, "an anchor is a bit of a 32-bit rare_byte");
+
+/* bit i of rare_byte[k][c]: the byte k of rare anchor i is c (every anchor is 3 bytes or longer); bit TMP_ANY_CASE:
+   the byte k of "tmp" in some case is c. The three looked up at a position and and-ed say which anchors may start
+   there (exactly, for the anchors of 3 bytes). */
+static uint32_t rare_byte[3][256];
+static unsigned char rare_pair[256 * 256]; /* [first | second << 8]: some anchor starts with these two bytes */
+
+static void rare_init(void) {
+    for (int i = 0; i < N_RARE; i++)
+        for (int k = 0; k < 3; k++) rare_byte[k][(unsigned char)rare_anchors[i].text[k]] |= UINT32_C(1) << i;
+    for (int k = 0; k < 3; k++) {
+        rare_byte[k][(unsigned char)"tmp"[k]] |= UINT32_C(1) << TMP_ANY_CASE;
+        rare_byte[k][(unsigned char)"TMP"[k]] |= UINT32_C(1) << TMP_ANY_CASE;
+    }
+    for (int first = 0; first < 256; first++)
+        for (int second = 0; second < 256; second++)
+            rare_pair[first | second << 8] = (rare_byte[0][first] & rare_byte[1][second]) != 0;
+}
+
+/* masking._anchored (and _shell_lines: a shell's span starts after its "sh:" and the scan goes on from there) for
+   one anchor, from its first occurrence at */
+static int anchored(const unsigned char *s, Py_ssize_t n, Py_ssize_t offset, Py_ssize_t at, const rare_anchor *anchor,
+                    span_list *spans) {
+    Py_ssize_t alen = (Py_ssize_t)strlen(anchor->text);
+    while (at >= 0) {
+        Py_ssize_t end = -1, start = at;
+        switch (anchor->kind) {
+            case SHELL_LINE:
+                start = at + alen;
+                end = shell_line_at(s, n, start);
+                break;
+            case PID:
+                end = pid_at(s, n, at, anchor->text[alen - 1] == ' ' ? alen - 1 : alen);
+                break;
+            case TMP_PATH:
+                end = tmp_path_at(s, n, at);
+                break;
+            default:
+                end = tmp_name_at(s, n, at);
+        }
+        int before = at == 0 || !IS_LETTER(s[at - 1]);
+        if (end >= 0 && before && add_span(spans, start + offset, end + offset) < 0) return -1;
+        if (anchor->kind == SHELL_LINE)
+            at = find_bytes(s, n, at + alen, anchor->text);
+        else
+            at = find_bytes(s, n, (end >= 0 && before) ? end : at + 1, anchor->text);
+    }
+    return 0;
+}
+
+/* notes in first[] the anchors (and "tmp" in any case) that start at p and were not seen before */
+static void note_rare_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t p, Py_ssize_t *first, uint32_t *unseen) {
+    if (p + 3 > n) return;
+    uint32_t here = rare_byte[0][s[p]] & rare_byte[1][s[p + 1]] & rare_byte[2][s[p + 2]] & *unseen;
+    for (int i = 0; here; i++, here >>= 1) {
+        if (!(here & 1)) continue;
+        if (i < N_RARE) { /* the first 3 bytes match: the rest too? */
+            Py_ssize_t len = (Py_ssize_t)strlen(rare_anchors[i].text);
+            if (p + len > n || memcmp(s + p, rare_anchors[i].text, (size_t)len) != 0) continue;
+        }
+        first[i] = p;
+        *unseen &= ~(UINT32_C(1) << i);
+    }
+}
+
+/* masking._rare: process ids, shell line numbers and temporary paths in s[0:n], a part of the text at offset */
+static int mask_rare(const unsigned char *s, Py_ssize_t n, Py_ssize_t offset, span_list *spans) {
+    Py_ssize_t first[N_RARE + 1]; /* where each anchor (and "tmp" in any case) first occurs; -1: nowhere */
+    for (int i = 0; i <= N_RARE; i++) first[i] = -1;
+    uint32_t unseen = (UINT32_C(1) << (N_RARE + 1)) - 1;
+    /* 7 positions at a time: the 7 byte pairs of an 8-byte load looked up in rare_pair (most often no anchor may
+       start at any of them), then the last positions one at a time */
+    Py_ssize_t p = 0;
+    for (; p + 8 <= n; p += 7) {
+        uint64_t w = word_at(s, n, p);
+#define PAIR(i) rare_pair[(w >> (8 * (i))) & 0xFFFF]
+        int may_start = PAIR(0) | PAIR(1) | PAIR(2) | PAIR(3) | PAIR(4) | PAIR(5) | PAIR(6);
+#undef PAIR
+        if (may_start)
+            for (int i = 0; i < 7; i++) note_rare_at(s, n, p + i, first, &unseen);
+    }
+    for (; p < n; p++) note_rare_at(s, n, p, first, &unseen);
+    /* shells and process ids: where their anchors occur (masking._rare's "sh:" and "pid"/"process " tests, in
+       lowercase, hold whenever one does) */
+    for (int i = 0; i < FIRST_TMP_ROOT; i++)
+        if (first[i] >= 0 && anchored(s, n, offset, first[i], &rare_anchors[i], spans) < 0) return -1;
+    /* temporary paths: with "tmp" somewhere (in any case), its four roots and generated names; else "/var/" */
+    int any_tmp = first[TMP_ANY_CASE] >= 0;
+    for (int i = any_tmp ? FIRST_TMP_ROOT : VAR_ANCHOR; i < (any_tmp ? VAR_ANCHOR : N_RARE); i++)
+        if (first[i] >= 0 && anchored(s, n, offset, first[i], &rare_anchors[i], spans) < 0) return -1;
+    return 0;
+}
+
+#define RARE_EDGE 1024
+
+static int compare_spans(const void *a, const void *b) {
+    const Py_ssize_t *x = (const Py_ssize_t *)a, *y = (const Py_ssize_t *)b;
+    return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+PyDoc_STRVAR(masked_bytes_doc, "masked_bytes(data: bytes) -> bytes\n--\n\n"
+                               "``data`` without its volatile parts (see loopwatch.core._masking.volatile_spans).");
+
+static PyObject *masked_bytes(PyObject *self, PyObject *arg) {
+    if (!PyBytes_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "masked_bytes() expects bytes, not %.100s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg);
+    span_list spans = {NULL, 0, 0};
+    int failed = mask_digits_and_hex(s, n, &spans) < 0;
+    if (!failed) {
+        if (n <= 2 * RARE_EDGE)
+            failed = mask_rare(s, n, 0, &spans) < 0;
+        else
+            failed = mask_rare(s, RARE_EDGE, 0, &spans) < 0 || mask_rare(s + n - RARE_EDGE, RARE_EDGE, n - RARE_EDGE,
+                                                                         &spans) < 0;
+    }
+    if (failed) {
+        free(spans.v);
+        return PyErr_NoMemory();
+    }
+    if (spans.n == 0) {
+        Py_INCREF(arg);
+        return arg;
+    }
+    qsort(spans.v, (size_t)(spans.n / 2), 2 * sizeof(Py_ssize_t), compare_spans);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n);
+    if (out == NULL) {
+        free(spans.v);
+        return NULL;
+    }
+    char *o = PyBytes_AS_STRING(out);
+    Py_ssize_t kept = 0, cut = 0; /* bytes before ``cut`` are copied or removed */
+    for (Py_ssize_t i = 0; i < spans.n; i += 2) {
+        Py_ssize_t start = spans.v[i], end = spans.v[i + 1];
+        if (start > cut) {
+            memcpy(o + kept, s + cut, (size_t)(start - cut));
+            kept += start - cut;
+        }
+        if (end > cut) cut = end;
+    }
+    if (n > cut) {
+        memcpy(o + kept, s + cut, (size_t)(n - cut));
+        kept += n - cut;
+    }
+    free(spans.v);
+    if (_PyBytes_Resize(&out, kept) < 0) return NULL;
+    return out;
+}
+
+/* -- module ------------------------------------------------------------------------------------------------ */
+
+static PyMethodDef methods[] = {
+    {"error_lines", (PyCFunction)error_lines, METH_O, error_lines_doc},
+    {"word_hashes", (PyCFunction)word_hashes, METH_O, word_hashes_doc},
+    {"line_hashes", (PyCFunction)line_hashes, METH_O, line_hashes_doc},
+    {"numbers_marked", (PyCFunction)numbers_marked, METH_O, numbers_marked_doc},
+    {"alnum_word_hashes", (PyCFunction)(void (*)(void))alnum_word_hashes, METH_FASTCALL, alnum_word_hashes_doc},
+    {"fold", (PyCFunction)(void (*)(void))fold, METH_FASTCALL, fold_doc},
+    {"bottom_k", (PyCFunction)(void (*)(void))bottom_k, METH_FASTCALL, bottom_k_doc},
+    {"sketch_of", (PyCFunction)(void (*)(void))sketch_of, METH_FASTCALL, sketch_of_doc},
+    {"masked_bytes", (PyCFunction)masked_bytes, METH_O, masked_bytes_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "loopwatch.core._kernels_c",
+    "The text kernels compiled (see loopwatch.core._kernels_py for their pure-Python twins).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__kernels_c(void) {
+    crc_init();
+    tables_init();
+    byte_class_init();
+    rare_init();
+    keywords_init();
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,175 @@
+"""The text kernels in pure Python: what the rules hash and sketch texts with.
+
+Each function has a compiled twin in ``_kernels_c.c`` that gives the same result bit for bit (checked against each
+other with hypothesis and on the corpus), so fingerprints and sketches stored by a guard with the compiled kernels
+are read by one without them, and the other way round. :mod:`loopwatch.core._kernels` picks one of the two.
+"""
+
+from __future__ import annotations
+
+import binascii
+import re
+import zlib
+from collections.abc import Iterable
+from typing import Final
+
+__all__ = [
+    "ERROR_LINE",
+    "NUMBER",
+    "alnum_word_hashes",
+    "bottom_k",
+    "error_lines",
+    "fold",
+    "line_hashes",
+    "lines_of",
+    "numbers_marked",
+    "sketch_of",
+    "word_hashes",
+]
+
+ASCII_LOWER: Final = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
+"""A ``bytes.translate`` table that lowercases ASCII letters (what ``bytes.lower`` does)."""
+
+# -- error lines ---------------------------------------------------------------------------------------------
+
+ERROR_LINE: Final = re.compile(
+    rb"^.*(?<![-_./])(?:(?<!\b0 )(?<!\bno )(?:error|fail)|exception|traceback|fatal|denied|not found|no such|cannot|"
+    rb"can't|unable|invalid|refused|timed out|timeout|abort|panic|missing|unknown|undefined|unsupported|not allowed)"
+    rb"(?![-_=]).*$",
+    re.I | re.M,
+)
+"""What :func:`error_lines` finds, as a regular expression (``ERROR_LINE.findall(data)``): the definition, and
+what the tests compare both kernels with. Scanning with it costs ~0.3 us per byte; :func:`error_lines` finds the
+same lines with one ``bytes.find`` pass per word.
+
+A word joined into a name does not say something went wrong: one right after ``-``, ``_``, ``.`` or ``/`` or right
+before ``-``, ``_`` or ``=`` is part of a flag, an identifier, a path or a setting (``--no-fail-fast``,
+``x86_64-unknown-linux-gnu``, ``-Dsurefire.failIfNoSpecifiedTests``, ``timeout=30``), which an echoed command or a
+build's progress line is full of."""
+
+_ERROR_WORDS: Final = (
+    b"exception", b"traceback", b"fatal", b"denied", b"not found", b"no such", b"cannot", b"can't", b"unable",
+    b"invalid", b"refused", b"timed out", b"timeout", b"abort", b"panic", b"missing", b"unknown", b"undefined",
+    b"unsupported", b"not allowed",
+)  # fmt: skip
+_GUARDED_WORDS: Final = (b"error", b"fail")
+"""Words that do not count right after the word ``0`` or ``no`` (``0 errors``, ``no failures``)."""
+_JOINED_BEFORE: Final = frozenset(b"-_./")
+_JOINED_AFTER: Final = frozenset(b"-_=")
+"""Bytes that join a word into a name (a flag, an identifier, a path, a setting), before it and after it."""
+_WORD_BYTES: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _negated(lower: bytes, at: int) -> bool:
+    """Is the word at ``at`` right after a whole word ``0`` or ``no`` and a space (``lower`` lowercased)?"""
+    if at >= 2 and lower[at - 2 : at] == b"0 " and (at == 2 or lower[at - 3] not in _WORD_BYTES):
+        return True
+    return at >= 3 and lower[at - 3 : at] == b"no " and (at == 3 or lower[at - 4] not in _WORD_BYTES)
+
+
+def error_lines(data: bytes) -> list[bytes]:
+    """The lines of ``data`` that say something went wrong (an error, a failure, a missing file, a refused
+    connection...; ``0 errors`` and ``no failures`` do not), in order: ``ERROR_LINE.findall(data)``."""
+    lower = data.translate(ASCII_LOWER)
+    starts: set[int] = set()
+    for word in _ERROR_WORDS + _GUARDED_WORDS:
+        guarded = word in _GUARDED_WORDS
+        at = lower.find(word)
+        while at >= 0:
+            after = at + len(word)
+            if (
+                (guarded and _negated(lower, at))
+                or (at and lower[at - 1] in _JOINED_BEFORE)
+                or (after < len(lower) and lower[after] in _JOINED_AFTER)
+            ):
+                at = lower.find(word, at + 1)
+                continue
+            starts.add(lower.rfind(b"\n", 0, at) + 1)
+            end = lower.find(b"\n", at)
+            if end < 0:
+                break
+            at = lower.find(word, end)
+    lines = []
+    for start in sorted(starts):
+        end = data.find(b"\n", start)
+        lines.append(data[start:] if end < 0 else data[start:end])
+    return lines
+
+
+# -- words and lines -----------------------------------------------------------------------------------------
+
+
+def word_hashes(data: bytes) -> list[int]:
+    """CRC-32s of the ASCII-lowercased words of ``data`` (split at ASCII whitespace, as ``bytes.split()``), in
+    order, repeats kept."""
+    return list(map(zlib.crc32, data.translate(ASCII_LOWER).split()))
+
+
+LINE_BYTES: Final = 2_000
+"""Bytes of a (masked) output whose lines are hashed: where a result says what it says."""
+_BLANKS: Final = b" \t\r\x0b\x0c"
+_NO_LINE: Final = frozenset({zlib.crc32(b"")})
+
+
+def lines_of(masked_text: bytes) -> list[bytes]:
+    """The lines of the first 2,000 bytes of a masked text, lowercased (ASCII) and without blanks."""
+    return masked_text[:LINE_BYTES].translate(ASCII_LOWER, _BLANKS).split(b"\n")
+
+
+def line_hashes(masked_text: bytes) -> frozenset[int]:
+    """CRC-32s of the distinct lines of :func:`lines_of`, the empty line's (0) left out."""
+    return frozenset(map(zlib.crc32, lines_of(masked_text))) - _NO_LINE
+
+
+NUMBER: Final = re.compile(rb"[0-9]+")
+"""What :func:`numbers_marked` replaces, as a regular expression (``NUMBER.sub(b"#", data)``): the definition, and
+what the tests compare both kernels with (scanning with it costs ~20 ns per byte)."""
+_DIGITS_TO_ZERO: Final = bytes.maketrans(b"123456789", b"000000000")
+
+
+def numbers_marked(data: bytes) -> bytes:
+    """``data`` with each run of ASCII digits replaced by one ``#`` (``NUMBER.sub(b"#", data)``), at C speed: with its
+    digits turned into ``0``, the text splits at ``0`` into what lies between its numbers."""
+    parts = data.translate(_DIGITS_TO_ZERO).split(b"0")
+    if len(parts) == 1:
+        return data
+    between = list(filter(None, parts))
+    if not between:  # nothing but digits
+        return b"#"
+    return (b"" if parts[0] else b"#") + b"#".join(between) + (b"" if parts[-1] else b"#")
+
+
+_ALNUM_WORD: Final = re.compile(r"[^\W_]+")
+
+
+def alnum_word_hashes(text: str, limit: int) -> frozenset[int]:
+    """CRC-32s (of the UTF-8 bytes) of the first ``limit`` distinct words of ``text.lower()``, a word being a run
+    of Unicode letters and digits (``str.isalnum``; ``_`` separates words)."""
+    if limit < 0:
+        raise ValueError("limit must be >= 0")
+    hashes = dict.fromkeys(zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in _ALNUM_WORD.findall(text.lower()))
+    return frozenset(list(hashes)[:limit])
+
+
+# -- sketches ------------------------------------------------------------------------------------------------
+
+
+def fold(hashes: Iterable[int], bits: int) -> int:
+    """The set of ``hashes`` folded into ``bits`` bits (a power of two), as an integer: bit ``h % bits`` set for
+    each hash ``h``."""
+    value, mask = 0, bits - 1
+    for h in hashes:
+        value |= 1 << (h & mask)
+    return value
+
+
+def bottom_k(hashes: Iterable[int], k: int, bits: int) -> int:
+    """The k smallest distinct ``hashes`` folded into ``bits`` bits (see :func:`fold`)."""
+    distinct = hashes if isinstance(hashes, (set, frozenset)) else set(hashes)
+    return fold(sorted(distinct)[:k], bits)
+
+
+def sketch_of(hashes: Iterable[int], k: int, bits: int) -> str:
+    """:func:`bottom_k` as JSON-able base64 text of its ``bits // 8`` big-endian bytes."""
+    value = bottom_k(hashes, k, bits)
+    return binascii.b2a_base64(value.to_bytes(bits // 8, "big"), newline=False).decode("ascii")

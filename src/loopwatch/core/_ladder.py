@@ -1,0 +1,95 @@
+"""Ladders: how a pattern escalates as its count grows.
+
+A :class:`Ladder` maps a finding's count to an escalation level and action::
+
+    Ladder.of(nudge=3, block=5, stop=8)       # nudge at 3, refuse further calls at 5, end the run at 8
+
+Nudges are emitted once per level per streak (no nudge spam) unless ``renotify=True``; a block refuses
+every further call of the streak; a stop ends the run. A rule declares each pattern's default ladder
+(:class:`loopwatch.core.Pattern`); a policy (:mod:`loopwatch.core._policy`) holds the ladders it escalates by.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ..errors import ConfigError
+from ._verdict import SEVERITY, Action
+
+Metric = Literal["count", "detections"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rung:
+    """Escalate to ``action`` once the count reaches ``at``; ``message`` overrides the template."""
+
+    at: int
+    action: Action
+    message: str | None = None
+    reason: str | None = None
+    status: str | None = None
+    partial: bool = False
+
+    def __post_init__(self) -> None:
+        if self.action not in ("nudge", "block", "stop"):
+            raise ConfigError(f"a rung's action is nudge, block or stop, got {self.action!r}", field="action")
+        if self.at < 1:
+            raise ConfigError(f"a rung's threshold must be >= 1, got {self.at!r}", field="at")
+
+
+@dataclass(frozen=True, slots=True)
+class Ladder:
+    """Rungs in increasing order of ``at``. ``metric="detections"`` counts findings instead (the call-cycles preset)."""
+
+    rungs: tuple[Rung, ...]
+    renotify: bool = False
+    metric: Metric = "count"
+    restrike: int | None = None
+    """Second strike: a *new* streak of this pattern reaching a rung within ``restrike`` events of the
+    previous streak's last verdict ends the run (the earlier nudge did not help; Gemini CLI's strike 2)."""
+
+    def __post_init__(self) -> None:
+        ats = [r.at for r in self.rungs]
+        if ats != sorted(ats) or len(set(ats)) != len(ats):
+            raise ConfigError(f"ladder thresholds must strictly increase, got {ats}", field="rungs")
+        severities = [SEVERITY[r.action] for r in self.rungs]
+        if severities != sorted(severities):
+            raise ConfigError("ladder actions must not de-escalate (nudge <= block <= stop)", field="rungs")
+        if self.restrike is not None and self.restrike < 1:
+            raise ConfigError(f"must be >= 1 event, got {self.restrike!r}", field="restrike")
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        nudge: int | Sequence[int] | None = None,
+        block: int | None = None,
+        stop: int | None = None,
+        renotify: bool = False,
+        metric: Metric = "count",
+        restrike: int | None = None,
+    ) -> Ladder:
+        """A ladder from thresholds: ``nudge`` may list several nudge levels (``nudge=(3, 4, 6)``)."""
+        nudges = [] if nudge is None else ([nudge] if isinstance(nudge, int) else list(nudge))
+        rungs = [Rung(n, "nudge") for n in nudges]
+        if block is not None:
+            rungs.append(Rung(block, "block"))
+        if stop is not None:
+            rungs.append(Rung(stop, "stop"))
+        return cls(tuple(rungs), renotify=renotify, metric=metric, restrike=restrike)
+
+    def level_for(self, value: int) -> int:
+        """1-based index of the highest rung reached by ``value`` (0: none)."""
+        level = 0
+        for i, rung in enumerate(self.rungs, 1):
+            if value >= rung.at:
+                level = i
+        return level
+
+    def __repr__(self) -> str:
+        rungs = ", ".join(f"{r.action}@{r.at}" for r in self.rungs)
+        extra = (", renotify" if self.renotify else "") + (", per detection" if self.metric == "detections" else "")
+        extra += f", restrike within {self.restrike}" if self.restrike else ""
+        return f"Ladder({rungs}{extra})"

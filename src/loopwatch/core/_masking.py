@@ -1,0 +1,260 @@
+"""What is volatile in a tool's output, and the output without it.
+
+Two results of the same call are "the same outcome" when they differ only in parts that change from run to run
+whatever the agent does: timestamps and times of day, durations, UUIDs, long hexadecimal ids and addresses,
+very long numbers (epoch times, nanosecond counters), process ids, shell line numbers (``bash: line 13008:``),
+temporary paths and generated temp-file names. Everything else is content, digits included: a counter that
+moves (``1/10 replicas ready``, then ``2/10``), a date, a price, an order number, a test count.
+
+:func:`volatile_spans` finds those parts and :func:`masked` removes them. Neither uses a regular expression to
+scan the text (on a slow core a scanning regular expression costs ~0.3 us per character): the text is mapped to
+its *shape* with ``bytes.translate`` (digits to ``0``; digits and hex letters to ``0``), the shapes are scanned
+for each kind's anchor with ``bytes.find`` (``0:00:00`` for a time, ``0000000`` for a hex run, ``0s`` for a
+duration...), all at C speed, and only at an anchor a short anchored match decides. The cost is linear in the
+text plus a few microseconds per volatile part, and bounded: outputs longer than :data:`LIMIT` keep their head
+and tail (see :func:`loopwatch.core._canonical.fold_string`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from . import _kernels
+from ._canonical import digest_bytes
+
+__all__ = ["LIMIT", "VOLATILE_KINDS", "masked", "volatile_spans"]
+
+LIMIT: Final = 65_536
+"""Characters of an output that are masked exactly (see :func:`masked` for longer ones)."""
+
+VOLATILE_KINDS: Final = ("time", "duration", "uuid", "hex", "number", "address", "pid", "shell_line", "tmp")
+
+_DIGITS: Final = b"0123456789"
+_MIDDLE_DROPPED: Final = b"0123456789abcdefABCDEF \t\r\n\x0b\x0c"
+_HEX_SHAPE: Final = bytes.maketrans(_DIGITS + b"abcdefABCDEF", b"0" * 22)
+_DIGIT_OR_LETTER: Final = bytes.maketrans(_DIGITS + b"abcdefABCDEF", b"0" * 10 + b"a" * 12)
+_WORD_BYTES: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+"""Bytes that continue a word (``_`` does not: ``tmp_code_1f43c3d4`` ends in a hex id)."""
+_LETTERS: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+
+# Anchored matches, tried only where a shape anchor was found (never scanned over the text).
+_TIME: Final = re.compile(rb"(?:\d{4}-\d\d-\d\d[T ])?\d?\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?")
+_DATE_BEFORE: Final = re.compile(rb"\d{4}-\d\d-\d\d[T ]\Z")
+_NUMBER_BEFORE: Final = re.compile(rb"\d+(?:\.\d+)?\Z")
+_UUID: Final = re.compile(rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_HEX_RUN: Final = re.compile(rb"[0-9a-fA-F]+")
+_PID: Final = re.compile(rb"(?:pid|PID|Pid|process|Process)[ =:#]{1,3}\d+")
+_SHELL_LINE: Final = re.compile(rb" (?:line )?\d+:")
+_TMP_PATH: Final = re.compile(rb"(?:/tmp|/var/folders|/private/var|/var/tmp)/[^\s'\":,)\]]*")
+_TMP_NAME: Final = re.compile(rb"tmp(?:[a-z0-9_]{8}|\.[A-Za-z0-9]{6,})(?![A-Za-z0-9])")
+"""Python's ``tempfile`` names (``tmp`` and 8 random characters) and ``mktemp``'s (``tmp.`` and 10)."""
+
+_UNITS: Final = frozenset(
+    {b"ns", b"us", b"\xc2\xb5s", b"ms", b"s", b"sec", b"secs", b"second", b"seconds", b"min", b"mins", b"minute",
+     b"minutes"}
+)  # fmt: skip
+_SHAPE: Final = bytes(
+    48 if 48 <= c <= 57 else 58 if c == 58 else 95 if c == 32 else 76 if c in b"smun\xc2" else 46 for c in range(256)
+)
+"""Digits to ``0``, ``:`` kept, a space to ``_``, the letters a unit of time starts with (s, m, u, n, and the
+first byte of ``µ``) to ``L``, everything else to ``.``: a time of day is ``0:00:00``, a duration ``0L`` or
+``0_L`` (one ``find`` each)."""
+_UNIT: Final = re.compile(rb"(?:\xc2\xb5)?[a-z]+")
+_UNIT_STARTS: Final = frozenset({b"se", b"ms", b"us", b"ns", b"mi", b"\xc2\xb5"})
+"""The first two bytes of every unit longer than one letter (``s`` alone must be followed by a non-letter)."""
+_SHELLS: Final = (b"bash", b"sh", b"zsh", b"dash")
+_PID_ANCHORS: Final = (b"pid", b"PID", b"Pid", b"process ", b"Process ")
+_LOWER: Final = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
+_TMP_PREFIXES: Final = (b"/tmp/", b"/var/folders/", b"/private/var/", b"/var/tmp/")
+_RARE_EDGE: Final = 1_024
+
+Span = tuple[int, int, str]
+
+
+def _word_edge(data: bytes, start: int, end: int) -> bool:
+    """Is ``data[start:end]`` a whole word (no letter or digit right before or after it)?"""
+    return (start == 0 or data[start - 1] not in _WORD_BYTES) and (end >= len(data) or data[end] not in _WORD_BYTES)
+
+
+def _times(data: bytes, shape: bytes, spans: list[Span]) -> None:
+    """Times of day (``10:20:30``, ``9:05:00.123``), with the date before them when there is one."""
+    at = shape.find(b"0:00:00")
+    while at >= 0:
+        start = at - 1 if at and shape[at - 1] == 48 else at  # 48: "0", a two-digit hour
+        date = _DATE_BEFORE.search(data, max(0, start - 11), start)
+        if date is not None:
+            start = date.start()
+        match = _TIME.match(data, start)
+        end = match.end() if match is not None else at + 7
+        if _word_edge(data, start, end):
+            spans.append((start, end, "time"))
+        at = shape.find(b"0:00:00", end)
+
+
+def _durations(data: bytes, shape: bytes, spans: list[Span]) -> None:
+    """A number followed by a unit of time: ``0.13s``, ``300 ms``, ``12 seconds`` (not ``12 steps``)."""
+    for anchor in (b"0L", b"0_L"):
+        at = shape.find(anchor)
+        while at >= 0:
+            unit_at = at + len(anchor) - 1
+            end = unit_at + 1
+            if data[unit_at + 1 : unit_at + 2].isalpha() and data[unit_at : unit_at + 2] not in _UNIT_STARTS:
+                at = shape.find(anchor, end)  # "12 src", "3 new": a word, not a unit
+                continue
+            unit = _UNIT.match(data, unit_at)
+            if unit is not None:
+                end = unit.end()
+                if unit.group() in _UNITS and (end >= len(data) or data[end] not in _LETTERS):
+                    number = _NUMBER_BEFORE.search(data, max(0, at - 24), at + 1)
+                    start = number.start() if number is not None else at
+                    if start == 0 or data[start - 1] not in _LETTERS:
+                        spans.append((start, end, "duration"))
+            at = shape.find(anchor, end)
+
+
+def _hex_runs(data: bytes, hexes: bytes, spans: list[Span]) -> None:
+    """UUIDs; addresses (``0x`` and 6+ hex characters); random-looking hex ids (6+ hex characters mixing digits and
+    letters at least twice: ``8f2a91``, ``3f2a9c1d``, not ``abc123`` or a word such as ``defaced``); numbers of
+    10+ digits (epoch times, nanosecond counters)."""
+    at = hexes.find(b"000000")
+    while at >= 0:
+        uuid = _UUID.match(data, at)
+        if uuid is not None and _word_edge(data, at, uuid.end()):
+            spans.append((at, uuid.end(), "uuid"))
+            at = hexes.find(b"000000", uuid.end())
+            continue
+        run = _HEX_RUN.match(data, at)
+        end = run.end() if run is not None else at + 6
+        if at >= 2 and data[at - 2 : at] in (b"0x", b"0X") and _word_edge(data, at - 2, end):
+            spans.append((at - 2, end, "address"))
+        elif _word_edge(data, at, end):
+            token = data[at:end]
+            if token.isdigit():
+                if len(token) >= 10:
+                    spans.append((at, end, "number"))
+            else:
+                kinds = token.translate(_DIGIT_OR_LETTER)
+                if kinds.count(b"0a") + kinds.count(b"a0") >= 2:
+                    spans.append((at, end, "hex"))
+        at = hexes.find(b"000000", end)
+
+
+def _anchored(
+    data: bytes, anchors: tuple[bytes, ...], pattern: re.Pattern[bytes], kind: str, spans: list[Span]
+) -> None:
+    for anchor in anchors:
+        at = data.find(anchor)
+        while at >= 0:
+            match = pattern.match(data, at)
+            if match is not None and (at == 0 or data[at - 1] not in _LETTERS):
+                spans.append((match.start(), match.end(), kind))
+                at = data.find(anchor, match.end())
+            else:
+                at = data.find(anchor, at + 1)
+
+
+def _shell_lines(data: bytes, spans: list[Span]) -> None:
+    """``bash: line 13008:`` and dash's ``sh: 3:`` (where a shell says which line of its input failed)."""
+    for shell in _SHELLS:
+        at = data.find(shell + b":")
+        while at >= 0:
+            after = at + len(shell) + 1
+            match = _SHELL_LINE.match(data, after)
+            if match is not None and (at == 0 or data[at - 1] not in _LETTERS):
+                spans.append((after, match.end(), "shell_line"))
+            at = data.find(shell + b":", after)
+
+
+def volatile_spans(data: bytes) -> list[Span]:
+    """The volatile parts of ``data`` (UTF-8 text) as sorted, non-overlapping ``(start, end, kind)`` spans.
+
+    Process ids, shell line numbers and temporary paths are looked for in the first and last
+    :data:`_RARE_EDGE` bytes only (where servers, shells and tracebacks print them); the other kinds everywhere.
+    """
+    spans: list[Span] = []
+    shape = data.translate(_SHAPE)
+    if b"0" in shape:
+        if b":" in data:
+            _times(data, shape, spans)
+        _durations(data, shape, spans)
+    hexes = data.translate(_HEX_SHAPE)
+    if b"000000" in hexes:
+        _hex_runs(data, hexes, spans)
+    if len(data) <= 2 * _RARE_EDGE:
+        _rare(data, 0, spans)
+    else:
+        _rare(data[:_RARE_EDGE], 0, spans)
+        _rare(data[-_RARE_EDGE:], len(data) - _RARE_EDGE, spans)
+    if len(spans) < 2:
+        return spans
+    spans.sort()
+    merged = [spans[0]]
+    for start, end, kind in spans[1:]:
+        last_start, last_end, last_kind = merged[-1]
+        if start < last_end:  # overlapping kinds (a hex id inside a temp path): one span covers both
+            merged[-1] = (last_start, max(end, last_end), last_kind)
+        else:
+            merged.append((start, end, kind))
+    return merged
+
+
+def _rare(data: bytes, offset: int, spans: list[Span]) -> None:
+    """Process ids, shell line numbers and temporary paths in ``data`` (a part of the text at ``offset``)."""
+    found: list[Span] = []
+    lower = data.translate(_LOWER)
+    if b"sh:" in lower:
+        _shell_lines(data, found)
+    if b"pid" in lower or b"process " in lower:
+        _anchored(data, _PID_ANCHORS, _PID, "pid", found)
+    if b"tmp" in lower:
+        for prefix in _TMP_PREFIXES:
+            if prefix in data:
+                _anchored(data, (prefix,), _TMP_PATH, "tmp", found)
+        _anchored(data, (b"tmp",), _TMP_NAME, "tmp", found)
+    elif b"/var/" in data:
+        _anchored(data, (b"/var/",), _TMP_PATH, "tmp", found)
+    spans.extend((start + offset, end + offset, kind) for start, end, kind in found)
+
+
+def masked(text: str) -> bytes:
+    """``text`` as UTF-8 bytes with its volatile parts removed (whitespace kept). Lone surrogates are kept
+    (``surrogatepass``), so any string masks.
+
+    A text over :data:`LIMIT` characters is masked in its first and last :data:`LIMIT` / 2 characters (cut at a
+    line end where there is one); the middle counts by a digest of its letters and punctuation (digits, hex
+    letters and blanks dropped, at C speed), so the cost stays bounded and a change of words anywhere still shows.
+    """
+    if len(text) <= LIMIT:
+        return _masked_bytes(text.encode("utf-8", "surrogatepass"))
+    half = LIMIT // 2
+    head_end = text.rfind("\n", 0, half) + 1 or half
+    tail_start = text.find("\n", len(text) - half, len(text) - half // 2) + 1 or len(text) - half
+    middle = text[head_end:tail_start].encode("utf-8", "surrogatepass").translate(None, _MIDDLE_DROPPED)
+    return b"".join(
+        (
+            _masked_bytes(text[:head_end].encode("utf-8", "surrogatepass")),
+            b"\n\x00",
+            digest_bytes(middle).encode("ascii"),
+            b"\x00\n",
+            _masked_bytes(text[tail_start:].encode("utf-8", "surrogatepass")),
+        )
+    )
+
+
+def _masked_bytes_py(data: bytes) -> bytes:
+    """``data`` (UTF-8) without its :func:`volatile_spans`: the pure-Python twin of the compiled kernel (see
+    :mod:`loopwatch.core._kernels`), which gives the same bytes."""
+    spans = volatile_spans(data)
+    if not spans:
+        return data
+    parts = []
+    last = 0
+    for start, end, _ in spans:
+        parts.append(data[last:start])
+        last = end
+    parts.append(data[last:])
+    return b"".join(parts)
+
+
+_masked_bytes: Final = _kernels.masked_bytes or _masked_bytes_py

@@ -1,0 +1,192 @@
+"""Policy: which detectors run, how each pattern escalates (ladders), limits, per-tool settings.
+
+A :class:`Ladder` (:mod:`loopwatch.core._ladder`) maps a finding's count to an escalation level and action::
+
+    Ladder.of(nudge=3, block=5, stop=8)       # nudge at 3, refuse further calls at 5, end the run at 8
+
+Nudges are emitted once per level per streak (no nudge spam) unless ``renotify=True``; a block refuses
+every further call of the streak; a stop ends the run. A policy's ladders may only name patterns a rule declared
+(:mod:`loopwatch.core._patterns`): a misspelt one is a ConfigError naming them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..errors import ConfigError
+from ._ladder import Ladder, Metric, Rung
+from ._limits import Limits
+from ._messages import Messages
+from ._patterns import REGISTRY
+from ._session_state import LadderState
+from ._verdict import Action
+from .detectors._base import Detector, Finding
+
+__all__ = [
+    "Decision",
+    "Ladder",
+    "LadderState",
+    "Metric",
+    "Policy",
+    "Rung",
+    "ToolSettings",
+    "check_ladders",
+    "check_restrike",
+    "decide",
+    "exempt",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A ladder's answer to one finding."""
+
+    action: Action
+    level: int
+    rung: Rung
+
+
+_RESTRIKE = Rung(
+    1, "stop", reason="{reason}; the same kind of loop again right after a warning: the warning did not help"
+)
+
+
+_NUDGES_KEPT = 4
+
+
+def decide(
+    ladder: Ladder, state: LadderState, finding: Finding, index: int, *, hard_evidence: bool = False
+) -> Decision | None:
+    """Apply ``ladder`` to ``finding`` at event ``index``, updating the pattern's ladder ``state``.
+
+    ``hard_evidence``: a block or a stop needs a hard finding (:attr:`Finding.hard`) and a nudge of the same
+    streak given before it (and ignored); otherwise the rung is a nudge. The nudges a streak was given are kept
+    in ``state.nudges`` (``(index, level)``, the last four) for the evidence of what follows.
+    """
+    if state.key != finding.key:
+        last = state.last
+        state.key, state.emitted, state.detections, state.previous, state.nudges = finding.key, 0, 0, last, ()
+    state.detections += 1
+    value = finding.count if ladder.metric == "count" else state.detections
+    level = ladder.level_for(value)
+    if level == 0:
+        return None
+    rung = ladder.rungs[level - 1]
+    action: Action = rung.action
+    if action == "block" and not finding.blockable:
+        action = "nudge"
+    if hard_evidence and action != "nudge" and not (finding.hard and state.nudges):
+        action = "nudge"
+    if hard_evidence and action == "stop" and not finding.stoppable:
+        action = "block" if finding.blockable else "nudge"
+    if action == "nudge" and level <= state.emitted and not ladder.renotify:
+        return None
+    state.emitted = max(state.emitted, level)
+    state.last = index
+    previous = state.previous
+    restrike = None if hard_evidence else ladder.restrike  # a new streak is another unit: no hard evidence
+    if restrike and action != "stop" and previous is not None and index - previous <= restrike:
+        return Decision("stop", len(ladder.rungs) + 1, _RESTRIKE)
+    if action == "nudge":
+        state.nudges = (*state.nudges[1 - _NUDGES_KEPT :], (index, level))
+    return Decision(action, level, rung)
+
+
+@dataclass(frozen=True)
+class ToolSettings:
+    """Per-tool settings: exempt it, ignore or keep only some argument keys, or use other ladders."""
+
+    exempt: bool = False
+    ignore_keys: tuple[str, ...] = ()
+    keep_keys: tuple[str, ...] | None = None
+    ladders: Mapping[str, Ladder] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_ladders(self.ladders, "ladders")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Everything that decides verdicts, and nothing that moves data (no clock, no I/O)."""
+
+    name: str
+    detectors: tuple[Detector, ...]
+    ladders: Mapping[str, Ladder]
+    limits: Limits = field(default_factory=Limits)
+    messages: Messages = field(default_factory=Messages)
+    tools: Mapping[str, ToolSettings] = field(default_factory=dict)
+    ignore_keys: tuple[str, ...] = ("task_progress",)
+    reset_on_user: bool = True
+    nudge_role: Literal["system", "user"] = "system"
+    stop_after_refusals: int | None = None
+    """Stop the run when the same call comes back this many times in a row after being refused (each refusal
+    reached the agent: the call did not run, or the refusal was shown to the model), whatever the pattern's ladder
+    says: the refusals were ignored. Replays of recordings never count a refused call that ran (the recorded agent
+    saw no refusal). ``None``: only the ladders stop."""
+    hard_evidence: bool = False
+    """Block and stop only on hard evidence: the same unit repeated with nothing changed in between, after a
+    nudge for it was given and ignored (see :attr:`~loopwatch.core.detectors.Finding.hard`). Every other
+    finding (similar text, reworded intents, chanting, monologues, self-reported stalls, streaks of different
+    calls that find nothing, an error retried after changes that worked) may only nudge, whatever its ladder."""
+
+    def __post_init__(self) -> None:
+        check_ladders(self.ladders, "ladders")
+        for name, settings in self.tools.items():
+            if not isinstance(settings, ToolSettings):
+                raise ConfigError(f"expected ToolSettings, got {settings!r}", field=f"tools.{name}")
+        check_restrike(self.ladders, self.tools, hard_evidence=self.hard_evidence)
+
+    def tool(self, name: str) -> ToolSettings | None:
+        return self.tools.get(name)
+
+    def ladder(self, pattern: str, tool: str | None) -> Ladder | None:
+        settings = self.tools.get(tool) if tool else None
+        if settings is not None and pattern in settings.ladders:
+            return settings.ladders[pattern]
+        return self.ladders.get(pattern)
+
+    def replace(self, **changes: Any) -> Policy:
+        """A copy with ``changes`` applied (``ladders``/``tools`` are merged, not replaced)."""
+        values = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        for merged in ("ladders", "tools"):
+            if merged in changes:
+                changes[merged] = {**values[merged], **changes[merged]}
+        values.update(changes)
+        return Policy(**values)
+
+    def __repr__(self) -> str:
+        detectors = ", ".join(repr(d) for d in self.detectors)
+        return f"Policy(name={self.name!r}, detectors=[{detectors}], limits={self.limits!r})"
+
+
+def check_ladders(ladders: Mapping[str, Ladder], path: str) -> None:
+    """Every key a declared pattern that a ladder escalates, every value a :class:`Ladder`; else ConfigError
+    (``field``: ``<path>.<pattern>``) naming the patterns a ladder can be set for."""
+    for pattern, ladder in ladders.items():
+        where = f"{path}.{pattern}"
+        REGISTRY.get(pattern, field=where, escalated=True)
+        if not isinstance(ladder, Ladder):
+            raise ConfigError(f"expected a Ladder, got {ladder!r}", field=where)
+
+
+def check_restrike(ladders: Mapping[str, Ladder], tools: Mapping[str, ToolSettings], *, hard_evidence: bool) -> None:
+    """With ``hard_evidence`` a ladder's ``restrike`` never fires (a new streak is not the same unit repeated): a
+    ConfigError rather than a setting that silently does nothing."""
+    if not hard_evidence:
+        return
+    tables = [("ladders", ladders)] + [(f"tools.{name}.ladders", settings.ladders) for name, settings in tools.items()]
+    for path, table in tables:
+        for pattern, ladder in table.items():
+            if ladder.restrike is not None:
+                raise ConfigError(
+                    "restrike stops a new streak, and with hard_evidence only the same unit repeated may stop a "
+                    "run: set hard_evidence = false to use it",
+                    field=f"{path}.{pattern}.restrike",
+                )
+
+
+def exempt(tools: Collection[str]) -> dict[str, ToolSettings]:
+    """Per-tool settings exempting ``tools`` from loop detection (limits still count them)."""
+    return {name: ToolSettings(exempt=True) for name in tools}

@@ -1,0 +1,426 @@
+"""What every detector sees (:class:`Step`) and reports (:class:`Finding`).
+
+Detectors are pure: ``observe(state, step)`` reads one step, updates the detector's own per-session state (a
+typed structure, see :mod:`loopwatch.core.detectors._state`, written out as JSON so sessions can be snapshotted and
+restored anywhere) and may report a finding.
+They never read a clock, a file or the network, and never import their driver.
+"""
+
+from __future__ import annotations
+
+import binascii
+import re
+import zlib
+from abc import ABC, abstractmethod
+from array import array
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from itertools import islice, repeat
+from typing import Any, ClassVar, Final, Literal, TypeVar
+
+from .. import _kernels
+from .._canonical import canonical_json
+from .._configured import Configured
+from .._events import Event
+from .._fingerprint import error_signature, is_mutation, is_poll, is_search, preview
+from .._kernels_py import lines_of as lines_of  # what the lines of a masked text are
+from .._masking import masked
+from .._patterns import REGISTRY, Pattern
+from .._swarm_tally import SwarmTally
+from .._tools import query_hashes, search_query, search_scopes
+
+WORD_CODE: Final = "I" if array("I").itemsize == 4 else "L"
+"""The array type code of an unsigned 32-bit integer (a CRC-32): how rules keep sets of word hashes."""
+T = TypeVar("T")
+StepKind = Literal["call", "result", "message", "delta", "usage", "reset"]
+State = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Step:
+    """One event with the features detectors share, computed once by the engine."""
+
+    index: int
+    kind: StepKind
+    event: Event
+    worker: str | None = None
+    # tool calls (and, for results, the call they answer)
+    tool: str | None = None
+    tool_key: str | None = None
+    args: Mapping[str, Any] | None = None
+    command: str | None = None
+    projected: Mapping[str, Any] | None = None
+    """The arguments the fingerprints see (per-tool ignored keys removed)."""
+    payload: bytes | None = None
+    """What the call fingerprint hashes (see :func:`loopwatch.core._fingerprint.call_payload`)."""
+    canonical: str | None = None
+    """The canonical JSON of ``projected``: built on first use, see :func:`canonical_of`."""
+    call_fp: str | None = None
+    call_index: int | None = None
+    swarm: SwarmTally | None = None
+    """For a call of a session in a swarm: the swarm-wide count of its fingerprint after this call, counted by the
+    session backend (read-only; ``None`` outside a swarm)."""
+    # tool results
+    output: str | None = None
+    masked: bytes | None = None
+    """The output (or a message's text) as UTF-8 with its volatile parts removed: see :func:`masked_of`."""
+    outcome_fp: str | None = None
+    failed: bool = False
+    error_sig: str | None = None
+    # messages
+    role: str | None = None
+    text: str | None = None
+    # features only some rules need, each computed on first use by its accessor below (or in the rule's module)
+    # and kept for the other rules: ``None`` until then
+    signature: str | None = None
+    """:func:`signature_of`."""
+    lines: frozenset[int] | None = None
+    """:func:`line_hashes`."""
+    argument_words: frozenset[int] | None = None
+    """:func:`argument_words`."""
+    argument_word_array: array[int] | None = None
+    """:func:`argument_word_array`."""
+    sorted_argument_words: list[int] | None = None
+    """:func:`sorted_argument_words`."""
+    mutation: bool | None = None
+    """:func:`mutates`."""
+    poll: bool | None = None
+    """:func:`polls`."""
+    search: bool | None = None
+    """:func:`searches`."""
+    scopes: tuple[str, ...] | None = None
+    """:func:`scopes_of`."""
+    query: list[int] | None = None
+    """:func:`query_of`."""
+    excerpt: str | None = None
+    """:func:`loopwatch.core.detectors._failures.excerpt_of`."""
+    error_bits: int | None = None
+    """:func:`loopwatch.core.detectors._failures.error_bits_of`."""
+    fruitless: bool | None = None
+    """:func:`loopwatch.core.detectors._progress.fruitless`."""
+    loose_fp: str | None = None
+    """:func:`loopwatch.core.detectors._repeat.loose_fp`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A detector's report: a loop of ``pattern`` seen ``count`` times (in its own unit)."""
+
+    pattern: str
+    count: int
+    key: str
+    loop_start: int | None
+    reason: str
+    indices: tuple[int, ...] = ()
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    blockable: bool = False
+    """True when the finding is about the tool call of this very step (so the call can be refused)."""
+    hard: bool = False
+    """Hard evidence: the same unit (a call and its result, a failing call and its error, an identical message)
+    repeated with nothing changed in between. Only hard findings may block or stop a policy with
+    ``hard_evidence=True``; similarity, rewording, streaks of different calls and self-reports may only nudge."""
+    stoppable: bool = True
+    """With ``hard_evidence``, may this hard finding stop the run (not only refuse the call)? The same call
+    succeeding the same way again (a padding step, a no-op) is refused but not stopped: nothing fails, and the
+    run may still finish; the same failure again is stopped."""
+
+
+class Detector(Configured, ABC):
+    """A loop rule. Subclasses hold thresholds only; per-session data lives in the state they create."""
+
+    name: ClassVar[str] = "detector"
+    patterns: ClassVar[tuple[Pattern, ...]] = ()
+    """The patterns the rule reports, each with its default ladder, messages, specificity and evidence
+    (:class:`~loopwatch.core.Pattern`); a pattern another rule declared may be named by its name. Defining the
+    class registers them (:data:`~loopwatch.core.REGISTRY`)."""
+    kinds: ClassVar[frozenset[str]] = frozenset({"call", "result", "message", "delta", "usage"})
+    """The step kinds the detector looks at; the engine does not call it for the others."""
+    reset_on_user: bool = True
+    optional_state: ClassVar[frozenset[str]] = frozenset()
+    """State keys added after a release: a snapshot without them loads with their fresh values."""
+    fresh_shared: ClassVar[bool] = False
+    """Do sessions keep no state of their own for this rule while it is fresh (as :meth:`new_state` makes it)? A rule
+    whose state is fresh most of the time (no look-up under way, no reply streaming in) says so and answers
+    :meth:`keeps_fresh` and :meth:`is_fresh`: the engine then keeps ``None`` for a fresh state, makes one only for a
+    step that may change it, and drops it once it is fresh again."""
+    fresh_kinds: ClassVar[frozenset[str]] = frozenset()
+    """With :attr:`fresh_shared`: the step kinds :meth:`keeps_fresh` says yes to whatever the step (not asked)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "patterns" in cls.__dict__:
+            cls.patterns = REGISTRY.declare(cls.__dict__["patterns"], by=cls.__name__)
+
+    # A rule's state is its own type (a dataclass with slots, or a plain JSON dict): each rule declares it in
+    # its own signatures, which mypy checks; the engine only hands it back.
+
+    @abstractmethod
+    def new_state(self) -> Any:
+        """A fresh state for one session."""
+
+    @abstractmethod
+    def observe(self, state: Any, step: Step) -> Finding | None:
+        """Update ``state`` with ``step`` and report a finding, if any."""
+
+    def keeps_fresh(self, step: Step) -> bool:
+        """Would :meth:`observe` leave a fresh state as it is, and find nothing, on ``step``? (Asked only with
+        :attr:`fresh_shared`; ``False`` is always a safe answer.)"""
+        return False
+
+    def is_fresh(self, state: Any) -> bool:
+        """Is ``state`` the same as a fresh one? (Asked only with :attr:`fresh_shared`; ``False`` is always a safe
+        answer.)"""
+        return False
+
+    def suspicion(self, state: Any, index: int) -> str | None:
+        """What this rule found suggestive but not enough at step ``index`` (something an LLM judge may be
+        asked about), or ``None``. Most rules are never undecided."""
+        return None
+
+    def dump_state(self, state: Any) -> dict[str, Any]:
+        """The JSON form of ``state`` (a plain JSON dict state as it is)."""
+        return dict(state)
+
+    def load_state(self, data: dict[str, Any]) -> Any:
+        """The state from its JSON form; raises ``KeyError``/``TypeError``/``ValueError`` when malformed."""
+        return self.load_dict_state(data)
+
+    def load_dict_state(self, data: dict[str, Any]) -> State:
+        """A plain JSON dict state: ``data`` with the keys :meth:`new_state` makes (those of
+        :attr:`optional_state` may be missing: they get their fresh values)."""
+        fresh = self.new_state()
+        for key in self.optional_state - data.keys():
+            data[key] = fresh[key]
+        if set(data) != set(fresh):
+            raise ValueError(f"{self.name}: state keys {sorted(data)} != {sorted(fresh)}")
+        return data
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
+        return f"{type(self).__name__}({params})"
+
+
+def canonical_of(step: Step) -> str:
+    """The canonical JSON of the step's (projected) arguments, built once and only when needed."""
+    if step.canonical is None:
+        step.canonical = canonical_json(step.projected if step.projected is not None else step.args or {})
+    return step.canonical
+
+
+def masked_of(step: Step) -> bytes:
+    """The step's output (a message's text for messages) with its volatile parts removed
+    (:func:`loopwatch.core._masking.masked`), computed once per step."""
+    if step.masked is None:
+        step.masked = masked((step.output if step.kind == "result" else step.text) or "")
+    return step.masked
+
+
+def signature_of(step: Step) -> str:
+    """The error signature (:func:`loopwatch.core._fingerprint.error_signature`) of a message's text, computed once per
+    step: the engine asks whether a user's reply is new, and a rule whether it is the same complaint again."""
+    cached = step.signature
+    if cached is None:
+        cached = step.signature = error_signature(step.text or "", masked_of(step))
+    return str(cached)
+
+
+EMPTY_LINE: Final = zlib.crc32(b"")
+"""The CRC-32 of an empty line (0): never among :func:`line_hashes`."""
+
+
+def line_hashes(step: Step) -> frozenset[int]:
+    """CRC-32s of the distinct non-empty lines of the step's masked output (see :func:`lines_of`), computed once
+    per step: several rules ask what a result's lines are."""
+    cached = step.lines
+    if cached is None:
+        cached = step.lines = _kernels.line_hashes(masked_of(step))
+    return cached
+
+
+_WORD: Final = re.compile(r"[^\W_]+")
+_ASCII_WORDS: Final = bytes(
+    (c | 32 if 65 <= c <= 90 else c) if 48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 else 32 for c in range(256)
+)
+"""ASCII letters lowercased and digits kept, everything else a space: what ``[^\\W_]+`` finds in ASCII text."""
+
+
+def first_word_hashes(text: str, limit: int) -> list[int]:
+    """CRC-32s of the first ``limit`` distinct lowercased words (``[^\\W_]+``) of ``text``, in first-seen order.
+
+    ASCII text is split at C speed (a translation table instead of the regular expression: the same words); words
+    are deduplicated before they are hashed, and only as many are hashed as the limit needs.
+    """
+    words: dict[bytes, None]
+    if text.isascii():
+        words = dict.fromkeys(text.encode("ascii").translate(_ASCII_WORDS).split())
+    else:  # distinct words have distinct encodings
+        found = dict.fromkeys(_WORD.findall(text.lower()))
+        words = dict.fromkeys(map(str.encode, found, repeat("utf-8"), repeat("surrogatepass")))
+    distinct = len(words)
+    hashes = dict.fromkeys(map(zlib.crc32, islice(words, limit)))
+    if len(hashes) < limit < distinct:  # two words with one hash: read on
+        hashes = dict.fromkeys(map(zlib.crc32, words))
+    return list(hashes)[:limit]
+
+
+def argument_words(step: Step, limit: int = 64) -> frozenset[int]:
+    """CRC-32s of the lowercased words in a call's argument values (keys aside; the first 600 characters of each
+    string), computed once per step: what two calls have to share to be the same action in other words."""
+    cached = step.argument_words
+    if cached is None:
+        texts = []
+        for value in (step.projected if step.projected is not None else step.args or {}).values():
+            if isinstance(value, str):
+                texts.append(value[:600])
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                texts.append(str(value))
+            elif value is not None:
+                texts.append(canonical_json(value)[:600])
+        cached = step.argument_words = _kernels.alnum_word_hashes(" ".join(texts), limit)
+    return cached
+
+
+def argument_word_array(step: Step) -> array[int]:
+    """:func:`argument_words` sorted and packed into an array of 32-bit integers, made once per step and shared
+    by the rules that keep it (read-only: never change it)."""
+    cached = step.argument_word_array
+    if cached is None:
+        cached = step.argument_word_array = array(WORD_CODE, sorted(argument_words(step)))
+    return cached
+
+
+def sorted_argument_words(step: Step) -> list[int]:
+    """:func:`argument_words` sorted (how rules keep them in their state), computed once per step."""
+    cached = step.sorted_argument_words
+    if cached is None:
+        cached = step.sorted_argument_words = sorted(argument_words(step))
+    return list(cached)
+
+
+_ECHO_BYTES: Final = 2_000
+"""Outputs longer than this say more than their call asked: they are not read word by word for echoes."""
+
+
+def beyond_echo(step: Step, asked: frozenset[int] | None) -> str:
+    """The fingerprint of what a result says beyond the words of the call that asked for it (:func:`argument_words`):
+    ``echo step 7`` answered ``step 7`` says nothing new, whatever the counter. Long outputs, and results whose
+    call is unknown, are taken whole (their outcome fingerprint)."""
+    output = masked_of(step)
+    if asked is None or len(output) > _ECHO_BYTES:
+        return step.outcome_fp or ""
+    words = _WORD.findall(output.decode("utf-8", "replace").lower())
+    rest = " ".join(w for w in words if zlib.crc32(w.encode("utf-8", "surrogatepass")) not in asked)
+    return f"{zlib.crc32(rest.encode('utf-8', 'surrogatepass')):08x}:{step.failed:d}"
+
+
+def call_label(step: Step, limit: int = 120) -> str:
+    """``tool(args...)`` for messages and evidence: a preview of the canonical arguments.
+
+    Only the first ``4 * limit`` characters of the canonical JSON can show, so for flat arguments each
+    string is cut to that length before encoding (the same prefix, a fraction of the work).
+    """
+    if step.canonical is None and step.payload is not None and step.projected is not None:
+        edge = 4 * limit
+        head = {k: v[:edge] if type(v) is str else v for k, v in step.projected.items()}
+        return f"{step.tool}({preview(canonical_json(head)[:edge], limit)})"
+    return f"{step.tool}({preview(canonical_of(step), limit)})"
+
+
+def mutates(step: Step) -> bool:
+    """Does the step's tool call change something (cached on the step)?"""
+    cached = step.mutation
+    if cached is None:
+        cached = step.mutation = is_mutation(step.tool or "", step.args or {}, command=step.command)
+    return bool(cached)
+
+
+def polls(step: Step) -> bool:
+    """Is the step's tool call a wait or a status check (cached on the step)?"""
+    cached = step.poll
+    if cached is None:
+        cached = step.poll = is_poll(step.tool or "", step.command)
+    return bool(cached)
+
+
+def searches(step: Step) -> bool:
+    """Is the step's tool call a read-only look-up (cached on the step)?"""
+    cached = step.search
+    if cached is None:
+        tool, args = step.tool or "", step.args or {}
+        cached = step.search = is_search(tool, step.tool_key, args, command=step.command, changes=lambda: mutates(step))
+    return bool(cached)
+
+
+def scopes_of(step: Step) -> list[str]:
+    """Where the step's call looks (:func:`loopwatch.core._tools.search_scopes`), computed once per step."""
+    cached = step.scopes
+    if cached is None:
+        cached = step.scopes = search_scopes(step.tool or "", step.args or {}, step.command)
+    return list(cached)
+
+
+def query_of(step: Step) -> list[int]:
+    """What the step's call looks for, as :func:`loopwatch.core._tools.query_hashes` of its
+    :func:`loopwatch.core._tools.search_query`, computed once per step."""
+    cached = step.query
+    if cached is None:
+        cached = step.query = query_hashes(search_query(step.tool or "", step.args or {}, step.command))
+    return list(cached)
+
+
+SKETCH_BITS: Final = 1024
+
+
+def fold(hashes: Iterable[int], bits: int = SKETCH_BITS) -> int:
+    """The set of ``hashes`` folded into ``bits`` bits (a power of two up to 1,024), as an integer."""
+    return _kernels.fold(hashes, bits)
+
+
+def bits_text(value: int, bits: int = SKETCH_BITS) -> str:
+    """A folded set of ``bits`` bits as JSON-able base64 text (172 characters for 1,024 bits)."""
+    return binascii.b2a_base64(value.to_bytes(bits // 8, "big"), newline=False).decode("ascii")
+
+
+def text_bits(text: str) -> int:
+    """The folded set :func:`bits_text` wrote (0 for empty text)."""
+    return int.from_bytes(binascii.a2b_base64(text), "big") if text else 0
+
+
+def sketch_of(hashes: Iterable[int], k: int, bits: int = SKETCH_BITS) -> str:
+    """A bottom-k sketch: the k smallest distinct hashes, folded into a set of ``bits`` bits (1,024 by default;
+    a power of two up to that), as base64 text (:func:`bits_text` of :func:`bottom_k`).
+
+    JSON-able, 172 characters whatever k (88 for 512 bits), and compared with two integer operations.
+    """
+    return _kernels.sketch_of(hashes, k, bits)
+
+
+def bottom_k(hashes: Iterable[int], k: int, bits: int = SKETCH_BITS) -> int:
+    """The k smallest distinct ``hashes`` folded into ``bits`` bits: :func:`sketch_of` as an integer."""
+    return _kernels.bottom_k(hashes, k, bits)
+
+
+def sketch_similarity(a: str, b: str) -> float:
+    """Estimated Jaccard similarity of the sets two sketches were made from (0.0 when either is empty)."""
+    return bits_similarity(text_bits(a), text_bits(b))
+
+
+def bits_similarity(x: int, y: int) -> float:
+    """Jaccard similarity of two folded sets (integers; 0.0 when both are empty)."""
+    union = (x | y).bit_count()
+    return (x & y).bit_count() / union if union else 0.0
+
+
+def pushed(items: tuple[T, ...], item: T, limit: int) -> tuple[T, ...]:
+    """``items`` and ``item`` after them, keeping at most ``limit`` items (oldest dropped): how rules keep their
+    short histories (a tuple holds no spare room, and no empty tuple costs anything)."""
+    if len(items) < limit:
+        return (*items, item)
+    return (*items[len(items) - limit + 1 :], item)
+
+
+def push(items: list[Any], item: Any, limit: int) -> None:
+    """Append ``item`` keeping at most ``limit`` items (oldest dropped)."""
+    items.append(item)
+    if len(items) > limit:
+        del items[: len(items) - limit]

@@ -1,0 +1,221 @@
+"""The feedback-repeat rule: the environment (or the user) answering every attempt with the same canned complaint."""
+
+from __future__ import annotations
+
+import re
+import zlib
+from array import array
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ...errors import ConfigError
+from .._fingerprint import preview
+from .._lazy_re import lazy_compile
+from ._base import (
+    Detector,
+    Finding,
+    Step,
+    argument_word_array,
+    pushed,
+    signature_of,
+)
+from ._error_retry import ErrorRetryDetector, _same_action
+from ._failure_text import _jaccard, error_bits_of
+from ._state import (
+    flag,
+    integer,
+    integer_tuple,
+    keys_of,
+    optional_integer,
+    optional_text,
+    optional_words,
+    packed,
+    sketch,
+    sketch_json,
+    text,
+    words_json,
+)
+
+
+@dataclass(slots=True)
+class FeedbackState:
+    """A :class:`FeedbackRepeatDetector`'s session state."""
+
+    sig: str | None = None
+    """The signature of the reply that keeps coming back."""
+    n: int = 0
+    start: int | None = None
+    last_action: int | None = None
+    text: str = ""
+    idx: tuple[int, ...] = ()
+    words: int | None = None
+    """The reply's sketch (:func:`error_bits`); ``None`` until a reply is counted."""
+    attempt: array[int] | None = None
+    """The words of the last attempt (see :func:`_attempt_words`)."""
+    variants: bool = False
+    """Did the streak's attempts differ from each other?"""
+
+
+class FeedbackRepeatDetector(Detector):
+    """The environment (or the user) answering every attempt with the same canned complaint.
+
+    Harnesses reply to a malformed turn with a user message ("Please always provide EXACTLY ONE
+    action..."); when that same reply (digits aside) keeps coming back and the agent keeps trying, it is
+    an error retry. Reported on the agent's next attempt once the same reply came ``threshold - 1`` times.
+
+    An attempt that again writes its action out in a reply (a fenced code block) instead of making a call the
+    harness could run is the same failure once more (the complaint was about the turn's form, and the form
+    has not changed): it is reported from ``reply_threshold`` attempts on (``reply_threshold - 1``
+    complaints before it). A call may be the fix, and a reply without code (a story told on, "continue" after
+    "continue") is a conversation: they wait for ``threshold``. ``None`` (the default) treats all alike.
+
+    Attempts that differ from each other (less than ``variant_similarity`` of their words shared: another patch
+    after "the patch did not resolve the issue, try again") are the agent trying things, as an error retried with
+    other arguments is: a streak of such variants is reported from ``variants`` attempts.
+    """
+
+    name = "feedback_repeat"
+    kinds = frozenset({"call", "result", "message"})
+    patterns = ErrorRetryDetector.patterns
+    reset_on_user = False
+
+    def __init__(
+        self,
+        *,
+        threshold: int = 3,
+        reply_threshold: int | None = None,
+        similarity: float = 0.8,
+        variant_similarity: float = 0.5,
+        variants: int = 5,
+    ) -> None:
+        if threshold < 2 or (reply_threshold is not None and reply_threshold < 2) or variants < 2:
+            raise ConfigError(
+                f"threshold, reply_threshold and variants must be at least 2, got {threshold!r}, {reply_threshold!r}"
+                f" and {variants!r}",
+                field="feedback_repeat",
+            )
+        self.threshold = threshold
+        self.reply_threshold = reply_threshold
+        self.similarity = similarity
+        self.variant_similarity = variant_similarity
+        self.variants = variants
+
+    def new_state(self) -> FeedbackState:
+        return FeedbackState()
+
+    def dump_state(self, state: FeedbackState) -> dict[str, Any]:
+        return {
+            "sig": state.sig,
+            "n": state.n,
+            "start": state.start,
+            "last_action": state.last_action,
+            "text": state.text,
+            "idx": list(state.idx),
+            "words": "" if state.words is None else sketch_json(state.words),
+            "attempt": words_json(state.attempt),
+            "variants": state.variants,
+        }
+
+    def load_state(self, data: dict[str, Any]) -> FeedbackState:
+        what = "feedback_repeat"
+        keys_of(what, data, ("sig", "n", "start", "last_action", "text", "idx"), ("words", "attempt", "variants"))
+        said = data.get("words", "")
+        return FeedbackState(
+            sig=optional_text(data["sig"], f"{what}: sig"),
+            n=integer(data["n"], f"{what}: n"),
+            start=optional_integer(data["start"], f"{what}: start"),
+            last_action=optional_integer(data["last_action"], f"{what}: last_action"),
+            text=text(data["text"], f"{what}: text"),
+            idx=integer_tuple(data["idx"], f"{what}: idx"),
+            words=None if said == "" else sketch(said, f"{what}: words"),
+            attempt=optional_words(data.get("attempt"), f"{what}: attempt"),
+            variants=flag(data.get("variants", False), f"{what}: variants"),
+        )
+
+    def observe(self, state: FeedbackState, step: Step) -> Finding | None:
+        if step.kind == "message" and step.role == "user":
+            # the same complaint, or an equivalent one ("found 3 actions", then "found 2 actions")
+            signature = signature_of(step)
+            words = error_bits_of(step)
+            if signature != state.sig and not (
+                state.words is not None and _jaccard(words, state.words) >= self.similarity
+            ):
+                state.sig, state.n, state.start, state.idx = signature, 0, state.last_action, ()
+                state.words, state.variants = words, False
+                state.text = preview(step.text or "", 160)
+            state.n += 1
+            return None
+        acting = step.kind == "call" or (step.kind == "message" and step.role == "assistant")
+        if step.kind == "result" and not step.failed:
+            state.sig, state.n, state.start, state.idx, state.words, state.variants = None, 0, None, (), None, False
+        if not acting:
+            return None
+        state.last_action = step.index
+        state.idx = pushed(state.idx, step.index, 8)
+        attempt = _attempt_words(step)
+        previous = state.attempt
+        if (
+            state.sig is not None
+            and attempt is not None
+            and previous is not None
+            and not _same_action(attempt, previous, self.variant_similarity)
+        ):
+            state.variants = True
+        state.attempt = attempt
+        unrun = step.kind == "message" and "```" in (step.text or "")  # an action written out, not made
+        threshold = self.reply_threshold if unrun and self.reply_threshold is not None else self.threshold
+        if state.variants:
+            threshold = max(threshold, self.variants)
+        if state.sig is None or state.n + 1 < threshold:
+            return None
+        n = state.n + 1
+        return Finding(
+            pattern="error_retry",
+            count=n,
+            key=f"feedback:{state.sig}:{state.start}",
+            loop_start=state.start,
+            reason=f"attempt {n} after the same reply {state.n} times: {state.text}",
+            indices=state.idx,
+            facts={
+                "tool": step.tool or "reply",
+                "error": state.text,
+                "call": step.tool or "reply",
+                "failures": state.n,
+            },
+            blockable=step.kind == "call",
+        )
+
+
+def feedback_repeat(
+    *,
+    threshold: int = 3,
+    reply_threshold: int | None = None,
+    similarity: float = 0.8,
+    variant_similarity: float = 0.5,
+    variants: int = 5,
+) -> FeedbackRepeatDetector:
+    """The repeated-feedback detector (see :class:`FeedbackRepeatDetector`)."""
+    return FeedbackRepeatDetector(
+        threshold=threshold,
+        reply_threshold=reply_threshold,
+        similarity=similarity,
+        variant_similarity=variant_similarity,
+        variants=variants,
+    )
+
+
+_WORDS: Final = lazy_compile(r"[^\W_]+")
+_FENCED: Final = lazy_compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
+
+
+def _attempt_words(step: Step, limit: int = 128) -> array[int] | None:
+    """What an attempt does, as sorted word hashes: a call's argument values, or the code a reply writes out (its
+    fenced blocks); ``None`` for a reply without code (talk, not an action to compare)."""
+    if step.kind == "call":
+        return argument_word_array(step)
+    text = step.text or ""
+    if "```" not in text:
+        return None
+    code = " ".join(_FENCED.findall(text[:8_000]))
+    words = dict.fromkeys(_WORDS.findall(code.lower()))
+    return packed(sorted({zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in list(words)[:limit]}))

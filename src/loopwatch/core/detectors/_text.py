@@ -1,0 +1,484 @@
+"""Text loops: near-identical replies, a reply that chants, and talking instead of working."""
+
+from __future__ import annotations
+
+import sys
+import zlib
+from array import array
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from ...errors import ConfigError
+from .. import _kernels
+from .._chanting import ChantHit, ChantTracker
+from .._fingerprint import preview
+from .._ladder import Ladder
+from .._patterns import Pattern
+from .._similarity import fuzz_ratio, jaccard_sets
+from ._base import (
+    SKETCH_BITS,
+    Detector,
+    Finding,
+    Step,
+    argument_word_array,
+    beyond_echo,
+    bits_similarity,
+    bits_text,
+    bottom_k,
+    mutates,
+    pushed,
+    text_bits,
+)
+from ._state import (
+    Reader,
+    any_value,
+    fields_json,
+    flag,
+    from_fields,
+    integer,
+    integer_tuple,
+    keys_of,
+    listed,
+    optional_integer,
+    optional_text,
+    optional_words,
+    text_tuple,
+    words_json,
+)
+
+Metric = Literal["jaccard", "fuzz"]
+Mode = Literal["consecutive", "any"]
+
+SIMILAR_TEXT = Pattern(
+    "similar_text",
+    "Your last {count} replies say nearly the same thing. Saying it again will not move the task forward: "
+    "take one concrete action (call a tool, ask one specific question) or say what is blocking you.",
+    ladder=Ladder.of(nudge=3),
+    evidence=("similarity",),
+)
+"""Replies that say nearly the same thing."""
+CHANTING = Pattern(
+    "chanting",
+    "Your reply keeps repeating the same text ({chunk}). Stop repeating it: finish the reply in a few "
+    "sentences and continue with the task.",
+    ladder=Ladder.of(nudge=5),
+    evidence=("chunk",),
+)
+"""One reply repeating the same text over and over."""
+MONOLOGUE = Pattern(
+    "monologue",
+    "You have written {count} messages in a row without using a tool. Stop summarising: pick the next "
+    "task and start using tools immediately.",
+    ladder=Ladder.of(nudge=4),
+)
+"""Messages in a row without a tool call, after the agent has used tools."""
+REPEAT_MESSAGE = Pattern(
+    "repeat_message",
+    "You have sent the same message {count} times. Repeating it changes nothing: act on it, or say what is missing.",
+    ladder=Ladder.of(nudge=3, stop=6),
+)
+"""The very same message again."""
+
+
+def word_bits(text: str, k: int) -> int:
+    """Bottom-k sketch of the lower-cased whitespace words of ``text`` as an integer bit set (the words' CRC-32s;
+    ``text_bits(sketch_of(hashes, k))`` without the text). Words are deduplicated before they are hashed."""
+    if text.isascii():  # split, lowercased and hashed in one kernel call: the same hashes (bottom_k drops repeats)
+        return bottom_k(_kernels.word_hashes(text.encode("ascii")), k)
+    words = set(text.lower().encode("utf-8", "surrogatepass").split())
+    return bottom_k(set(map(zlib.crc32, words)), k)
+
+
+def best_sketch_similarity(bits: int, recent: Sequence[int]) -> float:
+    """The highest :func:`~.base.sketch_similarity` of the sketch ``bits`` with the ``recent`` sketches, all
+    as integer bit sets (0.0 when ``recent`` is empty)."""
+    return max((bits_similarity(prev, bits) for prev in recent), default=0.0)
+
+
+def turn_text(step: Step, include_thoughts: bool) -> str | None:
+    """The assistant text a step carries: a message, or the reasoning of a tool call."""
+    if step.kind == "message" and step.role == "assistant":
+        return step.text or ""
+    if include_thoughts and step.kind == "call":
+        return step.text
+    return None
+
+
+_SEEN: Final = 32
+"""Recent results (their fingerprints) a turn's result is compared with to tell whether it is new."""
+
+
+@dataclass(slots=True)
+class SimilarTextState:
+    """A :class:`SimilarTextDetector`'s session state."""
+
+    history: tuple[Any, ...] = ()
+    """The recent turns: sketches (integers), word sets or texts, as the metric needs."""
+    consecutive: int = 0
+    start: int | None = None
+    idx: tuple[int, ...] = ()
+    seen: tuple[str, ...] = ()
+    """What the recent results said (with ``novelty``)."""
+    news: bool = False
+    """Did a result say something new since the last turn?"""
+    asked: array[int] | None = None
+    """The argument words of the call awaiting its result (shared with the step: never changed)."""
+
+
+_SIMILAR_TEXT_READERS: Final[dict[str, Reader]] = {
+    "history": lambda value, what: tuple(listed(value, what, any_value)),
+    "consecutive": integer,
+    "start": optional_integer,
+    "idx": integer_tuple,
+    "seen": text_tuple,
+    "news": flag,
+    "asked": optional_words,
+}
+
+
+class SimilarTextDetector(Detector):
+    """Assistant turns compared with the last ``window`` turns.
+
+    ``metric="jaccard"``: the ``jaccard-turns`` design's word-set overlap; ``metric="fuzz"``: the ``ralph``
+    design's fuzzy ratio (rapidfuzz when installed, else an exact pure-Python twin). ``mode="consecutive"``: the
+    count is the number of consecutive turns at or above ``threshold`` (a dissimilar turn resets it; the
+    ``jaccard-turns`` design);
+    ``mode="any"``: every turn at or above it is reported with count 1 (the ``ralph`` design). The first turn always
+    passes. ``history`` caps what is kept per session; ``max_chars`` clips stored texts (None: whole);
+    ``sketch=k`` keeps only the k smallest word hashes of each turn (a bottom-k sketch whose Jaccard
+    estimate is close to the exact one) instead of its words: a few hundred bytes per session.
+
+    ``novelty=True``: a turn that follows a result unlike the recent ones (something learned) does not count,
+    however much it reads like the turns before: the same template on new ground (paging through a file, the next
+    item of a list). A result that only says back what its call said (``echo step 7``), and what an edit answers
+    (it shows what was written), are not news.
+    """
+
+    name = "similar_text"
+    kinds = frozenset({"call", "message", "result"})  # results: only with novelty
+    patterns = (SIMILAR_TEXT,)
+
+    def __init__(
+        self,
+        *,
+        metric: Metric = "jaccard",
+        threshold: float = 0.85,
+        window: int = 5,
+        mode: Mode = "consecutive",
+        history: int = 50,
+        include_thoughts: bool = True,
+        max_chars: int | None = None,
+        min_chars: int = 0,
+        sketch: int | None = None,
+        novelty: bool = False,
+    ) -> None:
+        if metric not in ("jaccard", "fuzz"):
+            raise ConfigError(f"must be 'jaccard' or 'fuzz', got {metric!r}", field="metric")
+        if mode not in ("consecutive", "any"):
+            raise ConfigError(f"must be 'consecutive' or 'any', got {mode!r}", field="mode")
+        self.metric = metric
+        self.threshold = threshold
+        self.window = window
+        self.mode = mode
+        self.history = max(history, window)
+        self.include_thoughts = include_thoughts
+        self.max_chars = max_chars
+        self.sketch = sketch
+        self.min_chars = min_chars
+        self.novelty = novelty
+
+    def new_state(self) -> SimilarTextState:
+        return SimilarTextState()
+
+    def _item(self, text: str) -> Any:
+        """The history item of ``text`` when it is not a sketch: the text (fuzz) or its word set (jaccard)."""
+        if self.max_chars is not None:
+            text = text[: self.max_chars]
+        if self.metric == "fuzz":
+            return text
+        return frozenset(text.lower().split())
+
+    def _similarity(self) -> Callable[[Any, Any], float]:
+        return fuzz_ratio if self.metric == "fuzz" else jaccard_sets
+
+    def _compare(self, text: str, recent: Sequence[Any]) -> tuple[Any, float | None]:
+        """The history item of ``text`` and its best similarity to the ``recent`` items (None if none)."""
+        if self.sketch is not None and self.metric == "jaccard":
+            # sketches are kept as integer bit sets (base64 text only in the JSON form)
+            bits = word_bits(text if self.max_chars is None else text[: self.max_chars], self.sketch)
+            return bits, best_sketch_similarity(bits, recent) if recent else None
+        item, similarity = self._item(text), self._similarity()
+        return item, max(similarity(prev, item) for prev in recent) if recent else None
+
+    def observe(self, state: SimilarTextState, step: Step) -> Finding | None:
+        if step.kind == "result":
+            if not self.novelty:
+                return None
+            # what a change answers shows what was written, not something learned: an edit undone and redone
+            # answers something different each time
+            if state.asked is not None:
+                said = beyond_echo(step, frozenset(state.asked))
+                if said not in state.seen:  # a result unlike the recent ones: something learned
+                    state.news = True
+                    state.seen = pushed(state.seen, said, _SEEN)
+            return None
+        if self.novelty and step.kind == "call":
+            state.asked = None if mutates(step) else argument_word_array(step)
+        text = turn_text(step, self.include_thoughts)
+        if text is None or (self.min_chars and len(text.strip()) < self.min_chars):
+            return None
+        history = state.history
+        item, best = self._compare(text, history[-self.window :])
+        state.history = pushed(history, item, self.history)
+        state.idx = pushed(state.idx, step.index, self.window + 1)
+        if best is None:
+            return None
+        news, state.news = state.news, False
+        if best < self.threshold or news:
+            # a turn much like the last ones after something new came back is the same template on new
+            # ground (paging through a file, the next item of a list), not a loop
+            state.consecutive, state.start = 0, None
+            return None
+        if state.consecutive == 0:
+            state.start = state.idx[-2] if len(state.idx) > 1 else step.index
+        state.consecutive = state.consecutive + 1 if self.mode == "consecutive" else 1
+        count = state.consecutive
+        return Finding(
+            pattern="similar_text",
+            count=count,
+            key=f"similar_text:{state.start}",
+            loop_start=state.start,
+            reason=f"{count} consecutive similar turns ({best:.0%} similar to a recent turn)",
+            indices=state.idx[-(count + 1) :],
+            facts={"similarity": round(best, 3), "text": preview(text, 160)},
+        )
+
+    def dump_state(self, state: SimilarTextState) -> dict[str, Any]:
+        data = fields_json(state)
+        data["history"] = [_history_json(h) for h in state.history]
+        data["asked"] = words_json(state.asked)
+        return data
+
+    def load_state(self, data: dict[str, Any]) -> SimilarTextState:
+        keys_of("similar_text", data, ("history", "consecutive", "start", "idx"), ("seen", "news", "asked"))
+        state = from_fields(SimilarTextState, data, "similar_text", _SIMILAR_TEXT_READERS)
+        if self.metric == "jaccard":
+            load = frozenset if self.sketch is None else _sketch_bits
+            state.history = tuple(load(h) for h in state.history)
+        return state
+
+
+def _sketch_bits(text: str) -> int:
+    """A history sketch from its JSON form; ``ValueError`` unless it is a folded set of at most 1,024 bits."""
+    if not isinstance(text, str):
+        raise ValueError(f"similar_text: a sketch must be base64 text, not {type(text).__name__}")
+    bits = text_bits(text)
+    if bits.bit_length() > SKETCH_BITS:
+        raise ValueError(f"similar_text: a sketch holds at most {SKETCH_BITS} bits")
+    return bits
+
+
+def _history_json(item: Any) -> Any:
+    """The JSON form of a history item: a word set as a sorted list, a sketch as base64 text, a text as is."""
+    if isinstance(item, frozenset):
+        return sorted(item)
+    return bits_text(item) if isinstance(item, int) else item
+
+
+@dataclass(slots=True)
+class ChantingState:
+    """A :class:`ChantingDetector`'s session state: the streamed message being read."""
+
+    tracker: ChantTracker | None = None
+    start: int | None = None
+    done: bool = False
+
+
+class ChantingDetector(Detector):
+    """One assistant message (or its stream of ``text_delta`` chunks) repeating the same chunk of text.
+
+    Code blocks, tables, lists, headings and dividers are not counted (see :mod:`loopwatch.core._chanting`).
+    """
+
+    name = "chanting"
+    patterns = (CHANTING,)
+    reset_on_user = False
+
+    def __init__(self, *, chunk_size: int = 50, threshold: int = 10, max_mean_distance: int = 250) -> None:
+        self.chunk_size = chunk_size
+        self.threshold = threshold
+        self.max_mean_distance = max_mean_distance
+
+    def _tracker(self) -> ChantTracker:
+        return ChantTracker(
+            chunk_size=self.chunk_size, threshold=self.threshold, max_mean_distance=self.max_mean_distance
+        )
+
+    fresh_shared = True  # a reply streamed in chunks is rare: most sessions never need a state of their own
+    fresh_kinds = frozenset({"call", "result", "usage"})
+
+    def new_state(self) -> ChantingState:
+        return ChantingState()
+
+    def keeps_fresh(self, step: Step) -> bool:
+        return step.kind != "delta" and not (step.kind == "message" and step.role == "assistant" and step.text)
+
+    def is_fresh(self, state: ChantingState) -> bool:
+        return state.tracker is None and state.start is None and not state.done
+
+    def observe(self, state: ChantingState, step: Step) -> Finding | None:
+        if step.kind == "delta":
+            if state.tracker is None:
+                state.tracker, state.start, state.done = self._tracker(), step.index, False
+            return None if state.done else self._feed(state, step.text or "", step)
+        if state.tracker is not None or state.start is not None or state.done:
+            state.tracker, state.start, state.done = None, None, False  # any other event ends a streamed message
+        if step.kind == "message" and step.role == "assistant" and step.text:
+            hit = self._tracker().feed(step.text)  # a whole message: its tracker is not kept
+            return None if hit is None else self._finding(hit, step.index, step)
+        return None
+
+    def _feed(self, state: ChantingState, text: str, step: Step) -> Finding | None:
+        hit = state.tracker.feed(text) if state.tracker is not None else None
+        if hit is None:
+            return None
+        state.done = True
+        return self._finding(hit, state.start, step)
+
+    def _finding(self, hit: ChantHit, start: int | None, step: Step) -> Finding:
+        return Finding(
+            pattern="chanting",
+            count=hit.count,
+            key=f"chanting:{start}",
+            loop_start=start,
+            reason=f"the reply repeats {hit.chunk!r} {hit.count} times",
+            indices=(step.index,),
+            facts={"chunk": hit.chunk, "offset": hit.first_offset},
+        )
+
+    def dump_state(self, state: ChantingState) -> dict[str, Any]:
+        tracker = state.tracker
+        return {"tracker": tracker.to_json() if tracker is not None else None, "start": state.start, "done": state.done}
+
+    def load_state(self, data: dict[str, Any]) -> ChantingState:
+        keys_of("chanting", data, ("tracker", "start", "done"))
+        tracker = data["tracker"]
+        return ChantingState(
+            tracker=None if tracker is None else ChantTracker.from_json(tracker),
+            start=optional_integer(data["start"], "chanting: start"),
+            done=flag(data["done"], "chanting: done"),
+        )
+
+
+@dataclass(slots=True)
+class MonologueState:
+    """A :class:`MonologueDetector`'s session state."""
+
+    tools: bool = False
+    """Has the session used tools?"""
+    n: int = 0
+    start: int | None = None
+    same: int = 0
+    """The same message in a row."""
+    last: int | None = None
+    """The hash of the last message (lowercased, blanks removed)."""
+    worker: str | None = None
+    idx: tuple[int, ...] = ()
+
+
+_MONOLOGUE_READERS: Final[dict[str, Reader]] = {
+    "tools": flag,
+    "n": integer,
+    "start": optional_integer,
+    "same": integer,
+    "last": optional_integer,
+    "worker": optional_text,
+    "idx": integer_tuple,
+}
+
+
+class MonologueDetector(Detector):
+    """Talking instead of working: consecutive assistant messages with no tool call in between, once
+    tools have been used in the session (the ``doom-loop`` design's summary loop), and identical assistant messages.
+
+    ``per_worker=True`` counts each worker's (agent's) messages separately, so a group chat of several
+    agents taking turns is not one agent talking to itself.
+    """
+
+    name = "monologue"
+    kinds = frozenset({"call", "message"})
+    patterns = (MONOLOGUE, REPEAT_MESSAGE)
+
+    def __init__(self, *, per_worker: bool = True) -> None:
+        self.per_worker = per_worker
+
+    def new_state(self) -> MonologueState:
+        return MonologueState()
+
+    def dump_state(self, state: MonologueState) -> dict[str, Any]:
+        return fields_json(state)
+
+    def load_state(self, data: dict[str, Any]) -> MonologueState:
+        keys_of("monologue", data, _MONOLOGUE_READERS)
+        return from_fields(MonologueState, data, "monologue", _MONOLOGUE_READERS)
+
+    def observe(self, state: MonologueState, step: Step) -> Finding | None:
+        if step.kind == "call":
+            state.tools, state.n, state.start, state.same, state.last, state.idx = True, 0, None, 0, None, ()
+            return None
+        if step.kind == "message" and step.role == "user":
+            # someone answered: replying to a user is a conversation, not a monologue (saying the very same
+            # thing again after the answer still counts as a repeated message)
+            state.n, state.start = 0, None
+            return None
+        if step.kind != "message" or step.role != "assistant":
+            return None
+        if self.per_worker and step.worker != state.worker:
+            state.n, state.start, state.same, state.last, state.idx = 0, None, 0, None, ()
+            state.worker = None if step.worker is None else sys.intern(step.worker)
+        text = (step.text or "")[:4_000]
+        normalized = zlib.crc32(text.lower().encode("utf-8", "surrogatepass").translate(None, b" \t\r\n"))
+        state.same = state.same + 1 if normalized == state.last else 1
+        state.last = normalized
+        state.n += 1
+        if state.n == 1:
+            state.start = step.index
+        state.idx = pushed(state.idx, step.index, 8)
+        if state.same >= 2:
+            return self._finding(state, step, "repeat_message", state.same)
+        if state.tools and state.n >= 2:
+            return self._finding(state, step, "monologue", state.n)
+        return None
+
+    def _finding(self, state: MonologueState, step: Step, pattern: str, count: int) -> Finding:
+        if pattern == "repeat_message":
+            reason = f"the same assistant message {count} times in a row"
+        else:
+            reason = f"{count} assistant messages in a row without using a tool"
+        start = state.idx[-count] if len(state.idx) >= count else state.start
+        return Finding(
+            pattern=pattern,
+            count=count,
+            hard=pattern == "repeat_message",  # the very same message again; talking on is not
+            key=f"{pattern}:{start if pattern == 'repeat_message' else state.start}",
+            loop_start=start,
+            reason=reason,
+            indices=state.idx[-count:],
+            facts={"text": preview(step.text or "", 160)},
+        )
+
+
+def similar_text(**kwargs: Any) -> SimilarTextDetector:
+    """The similar-text detector (see :class:`SimilarTextDetector`)."""
+    return SimilarTextDetector(**kwargs)
+
+
+def chanting(*, chunk_size: int = 50, threshold: int = 10, max_mean_distance: int = 250) -> ChantingDetector:
+    """The chanting detector (see :class:`ChantingDetector`)."""
+    return ChantingDetector(chunk_size=chunk_size, threshold=threshold, max_mean_distance=max_mean_distance)
+
+
+def monologue(*, per_worker: bool = True) -> MonologueDetector:
+    """The monologue / summary-loop detector (see :class:`MonologueDetector`)."""
+    return MonologueDetector(per_worker=per_worker)
