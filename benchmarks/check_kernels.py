@@ -71,6 +71,9 @@ def check(text: str, differences: Counter[str], regex: bool) -> int:
         calls += 1
         if compiled.alnum_word_hashes(text, limit) != pure.alnum_word_hashes(text, limit):
             differences["alnum_word_hashes"] += 1
+        calls += 1
+        if compiled.alnum_word_bytes(text, limit) != pure.alnum_word_bytes(text, limit):
+            differences["alnum_word_bytes"] += 1
     words, lines = pure.word_hashes(data), pure.line_hashes(data)
     for hashes in (words, lines):
         for k, bits in ((8, 1024), (32, 1024), (48, 512), (1_000_000, 4096)):

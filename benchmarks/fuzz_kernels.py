@@ -137,6 +137,10 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
         if compiled.alnum_word_hashes(text, limit) != pure.alnum_word_hashes(text, limit):
             differences += 1
             print(f"DIFFERENCE in alnum_word_hashes: {text[:200]!r}", file=sys.stderr)
+        calls += 1
+        if compiled.alnum_word_bytes(text, limit) != pure.alnum_word_bytes(text, limit):
+            differences += 1
+            print(f"DIFFERENCE in alnum_word_bytes: {text[:200]!r}", file=sys.stderr)
         hashes: list[int] = pure.word_hashes(data)
         if rng.random() < 0.2:
             hashes += [rng.randint(-(2**70), 2**70) for _ in range(rng.randint(0, 5))]

@@ -16,6 +16,7 @@ import random
 import subprocess
 import sys
 import zlib
+from array import array
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -27,6 +28,7 @@ from hypothesis import strategies as st
 
 from loopwatch.core import _kernels, _kernels_py
 from loopwatch.core import _masking as masking
+from loopwatch.core._kernels_py import WORD_CODE
 from loopwatch.core._masking import masked
 from loopwatch.core.detectors import _base as base
 
@@ -127,6 +129,8 @@ def test_the_pure_argument_words_are_the_regular_expression_words(text: str, lim
     words = base._WORD.findall(text.lower())
     first = list(dict.fromkeys(zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in words))[:limit]
     assert _kernels_py.alnum_word_hashes(text, limit) == frozenset(first)
+    packed = array(WORD_CODE, _kernels_py.alnum_word_bytes(text, limit))
+    assert list(packed) == sorted(first)
 
 
 # -- compiled against pure ------------------------------------------------------------------------------------
@@ -146,6 +150,7 @@ def test_compiled_byte_kernels_match_the_pure_ones(data: bytes) -> None:
 @given(any_text, st.integers(0, 100))
 def test_compiled_argument_words_match_the_pure_ones(text: str, limit: int) -> None:
     assert compiled().alnum_word_hashes(text, limit) == _kernels_py.alnum_word_hashes(text, limit)
+    assert compiled().alnum_word_bytes(text, limit) == _kernels_py.alnum_word_bytes(text, limit)
 
 
 _hashes = st.one_of(
@@ -176,6 +181,8 @@ def test_compiled_kernels_refuse_what_the_pure_ones_refuse() -> None:
             assert outcome(getattr(c, name), bad)[0] == "error"
     assert outcome(c.alnum_word_hashes, b"bytes", 3) == ("error", TypeError)
     assert outcome(c.alnum_word_hashes, "text", -1) == outcome(_kernels_py.alnum_word_hashes, "text", -1)
+    assert outcome(c.alnum_word_bytes, b"bytes", 3) == ("error", TypeError)
+    assert outcome(c.alnum_word_bytes, "text", -1) == outcome(_kernels_py.alnum_word_bytes, "text", -1)
     for bad_hashes in ([1.5], ["a"], [None], 7):
         assert outcome(c.fold, bad_hashes, 1024)[0] == outcome(_kernels_py.fold, bad_hashes, 1024)[0] == "error"
         assert outcome(c.sketch_of, bad_hashes, 3, 1024)[0] == "error"
@@ -192,6 +199,7 @@ def test_compiled_kernels_match_the_pure_ones_on_huge_inputs() -> None:
         assert getattr(c, name)(data) == getattr(_kernels_py, name)(data), name
     for limit in (0, 64, 10**9):
         assert c.alnum_word_hashes(text, limit) == _kernels_py.alnum_word_hashes(text, limit)
+        assert c.alnum_word_bytes(text, limit) == _kernels_py.alnum_word_bytes(text, limit)
     hashes = _kernels_py.word_hashes(data)
     assert c.sketch_of(hashes, 10**6, 4096) == _kernels_py.sketch_of(hashes, 10**6, 4096)
 

@@ -15,6 +15,7 @@ from . import _kernels_py
 
 __all__ = [
     "COMPILED",
+    "alnum_word_bytes",
     "alnum_word_hashes",
     "bottom_k",
     "error_lines",
@@ -48,6 +49,7 @@ word_hashes = _impl.word_hashes
 line_hashes = _impl.line_hashes
 numbers_marked = _impl.numbers_marked
 alnum_word_hashes = _impl.alnum_word_hashes
+alnum_word_bytes = _impl.alnum_word_bytes
 fold = _impl.fold
 bottom_k = _impl.bottom_k
 sketch_of = _impl.sketch_of

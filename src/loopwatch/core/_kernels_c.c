@@ -451,6 +451,84 @@ static PyObject *alnum_word_hashes(PyObject *self, PyObject *const *args, Py_ssi
     return out;
 }
 
+PyDoc_STRVAR(alnum_word_bytes_doc,
+             "alnum_word_bytes(text: str, limit: int) -> bytes\n--\n\n"
+             "The CRC-32s :func:`alnum_word_hashes` gives, sorted and packed 4 bytes each in the machine's order "
+             "(``array('I', sorted(...)).tobytes()``).");
+
+/* Insert crc into the sorted vals[0..*count) unless there; 1 when inserted. */
+static int sorted_insert(uint32_t *vals, Py_ssize_t *count, uint32_t crc) {
+    Py_ssize_t lo = 0, hi = *count;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (vals[mid] < crc)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < *count && vals[lo] == crc) return 0;
+    memmove(vals + lo + 1, vals + lo, sizeof(uint32_t) * (size_t)(*count - lo));
+    vals[lo] = crc;
+    (*count)++;
+    return 1;
+}
+
+static PyObject *alnum_word_bytes(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "alnum_word_bytes() takes exactly 2 arguments");
+        return NULL;
+    }
+    if (!PyUnicode_Check(args[0])) {
+        PyErr_Format(PyExc_TypeError, "alnum_word_bytes() expects str, not %.100s", Py_TYPE(args[0])->tp_name);
+        return NULL;
+    }
+    Py_ssize_t limit = PyLong_AsSsize_t(args[1]);
+    if (limit == -1 && PyErr_Occurred()) return NULL;
+    if (limit < 0) {
+        PyErr_SetString(PyExc_ValueError, "limit must be >= 0");
+        return NULL;
+    }
+    PyObject *text = args[0];
+    int ascii = PyUnicode_IS_ASCII(text);
+    PyObject *lowered = NULL;
+    if (!ascii) { /* str.lower() itself, as alnum_word_hashes */
+        lowered = PyObject_CallMethod(text, "lower", NULL);
+        if (lowered == NULL) return NULL;
+        text = lowered;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    /* at most one word per two characters: the table never needs more than that, nor more than limit */
+    Py_ssize_t room = limit < n / 2 + 1 ? limit : n / 2 + 1;
+    uint32_t small[128];
+    uint32_t *vals = room <= 128 ? small : (uint32_t *)malloc(sizeof(uint32_t) * (size_t)room);
+    if (vals == NULL) {
+        Py_XDECREF(lowered);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t count = 0, p = 0;
+    while (p < n && count < limit) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, p);
+        if (!ALNUM(ch)) {
+            p++;
+            continue;
+        }
+        uint32_t c = CRC_START;
+        while (p < n) {
+            ch = PyUnicode_READ(kind, data, p);
+            if (!ALNUM(ch)) break;
+            c = ascii ? CRC_BYTE(c, ascii_lower[ch]) : crc_code_point(c, ch);
+            p++;
+        }
+        sorted_insert(vals, &count, CRC_FINAL(c));
+    }
+    Py_XDECREF(lowered);
+    PyObject *out = PyBytes_FromStringAndSize((const char *)vals, (Py_ssize_t)sizeof(uint32_t) * count);
+    if (vals != small) free(vals);
+    return out;
+}
+
 /* -- fold, bottom_k, sketch_of ----------------------------------------------------------------------------- */
 
 #define MAX_BITS 4096
@@ -1161,6 +1239,7 @@ static PyMethodDef methods[] = {
     {"line_hashes", (PyCFunction)line_hashes, METH_O, line_hashes_doc},
     {"numbers_marked", (PyCFunction)numbers_marked, METH_O, numbers_marked_doc},
     {"alnum_word_hashes", (PyCFunction)(void (*)(void))alnum_word_hashes, METH_FASTCALL, alnum_word_hashes_doc},
+    {"alnum_word_bytes", (PyCFunction)(void (*)(void))alnum_word_bytes, METH_FASTCALL, alnum_word_bytes_doc},
     {"fold", (PyCFunction)(void (*)(void))fold, METH_FASTCALL, fold_doc},
     {"bottom_k", (PyCFunction)(void (*)(void))bottom_k, METH_FASTCALL, bottom_k_doc},
     {"sketch_of", (PyCFunction)(void (*)(void))sketch_of, METH_FASTCALL, sketch_of_doc},

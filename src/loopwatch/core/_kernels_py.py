@@ -10,12 +10,14 @@ from __future__ import annotations
 import binascii
 import re
 import zlib
+from array import array
 from collections.abc import Iterable
 from typing import Final
 
 __all__ = [
     "ERROR_LINE",
     "NUMBER",
+    "alnum_word_bytes",
     "alnum_word_hashes",
     "bottom_k",
     "error_lines",
@@ -26,6 +28,9 @@ __all__ = [
     "sketch_of",
     "word_hashes",
 ]
+
+WORD_CODE: Final = "I" if array("I").itemsize == 4 else "L"
+"""The array type code of an unsigned 32-bit integer (a CRC-32): how :func:`alnum_word_bytes` packs them."""
 
 ASCII_LOWER: Final = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
 """A ``bytes.translate`` table that lowercases ASCII letters (what ``bytes.lower`` does)."""
@@ -149,6 +154,12 @@ def alnum_word_hashes(text: str, limit: int) -> frozenset[int]:
         raise ValueError("limit must be >= 0")
     hashes = dict.fromkeys(zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in _ALNUM_WORD.findall(text.lower()))
     return frozenset(list(hashes)[:limit])
+
+
+def alnum_word_bytes(text: str, limit: int) -> bytes:
+    """The CRC-32s :func:`alnum_word_hashes` gives, sorted and packed 4 bytes each in the machine's order (what
+    ``array("I")`` holds): how rules keep a call's words."""
+    return array(WORD_CODE, sorted(alnum_word_hashes(text, limit))).tobytes()
 
 
 # -- sketches ------------------------------------------------------------------------------------------------
