@@ -274,6 +274,15 @@ def test_the_same_failing_action_under_another_tool_name_is_the_same_retry() -> 
     other = ToolCall("1:1", {"command": "1:1\nimport os\nos.remove(path_of('data.csv'))\nprint('removed')"})
     events[2] = events[4] = other
     assert _retries(run(Guard(), events)) == []
+    # the latest failure's tool is kept in a snapshot: a guard restored after the first failure counts on
+    events = _script_sent_as_a_command(["from", "1:1", "1:1"])
+    first = Guard()
+    run(first, events[:2])
+    snapshot = first.snapshot("s")
+    assert '"failed": "from"' in json.dumps(snapshot)
+    restored = Guard()
+    restored.restore(snapshot, "s")
+    assert [count for count, _, _ in _retries(run(restored, events[2:]))][:1] == [3]
     # a success in between ends it: the third failure is the second of its tool
     events = _script_sent_as_a_command(["from", "1:1", "1:1"])
     events[2:2] = [ToolCall("1:1", {"command": "1:1\nx = 1"}), ToolResult("File updated.", tool="1:1", is_error=False)]

@@ -221,15 +221,17 @@ class ErrorRetryDetector(Detector):
 
     def dump_state(self, state: ErrorRetryState) -> dict[str, Any]:
         calls = state.calls
-        return {
+        data: dict[str, Any] = {
             "streaks": flat_json(state.streaks, Streak.to_json),
             "shapes": dict(zip(calls[::3], calls[1::3], strict=True)),
             "change": state.change,
-            "failed": state.failed,
             "actions": {
                 key: action.tolist() for key, action in zip(calls[::3], calls[2::3], strict=True) if action is not None
             },
         }
+        if state.failed is not None:  # written only when set: a snapshot taken before it was kept writes back the same
+            data["failed"] = state.failed
+        return data
 
     def load_state(self, data: dict[str, Any]) -> ErrorRetryState:
         keys_of("error_retry", data, ("streaks", "shapes"), ("change", "actions", "failed"))
