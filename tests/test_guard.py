@@ -251,6 +251,44 @@ def test_error_retry_with_varying_commands_and_line_numbers() -> None:
     assert all(v.ok for v in verdicts[: verdicts.index(retry[0])])
 
 
+_SCRIPT = "from sympy import symbols\n\nk = symbols('k')\nprint(k)"
+
+
+def _script_sent_as_a_command(tools: Sequence[str]) -> list[Event]:
+    """A script's body sent to the shell instead of written to a file, under each of ``tools`` in turn (a harness
+    that names the tool after the command's first word), refused by bash the same way each time."""
+    events: list[Event] = []
+    for n, tool in enumerate(tools):
+        command = _SCRIPT if tool == "from" else f"{tool}\n{_SCRIPT}"
+        line = f"/bin/bash: line {4 + n}:"
+        error = f"{line} syntax error near unexpected token `('\n{line} `k = symbols('k')'"
+        events += [ToolCall(tool, {"command": command}), ToolResult(error, tool=tool, is_error=True)]
+    return events
+
+
+def test_the_same_failing_action_under_another_tool_name_is_the_same_retry() -> None:
+    found = _retries(run(Guard(), _script_sent_as_a_command(["from", "1:1", "1:1"])))
+    assert [(count, start) for count, start, _ in found][:1] == [(3, 0)]
+    # another action failing the same way right after, under another name, is not a retry of the first one
+    events = _script_sent_as_a_command(["from", "1:1", "1:1"])
+    other = ToolCall("1:1", {"command": "1:1\nimport os\nos.remove(path_of('data.csv'))\nprint('removed')"})
+    events[2] = events[4] = other
+    assert _retries(run(Guard(), events)) == []
+    # the latest failure's tool is kept in a snapshot: a guard restored after the first failure counts on
+    events = _script_sent_as_a_command(["from", "1:1", "1:1"])
+    first = Guard()
+    run(first, events[:2])
+    snapshot = first.snapshot("s")
+    assert '"failed": "from"' in json.dumps(snapshot)
+    restored = Guard()
+    restored.restore(snapshot, "s")
+    assert [count for count, _, _ in _retries(run(restored, events[2:]))][:1] == [3]
+    # a success in between ends it: the third failure is the second of its tool
+    events = _script_sent_as_a_command(["from", "1:1", "1:1"])
+    events[2:2] = [ToolCall("1:1", {"command": "1:1\nx = 1"}), ToolResult("File updated.", tool="1:1", is_error=False)]
+    assert _retries(run(Guard(), events)) == []
+
+
 def _run_script(errors: list[str]) -> list[Event]:
     """``python run.py`` failing with each of ``errors`` in turn, edited in between by nothing."""
     events: list[Event] = []

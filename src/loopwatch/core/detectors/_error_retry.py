@@ -140,6 +140,8 @@ class ErrorRetryState:
     shared with the step, never changed; ``None`` for a call recorded before they were kept), tool key..."""
     change: int | None = None
     """The call awaiting its result that may change something."""
+    failed: str | None = None
+    """The tool key of the latest result, when it failed (``None`` after a success)."""
 
     def action(self, key: str) -> array[int] | None:
         """The argument words of the tool's last call."""
@@ -155,7 +157,9 @@ class ErrorRetryDetector(Detector):
     at least ``similarity``; a streak may alternate between two such errors (a second error counts on its own
     until the first one comes back: A, B, B is two Bs after an A, A, B, A is three alternating failures). Calls
     to other tools in between do not end a streak (the agent looks around, then retries the same thing); a
-    success of the same tool, a third kind of error, or ``gap`` steps without a failure of that tool do.
+    success of the same tool, a third kind of error, or ``gap`` steps without a failure of that tool do. The same
+    action failing the same way right after a failure recorded under another tool name (a harness that names the
+    tool after the command's first word: ``from ...``, then ``1:1 from ...``) continues that tool's streak.
 
     The same action is a call whose argument values share at least ``variant_similarity`` of their words with the
     last failing call's (the same command, the same edit re-indented): such retries are reported from the
@@ -217,7 +221,7 @@ class ErrorRetryDetector(Detector):
 
     def dump_state(self, state: ErrorRetryState) -> dict[str, Any]:
         calls = state.calls
-        return {
+        data: dict[str, Any] = {
             "streaks": flat_json(state.streaks, Streak.to_json),
             "shapes": dict(zip(calls[::3], calls[1::3], strict=True)),
             "change": state.change,
@@ -225,9 +229,12 @@ class ErrorRetryDetector(Detector):
                 key: action.tolist() for key, action in zip(calls[::3], calls[2::3], strict=True) if action is not None
             },
         }
+        if state.failed is not None:  # written only when set: a snapshot taken before it was kept writes back the same
+            data["failed"] = state.failed
+        return data
 
     def load_state(self, data: dict[str, Any]) -> ErrorRetryState:
-        keys_of("error_retry", data, ("streaks", "shapes"), ("change", "actions"))
+        keys_of("error_retry", data, ("streaks", "shapes"), ("change", "actions", "failed"))
         shapes = table(data["shapes"], "error_retry: shapes", text)
         actions = table(data.get("actions", {}), "error_retry: actions", words)
         # a tool's words are kept with its fingerprint (snapshots taken before words were kept have none): in the
@@ -238,6 +245,7 @@ class ErrorRetryDetector(Detector):
             streaks=flat_of(table(data["streaks"], "error_retry: streaks", Streak.from_json)),
             calls=tuple(chain.from_iterable((key, shape, actions.get(key)) for key, shape in shapes.items())),
             change=optional_integer(data.get("change"), "error_retry: change"),
+            failed=optional_text(data.get("failed"), "error_retry: failed"),
         )
 
     def observe(self, state: ErrorRetryState, step: Step) -> Finding | None:
@@ -281,10 +289,12 @@ class ErrorRetryDetector(Detector):
                 kept = flat_get(streaks, key)
                 state.streaks = () if kept is None else (key, kept)
         if not step.failed or not (step.output or "").strip():
+            state.failed = None
             if state.streaks:
                 state.streaks, _ = flat_pop(state.streaks, key)
             return None
         streak = self._join(state, key, step, state.action(key))
+        state.failed = key
         failures = streak.counted()[0]
         if failures < 2 or (streak.variants and failures < self.variants):
             return None
@@ -294,6 +304,12 @@ class ErrorRetryDetector(Detector):
         words = error_bits_of(step)
         where = step.call_index if step.call_index is not None else step.index
         streaks, found = flat_pop(state.streaks, key)
+        if found is None and state.failed is not None and state.failed != key:
+            # the same action failing the same way right after, under another tool name (a harness that names the
+            # tool after the command's first word: `from ...`, then `1:1 from ...`): the same retry
+            other: Streak | None = flat_get(streaks, state.failed)
+            if other is not None and _renamed_retry(action, other, step, words, self.similarity):
+                streaks, found = flat_pop(streaks, state.failed)
         streak: Streak | None = found
         if streak is not None and step.index - streak.last > self.gap:
             streak = None
@@ -366,6 +382,14 @@ class ErrorRetryDetector(Detector):
             # no change worked since the first failure, and the same attempt failed the same way each time
             hard=not streak.variants,
         )
+
+
+def _renamed_retry(action: array[int] | None, other: Streak, step: Step, words: int, similarity: float) -> bool:
+    """Is a failure of one tool the same retry as the latest failure, of another tool: the same action (known on
+    both sides: see :func:`_same_action`) failing with the same or an equivalent error?"""
+    if not action or not other.action or not _same_action(action, other.action):
+        return False
+    return step.outcome_fp in other.outcomes or max(_jaccard(words, c) for c in other.classes) >= similarity
 
 
 def _label(key: str) -> str:
