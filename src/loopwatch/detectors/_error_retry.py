@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, Final
@@ -39,13 +37,14 @@ from .base import (
     Detector,
     Finding,
     Step,
-    argument_word_array,
+    argument_word_bytes,
     call_label,
     masked_of,
     mutates,
     polls,
     pushed,
     searches,
+    word_values,
 )
 
 
@@ -69,8 +68,8 @@ class Streak:
     """With ``counters``: :func:`_numberless` of the latest failure."""
     mut: bool = False
     """Did a call change something since the latest failure?"""
-    action: array[int] | None = None
-    """The argument words of the latest failing call."""
+    action: bytes | None = None
+    """The argument words of the latest failing call (:func:`~.base.word_bytes`)."""
     variants: bool = False
     """Were the streak's calls variants of each other (other arguments)?"""
     last: int = 0
@@ -141,7 +140,7 @@ class ErrorRetryState:
     change: int | None = None
     """The call awaiting its result that may change something."""
 
-    def action(self, key: str) -> array[int] | None:
+    def action(self, key: str) -> bytes | None:
         """The argument words of the tool's last call."""
         keys = self.calls[::3]
         return self.calls[3 * keys.index(key) + 2] if key in keys else None
@@ -222,7 +221,9 @@ class ErrorRetryDetector(Detector):
             "shapes": dict(zip(calls[::3], calls[1::3], strict=True)),
             "change": state.change,
             "actions": {
-                key: action.tolist() for key, action in zip(calls[::3], calls[2::3], strict=True) if action is not None
+                key: words_json(action)
+                for key, action in zip(calls[::3], calls[2::3], strict=True)
+                if action is not None
             },
         }
 
@@ -263,7 +264,7 @@ class ErrorRetryDetector(Detector):
                 calls = calls[:at] + calls[at + 3 :]
             if len(calls) >= 3 * self.tools:
                 calls = calls[len(calls) - 3 * self.tools + 3 :] if self.tools > 0 else ()
-            state.calls = (*calls, key, shape, argument_word_array(step)) if self.tools > 0 else ()
+            state.calls = (*calls, key, shape, argument_word_bytes(step)) if self.tools > 0 else ()
             streak: Streak | None = flat_get(streaks, key) if streaks else None
             if streak is None or step.index - streak.last > self.gap or streak.mut:
                 return None
@@ -290,7 +291,7 @@ class ErrorRetryDetector(Detector):
             return None
         return self._finding(key, streak, step, blockable=False)
 
-    def _join(self, state: ErrorRetryState, key: str, step: Step, action: array[int] | None) -> Streak:
+    def _join(self, state: ErrorRetryState, key: str, step: Step, action: bytes | None) -> Streak:
         words = error_bits_of(step)
         where = step.call_index if step.call_index is not None else step.index
         streaks, found = flat_pop(state.streaks, key)
@@ -374,14 +375,14 @@ def _label(key: str) -> str:
     return f"{tool} ({program.replace(':', ' ')})" if program else key
 
 
-def _same_action(action: Sequence[int] | None, other: Sequence[int] | None, similarity: float = 0.5) -> bool:
+def _same_action(action: bytes | None, other: bytes | None, similarity: float = 0.5) -> bool:
     """Is a failing call the same action as the streak's last: the words of their argument values overlap by at
     least ``similarity``, or differ in two words at most among three or more shared (``--try 1`` for ``--try 0``,
     another line number)?
     Unknown (a streak saved before actions were kept, a result without its call, no arguments): yes."""
     if not action or not other:
         return True
-    a, b = set(action), set(other)
+    a, b = set(word_values(action)), set(word_values(other))
     shared = len(a & b)
     return (len(a ^ b) <= 2 and shared >= 3) or shared / len(a | b) >= similarity
 

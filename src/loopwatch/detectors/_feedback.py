@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import zlib
-from array import array
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -21,7 +20,6 @@ from ._state import (
     optional_integer,
     optional_text,
     optional_words,
-    packed,
     sketch,
     sketch_json,
     text,
@@ -31,9 +29,10 @@ from .base import (
     Detector,
     Finding,
     Step,
-    argument_word_array,
+    argument_word_bytes,
     pushed,
     signature_of,
+    word_bytes,
 )
 
 
@@ -50,7 +49,7 @@ class FeedbackState:
     idx: tuple[int, ...] = ()
     words: int | None = None
     """The reply's sketch (:func:`error_bits`); ``None`` until a reply is counted."""
-    attempt: array[int] | None = None
+    attempt: bytes | None = None
     """The words of the last attempt (see :func:`_attempt_words`)."""
     variants: bool = False
     """Did the streak's attempts differ from each other?"""
@@ -208,14 +207,14 @@ _WORDS: Final = lazy_compile(r"[^\W_]+")
 _FENCED: Final = lazy_compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
 
 
-def _attempt_words(step: Step, limit: int = 128) -> array[int] | None:
+def _attempt_words(step: Step, limit: int = 128) -> bytes | None:
     """What an attempt does, as sorted word hashes: a call's argument values, or the code a reply writes out (its
     fenced blocks); ``None`` for a reply without code (talk, not an action to compare)."""
     if step.kind == "call":
-        return argument_word_array(step)
+        return argument_word_bytes(step)
     text = step.text or ""
     if "```" not in text:
         return None
     code = " ".join(_FENCED.findall(text[:8_000]))
     words = dict.fromkeys(_WORDS.findall(code.lower()))
-    return packed(sorted({zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in list(words)[:limit]}))
+    return word_bytes(sorted({zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in list(words)[:limit]}))

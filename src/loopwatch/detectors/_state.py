@@ -2,28 +2,21 @@
 
 A rule keeps its session data in a small dataclass with slots (checked by ``mypy --strict``) and writes it out,
 in :meth:`~loopwatch.detectors.base.Detector.dump_state`, as the JSON object snapshots have always held. In memory
-the bulky parts are kept compact: a set of word hashes as a packed array of 32-bit integers (not a list of int
+the bulky parts are kept compact: a set of word hashes as one bytes object of 32-bit integers (not a list of int
 objects), a sketch as one integer (not its base64 text). The helpers here read the JSON form back, each raising
 ``ValueError`` (which the engine reports as a :class:`~loopwatch.errors.StateError`) when it is malformed.
 """
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from itertools import chain
 from operator import attrgetter
 from typing import Any, Final, TypeGuard, TypeVar
 
-from .base import SKETCH_BITS, WORD_CODE, bits_text, text_bits
+from .base import SKETCH_BITS, bits_text, text_bits, word_bytes, word_values
 
 T = TypeVar("T")
-
-
-def packed(words: Iterable[int]) -> array[int]:
-    """``words`` (CRC-32s) as a packed array."""
-    return array(WORD_CODE, words)
-
 
 _INT: Final = frozenset({int})
 _STR: Final = frozenset({str})
@@ -147,22 +140,23 @@ def texts(value: object, what: str) -> list[str]:
     return list(value)
 
 
-def words(value: object, what: str) -> array[int]:
-    """Word hashes from their JSON form (a list of unsigned 32-bit integers)."""
+def words(value: object, what: str) -> bytes:
+    """Word hashes (:func:`~.base.word_bytes`) from their JSON form (a list of unsigned 32-bit integers)."""
     if _ints(value):
         try:
-            return packed(value)
+            return word_bytes(value)
         except OverflowError:  # negative, or more than 32 bits
             pass
     raise ValueError(f"{what} must be a list of 32-bit word hashes, got {value!r}")
 
 
-def optional_words(value: object, what: str) -> array[int] | None:
+def optional_words(value: object, what: str) -> bytes | None:
     return None if value is None else words(value, what)
 
 
-def words_json(value: array[int] | None) -> list[int] | None:
-    return None if value is None else value.tolist()
+def words_json(value: bytes | None) -> list[int] | None:
+    """The JSON form of word hashes (:func:`~.base.word_bytes`)."""
+    return None if value is None else word_values(value).tolist()
 
 
 def sketch(value: object, what: str, bits: int = SKETCH_BITS) -> int:

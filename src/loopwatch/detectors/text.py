@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import zlib
-from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -37,7 +36,7 @@ from .base import (
     Detector,
     Finding,
     Step,
-    argument_word_array,
+    argument_word_bytes,
     beyond_echo,
     bits_similarity,
     bits_text,
@@ -45,6 +44,7 @@ from .base import (
     mutates,
     pushed,
     text_bits,
+    word_values,
 )
 
 Metric = Literal["jaccard", "fuzz"]
@@ -122,8 +122,8 @@ class SimilarTextState:
     """What the recent results said (with ``novelty``)."""
     news: bool = False
     """Did a result say something new since the last turn?"""
-    asked: array[int] | None = None
-    """The argument words of the call awaiting its result (shared with the step: never changed)."""
+    asked: bytes | None = None
+    """The argument words of the call awaiting its result (:func:`~.base.word_bytes`, shared with the step)."""
 
 
 _SIMILAR_TEXT_READERS: Final[dict[str, Reader]] = {
@@ -218,13 +218,13 @@ class SimilarTextDetector(Detector):
             # what a change answers shows what was written, not something learned: an edit undone and redone
             # answers something different each time
             if state.asked is not None:
-                said = beyond_echo(step, frozenset(state.asked))
+                said = beyond_echo(step, frozenset(word_values(state.asked)))
                 if said not in state.seen:  # a result unlike the recent ones: something learned
                     state.news = True
                     state.seen = pushed(state.seen, said, _SEEN)
             return None
         if self.novelty and step.kind == "call":
-            state.asked = None if mutates(step) else argument_word_array(step)
+            state.asked = None if mutates(step) else argument_word_bytes(step)
         text = turn_text(step, self.include_thoughts)
         if text is None or (self.min_chars and len(text.strip()) < self.min_chars):
             return None
