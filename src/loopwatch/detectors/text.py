@@ -113,8 +113,9 @@ _SEEN: Final = 32
 class SimilarTextState:
     """A :class:`SimilarTextDetector`'s session state."""
 
-    history: tuple[Any, ...] = ()
-    """The recent turns: sketches (integers), word sets or texts, as the metric needs."""
+    history: tuple[Any, ...] | bytes = ()
+    """The recent turns: word sets or texts, as the metric needs; sketches packed in one bytes object
+    (:func:`_packed_sketches`)."""
     consecutive: int = 0
     start: int | None = None
     idx: tuple[int, ...] = ()
@@ -204,12 +205,18 @@ class SimilarTextDetector(Detector):
 
     def _compare(self, text: str, recent: Sequence[Any]) -> tuple[Any, float | None]:
         """The history item of ``text`` and its best similarity to the ``recent`` items (None if none)."""
-        if self.sketch is not None and self.metric == "jaccard":
-            # sketches are kept as integer bit sets (base64 text only in the JSON form)
-            bits = word_bits(text if self.max_chars is None else text[: self.max_chars], self.sketch)
-            return bits, best_sketch_similarity(bits, recent) if recent else None
         item, similarity = self._item(text), self._similarity()
         return item, max(similarity(prev, item) for prev in recent) if recent else None
+
+    def _compare_sketch(self, text: str, history: bytes) -> tuple[bytes, float | None]:
+        """:meth:`_compare` for sketches: ``history`` with the sketch of ``text`` added (keeping the last
+        :attr:`history`), and its best similarity to the last ``window`` ones (None if none)."""
+        bits = word_bits(text if self.max_chars is None else text[: self.max_chars], self.sketch or 0)
+        recent = _unpacked_sketches(history[-_SKETCH_BYTES * self.window :])
+        if len(history) >= _SKETCH_BYTES * self.history:
+            history = history[len(history) - _SKETCH_BYTES * (self.history - 1) :]
+        packed = history + bits.to_bytes(_SKETCH_BYTES, "big")
+        return packed, best_sketch_similarity(bits, recent) if recent else None
 
     def observe(self, state: SimilarTextState, step: Step) -> Finding | None:
         if step.kind == "result":
@@ -229,8 +236,12 @@ class SimilarTextDetector(Detector):
         if text is None or (self.min_chars and len(text.strip()) < self.min_chars):
             return None
         history = state.history
-        item, best = self._compare(text, history[-self.window :])
-        state.history = pushed(history, item, self.history)
+        if self.sketch is not None and self.metric == "jaccard":
+            # sketches are kept as integer bit sets packed in one bytes object (base64 text only in the JSON form)
+            state.history, best = self._compare_sketch(text, _packed_sketches(history))
+        else:
+            item, best = self._compare(text, history[-self.window :])
+            state.history = pushed(tuple(history), item, self.history)
         state.idx = pushed(state.idx, step.index, self.window + 1)
         if best is None:
             return None
@@ -256,7 +267,11 @@ class SimilarTextDetector(Detector):
 
     def dump_state(self, state: SimilarTextState) -> dict[str, Any]:
         data = fields_json(state)
-        data["history"] = [_history_json(h) for h in state.history]
+        history = state.history
+        if type(history) is bytes:
+            data["history"] = [bits_text(bits) for bits in _unpacked_sketches(history)]
+        else:
+            data["history"] = [_history_json(h) for h in history]
         data["asked"] = words_json(state.asked)
         return data
 
@@ -264,9 +279,29 @@ class SimilarTextDetector(Detector):
         keys_of("similar_text", data, ("history", "consecutive", "start", "idx"), ("seen", "news", "asked"))
         state = from_fields(SimilarTextState, data, "similar_text", _SIMILAR_TEXT_READERS)
         if self.metric == "jaccard":
-            load = frozenset if self.sketch is None else _sketch_bits
-            state.history = tuple(load(h) for h in state.history)
+            items: tuple[Any, ...] = tuple(state.history)  # as read: a JSON list
+            if self.sketch is None:
+                state.history = tuple(frozenset(h) for h in items)
+            else:
+                state.history = _packed_sketches(tuple(_sketch_bits(h) for h in items))
         return state
+
+
+_SKETCH_BYTES: Final = SKETCH_BITS // 8
+"""The bytes of a sketch in a packed history."""
+
+
+def _packed_sketches(history: tuple[Any, ...] | bytes) -> bytes:
+    """Sketches (integers of at most :data:`~.base.SKETCH_BITS` bits) packed in one bytes object, each in
+    :data:`_SKETCH_BYTES` big-endian bytes: 33 bytes for the lot instead of 36 and an object's 28 each."""
+    if type(history) is bytes:
+        return history
+    return b"".join(bits.to_bytes(_SKETCH_BYTES, "big") for bits in history)
+
+
+def _unpacked_sketches(history: bytes) -> list[int]:
+    """The sketches :func:`_packed_sketches` packed, in order."""
+    return [int.from_bytes(history[at : at + _SKETCH_BYTES], "big") for at in range(0, len(history), _SKETCH_BYTES)]
 
 
 def _sketch_bits(text: str) -> int:
