@@ -9,12 +9,14 @@ objects), a sketch as one integer (not its base64 text). The helpers here read t
 
 from __future__ import annotations
 
+import struct
+from array import array
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from itertools import chain
 from operator import attrgetter
 from typing import Any, Final, TypeGuard, TypeVar
 
-from .base import SKETCH_BITS, bits_text, text_bits, word_bytes, word_values
+from .base import SKETCH_BITS, WORD_CODE, bits_text, pushed, text_bits, word_bytes, word_values
 
 T = TypeVar("T")
 
@@ -437,3 +439,70 @@ def packed_with_last(sequence: Packed, fingerprint: str | None) -> Packed:
     if entry is None or isinstance(sequence, tuple):
         return (*packed_list(sequence)[:-1], fingerprint)
     return sequence[:-8] + entry
+
+
+# -- packed indices --------------------------------------------------------------------------------------------
+# The last few step indices a rule keeps (the calls of a streak, the last turns...) are packed 4 bytes each in one
+# bytes object: a tuple takes 8 bytes an entry, and each index past 256 is an object of 28 bytes more. An index that
+# does not fit in 32 bits (or is negative: only a snapshot could bring one) keeps them in a tuple.
+
+Indices = bytes | tuple[int, ...]
+"""A rule's last few step indices (see above); ``b""`` (or ``()``) for none."""
+
+_INDEX: Final = struct.Struct("=I")
+_INDEX_LIMIT: Final = 1 << 32
+_pack_index: Final = _INDEX.pack
+
+
+def indices_of(values: Iterable[int]) -> Indices:
+    """``values`` (step indices) packed (a tuple of them when one does not fit)."""
+    items = tuple(values)
+    if all(0 <= value < _INDEX_LIMIT for value in items):
+        return array(WORD_CODE, items).tobytes()
+    return items
+
+
+def indices(value: object, what: str) -> Indices:
+    """Step indices from their JSON form (a list of integers)."""
+    return indices_of(integer_tuple(value, what))
+
+
+def index_tuple(items: Indices) -> tuple[int, ...]:
+    """The indices of ``items``, in order."""
+    return items if isinstance(items, tuple) else tuple(array(WORD_CODE, items))
+
+
+def indices_json(items: Indices) -> list[int]:
+    """The JSON form of ``items``."""
+    return list(items) if isinstance(items, tuple) else array(WORD_CODE, items).tolist()
+
+
+def indices_len(items: Indices) -> int:
+    """How many indices ``items`` holds."""
+    return len(items) if isinstance(items, tuple) else len(items) >> 2
+
+
+def index_at(items: Indices, at: int) -> int:
+    """The index at position ``at`` (negative: from the end) of ``items``; ``IndexError`` past its ends."""
+    if isinstance(items, tuple):
+        return items[at]
+    count = len(items) >> 2
+    if not -count <= at < count:
+        raise IndexError("index position out of range")
+    value: int = _INDEX.unpack_from(items, 4 * (at % count))[0]
+    return value
+
+
+def indices_pushed(items: Indices, index: int, limit: int) -> Indices:
+    """``items`` and ``index`` after them, keeping at most ``limit`` (:func:`~.base.pushed` for indices)."""
+    if type(items) is bytes and 0 <= index < _INDEX_LIMIT:
+        n = len(items)
+        return (items if n < 4 * limit else items[n - 4 * limit + 4 :]) + _pack_index(index)
+    return pushed(index_tuple(items), index, limit)
+
+
+def ends_with_index(items: Indices, index: int | None) -> bool:
+    """Is ``index`` the last index of ``items``?"""
+    if type(items) is bytes:
+        return index is not None and 0 <= index < _INDEX_LIMIT and items.endswith(_pack_index(index))
+    return bool(items) and items[-1] == index

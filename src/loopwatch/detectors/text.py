@@ -16,13 +16,19 @@ from ..ladder import Ladder
 from ..patterns import Pattern
 from ..similarity import fuzz_ratio, jaccard_sets
 from ._state import (
+    Indices,
     Reader,
     any_value,
     fields_json,
     flag,
     from_fields,
+    index_at,
+    index_tuple,
+    indices,
+    indices_json,
+    indices_len,
+    indices_pushed,
     integer,
-    integer_tuple,
     keys_of,
     listed,
     optional_integer,
@@ -118,7 +124,7 @@ class SimilarTextState:
     (:func:`_packed_sketches`)."""
     consecutive: int = 0
     start: int | None = None
-    idx: tuple[int, ...] = ()
+    idx: Indices = b""
     seen: tuple[str, ...] = ()
     """What the recent results said (with ``novelty``)."""
     news: bool = False
@@ -131,7 +137,7 @@ _SIMILAR_TEXT_READERS: Final[dict[str, Reader]] = {
     "history": lambda value, what: tuple(listed(value, what, any_value)),
     "consecutive": integer,
     "start": optional_integer,
-    "idx": integer_tuple,
+    "idx": indices,
     "seen": text_tuple,
     "news": flag,
     "asked": optional_words,
@@ -242,7 +248,7 @@ class SimilarTextDetector(Detector):
         else:
             item, best = self._compare(text, history[-self.window :])
             state.history = pushed(tuple(history), item, self.history)
-        state.idx = pushed(state.idx, step.index, self.window + 1)
+        state.idx = indices_pushed(state.idx, step.index, self.window + 1)
         if best is None:
             return None
         news, state.news = state.news, False
@@ -252,7 +258,7 @@ class SimilarTextDetector(Detector):
             state.consecutive, state.start = 0, None
             return None
         if state.consecutive == 0:
-            state.start = state.idx[-2] if len(state.idx) > 1 else step.index
+            state.start = index_at(state.idx, -2) if indices_len(state.idx) > 1 else step.index
         state.consecutive = state.consecutive + 1 if self.mode == "consecutive" else 1
         count = state.consecutive
         return Finding(
@@ -261,12 +267,13 @@ class SimilarTextDetector(Detector):
             key=f"similar_text:{state.start}",
             loop_start=state.start,
             reason=f"{count} consecutive similar turns ({best:.0%} similar to a recent turn)",
-            indices=state.idx[-(count + 1) :],
+            indices=index_tuple(state.idx)[-(count + 1) :],
             facts={"similarity": round(best, 3), "text": preview(text, 160)},
         )
 
     def dump_state(self, state: SimilarTextState) -> dict[str, Any]:
         data = fields_json(state)
+        data["idx"] = indices_json(state.idx)
         history = state.history
         if type(history) is bytes:
             data["history"] = [bits_text(bits) for bits in _unpacked_sketches(history)]
@@ -419,7 +426,7 @@ class MonologueState:
     last: int | None = None
     """The hash of the last message (lowercased, blanks removed)."""
     worker: str | None = None
-    idx: tuple[int, ...] = ()
+    idx: Indices = b""
 
 
 _MONOLOGUE_READERS: Final[dict[str, Reader]] = {
@@ -429,7 +436,7 @@ _MONOLOGUE_READERS: Final[dict[str, Reader]] = {
     "same": integer,
     "last": optional_integer,
     "worker": optional_text,
-    "idx": integer_tuple,
+    "idx": indices,
 }
 
 
@@ -452,7 +459,9 @@ class MonologueDetector(Detector):
         return MonologueState()
 
     def dump_state(self, state: MonologueState) -> dict[str, Any]:
-        return fields_json(state)
+        data = fields_json(state)
+        data["idx"] = indices_json(state.idx)
+        return data
 
     def load_state(self, data: dict[str, Any]) -> MonologueState:
         keys_of("monologue", data, _MONOLOGUE_READERS)
@@ -460,7 +469,7 @@ class MonologueDetector(Detector):
 
     def observe(self, state: MonologueState, step: Step) -> Finding | None:
         if step.kind == "call":
-            state.tools, state.n, state.start, state.same, state.last, state.idx = True, 0, None, 0, None, ()
+            state.tools, state.n, state.start, state.same, state.last, state.idx = True, 0, None, 0, None, b""
             return None
         if step.kind == "message" and step.role == "user":
             # someone answered: replying to a user is a conversation, not a monologue (saying the very same
@@ -470,7 +479,7 @@ class MonologueDetector(Detector):
         if step.kind != "message" or step.role != "assistant":
             return None
         if self.per_worker and step.worker != state.worker:
-            state.n, state.start, state.same, state.last, state.idx = 0, None, 0, None, ()
+            state.n, state.start, state.same, state.last, state.idx = 0, None, 0, None, b""
             state.worker = None if step.worker is None else sys.intern(step.worker)
         text = (step.text or "")[:4_000]
         normalized = zlib.crc32(text.lower().encode("utf-8", "surrogatepass").translate(None, b" \t\r\n"))
@@ -479,7 +488,7 @@ class MonologueDetector(Detector):
         state.n += 1
         if state.n == 1:
             state.start = step.index
-        state.idx = pushed(state.idx, step.index, 8)
+        state.idx = indices_pushed(state.idx, step.index, 8)
         if state.same >= 2:
             return self._finding(state, step, "repeat_message", state.same)
         if state.tools and state.n >= 2:
@@ -491,7 +500,7 @@ class MonologueDetector(Detector):
             reason = f"the same assistant message {count} times in a row"
         else:
             reason = f"{count} assistant messages in a row without using a tool"
-        start = state.idx[-count] if len(state.idx) >= count else state.start
+        start = index_at(state.idx, -count) if indices_len(state.idx) >= count else state.start
         return Finding(
             pattern=pattern,
             count=count,
@@ -499,7 +508,7 @@ class MonologueDetector(Detector):
             key=f"{pattern}:{start if pattern == 'repeat_message' else state.start}",
             loop_start=start,
             reason=reason,
-            indices=state.idx[-count:],
+            indices=index_tuple(state.idx)[-count:],
             facts={"text": preview(step.text or "", 160)},
         )
 
