@@ -135,8 +135,9 @@ class ErrorRetryState:
     streaks: Flat = ()
     """Each tool's :class:`Streak`."""
     calls: tuple[Any, ...] = ()
-    """Each tool's last call, in one flat tuple: tool key, the call's fingerprint, its argument words (an ``array``
-    shared with the step, never changed; ``None`` for a call recorded before they were kept), tool key..."""
+    """Each tool's last call, in one flat tuple: tool key, the call's fingerprint, its argument words
+    (:func:`~.base.word_bytes`, shared with the step; ``None`` for a call recorded before they were kept), tool
+    key..."""
     change: int | None = None
     """The call awaiting its result that may change something."""
 
