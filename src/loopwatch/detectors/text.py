@@ -218,11 +218,18 @@ class SimilarTextDetector(Detector):
         """:meth:`_compare` for sketches: ``history`` with the sketch of ``text`` added (keeping the last
         :attr:`history`), and its best similarity to the last ``window`` ones (None if none)."""
         bits = word_bits(text if self.max_chars is None else text[: self.max_chars], self.sketch or 0)
-        recent = _unpacked_sketches(history[-_SKETCH_BYTES * self.window :])
+        recent = history[-_SKETCH_BYTES * self.window :]
+        best: float | None = None
+        read = int.from_bytes
+        for at in range(0, len(recent), _SKETCH_BYTES):  # best_sketch_similarity, each sketch read in turn
+            prev = read(recent[at : at + _SKETCH_BYTES], "big")
+            union = (prev | bits).bit_count()
+            similarity = (prev & bits).bit_count() / union if union else 0.0
+            if best is None or similarity > best:
+                best = similarity
         if len(history) >= _SKETCH_BYTES * self.history:
             history = history[len(history) - _SKETCH_BYTES * (self.history - 1) :]
-        packed = history + bits.to_bytes(_SKETCH_BYTES, "big")
-        return packed, best_sketch_similarity(bits, recent) if recent else None
+        return history + bits.to_bytes(_SKETCH_BYTES, "big"), best
 
     def observe(self, state: SimilarTextState, step: Step) -> Finding | None:
         if step.kind == "result":
