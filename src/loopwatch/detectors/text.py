@@ -44,7 +44,6 @@ from .base import (
     Step,
     argument_word_bytes,
     beyond_echo,
-    bits_similarity,
     bits_text,
     bottom_k,
     mutates,
@@ -94,12 +93,6 @@ def word_bits(text: str, k: int) -> int:
         return bottom_k(_kernels.word_hashes(text.encode("ascii")), k)
     words = set(text.lower().encode("utf-8", "surrogatepass").split())
     return bottom_k(set(map(zlib.crc32, words)), k)
-
-
-def best_sketch_similarity(bits: int, recent: Sequence[int]) -> float:
-    """The highest :func:`~.base.sketch_similarity` of the sketch ``bits`` with the ``recent`` sketches, all
-    as integer bit sets (0.0 when ``recent`` is empty)."""
-    return max((bits_similarity(prev, bits) for prev in recent), default=0.0)
 
 
 def turn_text(step: Step, include_thoughts: bool) -> str | None:
@@ -221,7 +214,7 @@ class SimilarTextDetector(Detector):
         recent = history[-_SKETCH_BYTES * self.window :]
         best: float | None = None
         read = int.from_bytes
-        for at in range(0, len(recent), _SKETCH_BYTES):  # best_sketch_similarity, each sketch read in turn
+        for at in range(0, len(recent), _SKETCH_BYTES):  # the best bits_similarity, each sketch read in turn
             prev = read(recent[at : at + _SKETCH_BYTES], "big")
             union = (prev | bits).bit_count()
             similarity = (prev & bits).bit_count() / union if union else 0.0
