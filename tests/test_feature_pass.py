@@ -92,7 +92,7 @@ def test_a_call_is_read_once_for_its_words_scopes_and_query(monkeypatch: pytest.
     places, query_words, _ = states["no_progress"].current
     assert "src" in places
     assert flat_get(states["failure_streak"].items, 0) == (places, query_words)
-    # the call's words are one packed array, shared by the rules that keep them
+    # the call's words are one bytes object, shared by the rules that keep them
     assert states["error_retry"].action("bash:grep") is states["feedback_repeat"].attempt
 
 

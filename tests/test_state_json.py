@@ -196,3 +196,21 @@ def test_a_damaged_state_is_refused_with_a_state_error(rule: str, key: str, dama
     data["detectors"][position][key] = damaged
     with pytest.raises(StateError):
         engine.load(data)
+
+
+def test_indices_that_do_not_fit_in_32_bits_are_kept_and_written_back() -> None:
+    """Step indices are packed 4 bytes each in memory; one a snapshot brings that does not fit (negative, or past
+    32 bits) keeps them as they are, written back the same and pushed on as before."""
+    engine = Engine(preset("default-lexical"))
+    names = [d.name for d in engine.policy.detectors]
+    session = engine.new_session()
+    for _ in range(2):
+        engine.observe(session, Message("assistant", "Still thinking about the next step."))
+    data = json.loads(json.dumps(engine.dump(session)))
+    monologue = data["detectors"][names.index("monologue")]
+    assert monologue["idx"] == [0, 1]
+    monologue["idx"] = [-1, 1 << 33]
+    loaded = engine.load(data)
+    assert engine.dump(loaded)["detectors"][names.index("monologue")]["idx"] == [-1, 1 << 33]
+    engine.observe(loaded, Message("assistant", "Still thinking about the next step."))
+    assert engine.dump(loaded)["detectors"][names.index("monologue")]["idx"] == [-1, 1 << 33, 2]

@@ -20,7 +20,8 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, Final
 
 from .core._engine import Engine, Evaluation
 from .core._events import Event
@@ -119,15 +120,21 @@ class SessionBackend(ABC):
         many sessions. :class:`~loopwatch.errors.UnsupportedError` where that cannot be known (a store)."""
 
 
-class _Held:
-    """A session kept in this process: its state, when it was last seen, its swarm."""
+@dataclass(slots=True, kw_only=True)
+class _Held(SessionState):
+    """A session kept in this process: its state, and when it was last seen and its swarm (in the same object: one
+    object less per session)."""
 
-    __slots__ = ("seen", "state", "swarm")
+    seen: float = 0.0
+    swarm: str | None = None
 
-    def __init__(self, state: State, seen: float, swarm: str | None) -> None:
-        self.state = state
-        self.seen = seen
-        self.swarm = swarm
+
+_STATE_FIELDS: Final = tuple(f.name for f in fields(SessionState))
+
+
+def _held(state: State, seen: float, swarm: str | None) -> _Held:
+    """``state`` as a session kept in this process (its fields, not the object)."""
+    return _Held(**{name: getattr(state, name) for name in _STATE_FIELDS}, seen=seen, swarm=swarm)
 
 
 class InProcessSessions(SessionBackend):
@@ -154,7 +161,7 @@ class InProcessSessions(SessionBackend):
         with self._lock:
             held = self._sessions.get(session)
             if held is None:
-                held = self._add(session, _Held(self.engine.new_session(), now or 0.0, swarm))
+                held = self._add(session, _held(self.engine.new_session(), now or 0.0, swarm))
             else:
                 self._sessions.move_to_end(session)
                 held.seen = now or 0.0  # under the lock: evict_idle reads it
@@ -163,7 +170,7 @@ class InProcessSessions(SessionBackend):
             group = held.swarm
             count = None if group is None else self._counter(self._swarm(group, now))
         stamp = event.ts if event.ts is not None else now
-        return evaluate(self.engine, held.state, event, session, stamp, group, count), group
+        return evaluate(self.engine, held, event, session, stamp, group, count), group
 
     def _add(self, session: str, held: _Held) -> _Held:
         """Keep a session, dropping the least recently used beyond ``max_sessions``; call with the lock held."""
@@ -200,16 +207,16 @@ class InProcessSessions(SessionBackend):
         with self._lock:
             held = self._sessions.get(session)
         if held is not None:
-            self.engine.reset(held.state, limits=limits)
+            self.engine.reset(held, limits=limits)
 
     def read(self, session: str) -> tuple[State, str | None]:
         with self._lock:
             held = self._sessions.get(session)
-        return (held.state, held.swarm) if held is not None else (self.engine.new_session(), None)
+        return (held, held.swarm) if held is not None else (self.engine.new_session(), None)
 
     def replace(self, session: str, state: State, swarm: str | None, *, now: float | None) -> None:
         with self._lock:
-            self._add(session, _Held(state, now or 0.0, swarm))
+            self._add(session, _held(state, now or 0.0, swarm))
 
     def swarm_of(self, session: str) -> str | None:
         with self._lock:

@@ -74,11 +74,11 @@ class Engine:
     # -- session state ---------------------------------------------------------------------------------
 
     def new_session(self) -> SessionState:
-        return SessionState(self._new_states(), Limits.new_usage())
+        return SessionState(detectors=self._new_states())
 
     def _new_states(self) -> list[Any]:
         """Fresh rule states for a session (``None`` for a rule that shares its fresh state)."""
-        return [None if d.fresh_shared else d.new_state() for d in self._detectors]
+        return list(tuple(None if d.fresh_shared else d.new_state() for d in self._detectors))  # no room to spare
 
     def _state(self, session: SessionState, i: int) -> Any:
         """The session's state of rule ``i`` (the shared fresh state for ``None``: read it, never change it)."""
@@ -91,7 +91,7 @@ class Engine:
         session.ladders = ()
         session.stopped = None
         if limits:
-            session.usage = Limits.new_usage()
+            session.reset_usage()
             session.warned = ()
 
     def _reset_for_user(self, session: SessionState) -> None:
@@ -212,7 +212,7 @@ class Engine:
             step.worker = worker
         if count_swarm is not None and step.kind == "call" and self.counts_swarms:
             step.swarm = count_swarm(step.call_fp or "", step.worker or "default", step.tool or "")
-        Limits.account(session.usage, step, now)
+        Limits.account(session, step, now)
         if step.kind == "reset":
             self.reset(session)
             return ok(index)
@@ -382,7 +382,7 @@ class Engine:
         limits = self.policy.limits
         if not limits:
             return None
-        hit = limits.check(session.usage)
+        hit = limits.check(session)
         if hit is None:
             return None
         if hit.warning:

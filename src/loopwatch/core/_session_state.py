@@ -12,7 +12,7 @@ one). :func:`session_json` writes the JSON object snapshots have always held, in
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from ._limits import UsageCounters
@@ -43,13 +43,12 @@ class LadderState:
     nudges: tuple[tuple[int, int], ...] = ()
 
 
-@dataclass(slots=True)
-class SessionState:
+@dataclass(slots=True, kw_only=True)
+class SessionState(UsageCounters):
     """One session's state (see the module docstring); the rules' states are in ``detectors``, in the policy's
-    order."""
+    order. The limits' counters are its own fields (a session is its :attr:`usage`: one object less)."""
 
     detectors: list[Any]
-    usage: UsageCounters = field(default_factory=UsageCounters)
     index: int = 0
     ladders: Flat = ()
     """Per pattern, its ladder, in a small table (:data:`~loopwatch.core.detectors._state.Flat`: pattern, ladder,
@@ -66,6 +65,15 @@ class SessionState:
     """The signatures of the last user replies."""
     last: LastVerdict | None = None
     refused: Refused | None = None
+
+    @property
+    def usage(self) -> UsageCounters:
+        """The limits' counters: the session itself."""
+        return self
+
+    def reset_usage(self) -> None:
+        """Give the limits' counters their fresh values."""
+        UsageCounters.__init__(self)
 
 
 def session_json(state: SessionState, detectors: list[Any], policy: str) -> dict[str, Any]:
@@ -127,9 +135,15 @@ def read_session(data: Mapping[str, Any], detectors: list[Any]) -> SessionState:
     last = data.get("last")
     refused = data.get("refused")
     ladders = table(data["ladders"], "ladders", _ladder)
+    usage = _usage(data["usage"])
     return SessionState(
         detectors=detectors,
-        usage=_usage(data["usage"]),
+        iterations=usage.iterations,
+        cost=usage.cost,
+        tokens=usage.tokens,
+        failures=usage.failures,
+        first_ts=usage.first_ts,
+        last_ts=usage.last_ts,
         index=index,
         ladders=flat_of(ladders),
         last_call=None if calls["last"] is None else _call(calls["last"], "calls: last"),

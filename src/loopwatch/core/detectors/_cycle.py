@@ -12,11 +12,19 @@ from .._patterns import Pattern
 from ._base import Detector, Finding, Step, call_label, mutates, polls, pushed
 from ._repeat import loose_fp
 from ._state import (
+    Indices,
     Packed,
     Reader,
+    ends_with_index,
     fields_json,
     flag_tuple,
     from_fields,
+    index_at,
+    index_tuple,
+    indices,
+    indices_json,
+    indices_len,
+    indices_pushed,
     integer_tuple,
     keys_of,
     optional_text_tuple,
@@ -39,7 +47,7 @@ class CycleState:
 
     fps: Packed = b""
     """Call fingerprints (packed: :data:`~._state.Packed`)."""
-    idx: tuple[int, ...] = ()
+    idx: Indices = b""
     tools: tuple[str | None, ...] = ()
     """Labels of the calls that repeated an earlier one (for the message)."""
     outs: Packed = b""
@@ -55,7 +63,7 @@ def _packed(value: object, what: str) -> Packed:
 
 _READERS: Final[dict[str, Reader]] = {
     "fps": _packed,
-    "idx": integer_tuple,
+    "idx": indices,
     "tools": optional_text_tuple,
     "outs": _packed,
     "polls": flag_tuple,
@@ -128,6 +136,7 @@ class CycleDetector(Detector):
     def dump_state(self, state: CycleState) -> dict[str, Any]:
         data = fields_json(state)
         data["fps"], data["outs"] = packed_list(state.fps), packed_list(state.outs)
+        data["idx"] = indices_json(state.idx)
         return data
 
     def load_state(self, data: dict[str, Any]) -> CycleState:
@@ -140,7 +149,7 @@ class CycleDetector(Detector):
     def observe(self, state: CycleState, step: Step) -> Finding | None:
         if step.kind == "call":
             return self._call(state, step)
-        if step.kind == "result" and self.result_aware and state.idx and step.call_index == state.idx[-1]:
+        if step.kind == "result" and self.result_aware and ends_with_index(state.idx, step.call_index):
             self._result(state, step)
         return None
 
@@ -155,7 +164,7 @@ class CycleDetector(Detector):
             if state.match is not self._zeros and any(state.match):
                 first = state.match[0]
                 state.match = self._zeros if first == 0 else (first, *self._zeros[1:])
-            state.idx = pushed(state.idx, step.index, limit)
+            state.idx = indices_pushed(state.idx, step.index, limit)
             tools, waits, n = state.tools, state.polls, len(state.tools)
             if n <= limit and tools is self._no_labels[n] and waits is self._no_polls[n]:  # no label, no wait
                 n = n + 1 if n < limit else limit
@@ -167,7 +176,7 @@ class CycleDetector(Detector):
             return None
         self._match(state, fps, fingerprint)
         match = state.match
-        state.idx = pushed(state.idx, step.index, limit)
+        state.idx = indices_pushed(state.idx, step.index, limit)
         state.tools = _pushed_shared(state.tools, call_label(step, 60), limit, self._no_labels)
         # a change's own output (the file it wrote) differs every time; only look-ups and runs tell progress
         out = "" if mutates(step) else None
@@ -187,7 +196,7 @@ class CycleDetector(Detector):
         for p in range(1, self.max_period + 1):
             if same[p - 1]:
                 if match[p] == 0:
-                    starts[p] = state.idx[-p]  # the repeated region starts at the call this one repeats
+                    starts[p] = index_at(state.idx, -p)  # the repeated region starts at the call this one repeats
                 match[p] += 1
             else:
                 match[p] = 0
@@ -220,8 +229,8 @@ class CycleDetector(Detector):
             state.match = tuple(0 if p in broken else m for p, m in enumerate(match))
 
     def _finding(self, state: CycleState, step: Step, period: int, reps: int) -> Finding:
-        span = min(len(state.idx), state.match[period] + period)
-        indices = tuple(state.idx[-span:])
+        span = min(indices_len(state.idx), state.match[period] + period)
+        indices = index_tuple(state.idx)[-span:]
         start = state.starts[period]
         unit = state.tools[-period:]
         listing = "\n".join(f"  {i}. {call}" for i, call in enumerate(unit, 1))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, Final
@@ -15,13 +13,14 @@ from ._base import (
     Detector,
     Finding,
     Step,
-    argument_word_array,
+    argument_word_bytes,
     call_label,
     masked_of,
     mutates,
     polls,
     pushed,
     searches,
+    word_values,
 )
 from ._failure_text import _jaccard, _numberless, error_bits_of, excerpt_of
 from ._state import (
@@ -69,8 +68,8 @@ class Streak:
     """With ``counters``: :func:`_numberless` of the latest failure."""
     mut: bool = False
     """Did a call change something since the latest failure?"""
-    action: array[int] | None = None
-    """The argument words of the latest failing call."""
+    action: bytes | None = None
+    """The argument words of the latest failing call (:func:`~.base.word_bytes`)."""
     variants: bool = False
     """Were the streak's calls variants of each other (other arguments)?"""
     last: int = 0
@@ -136,14 +135,15 @@ class ErrorRetryState:
     streaks: Flat = ()
     """Each tool's :class:`Streak`."""
     calls: tuple[Any, ...] = ()
-    """Each tool's last call, in one flat tuple: tool key, the call's fingerprint, its argument words (an ``array``
-    shared with the step, never changed; ``None`` for a call recorded before they were kept), tool key..."""
+    """Each tool's last call, in one flat tuple: tool key, the call's fingerprint, its argument words
+    (:func:`~.base.word_bytes`, shared with the step; ``None`` for a call recorded before they were kept), tool
+    key..."""
     change: int | None = None
     """The call awaiting its result that may change something."""
     failed: str | None = None
     """The tool key of the latest result, when it failed (``None`` after a success)."""
 
-    def action(self, key: str) -> array[int] | None:
+    def action(self, key: str) -> bytes | None:
         """The argument words of the tool's last call."""
         keys = self.calls[::3]
         return self.calls[3 * keys.index(key) + 2] if key in keys else None
@@ -226,7 +226,9 @@ class ErrorRetryDetector(Detector):
             "shapes": dict(zip(calls[::3], calls[1::3], strict=True)),
             "change": state.change,
             "actions": {
-                key: action.tolist() for key, action in zip(calls[::3], calls[2::3], strict=True) if action is not None
+                key: words_json(action)
+                for key, action in zip(calls[::3], calls[2::3], strict=True)
+                if action is not None
             },
         }
         if state.failed is not None:  # written only when set: a snapshot taken before it was kept writes back the same
@@ -271,7 +273,7 @@ class ErrorRetryDetector(Detector):
                 calls = calls[:at] + calls[at + 3 :]
             if len(calls) >= 3 * self.tools:
                 calls = calls[len(calls) - 3 * self.tools + 3 :] if self.tools > 0 else ()
-            state.calls = (*calls, key, shape, argument_word_array(step)) if self.tools > 0 else ()
+            state.calls = (*calls, key, shape, argument_word_bytes(step)) if self.tools > 0 else ()
             streak: Streak | None = flat_get(streaks, key) if streaks else None
             if streak is None or step.index - streak.last > self.gap or streak.mut:
                 return None
@@ -300,7 +302,7 @@ class ErrorRetryDetector(Detector):
             return None
         return self._finding(key, streak, step, blockable=False)
 
-    def _join(self, state: ErrorRetryState, key: str, step: Step, action: array[int] | None) -> Streak:
+    def _join(self, state: ErrorRetryState, key: str, step: Step, action: bytes | None) -> Streak:
         words = error_bits_of(step)
         where = step.call_index if step.call_index is not None else step.index
         streaks, found = flat_pop(state.streaks, key)
@@ -384,7 +386,7 @@ class ErrorRetryDetector(Detector):
         )
 
 
-def _renamed_retry(action: array[int] | None, other: Streak, step: Step, words: int, similarity: float) -> bool:
+def _renamed_retry(action: bytes | None, other: Streak, step: Step, words: int, similarity: float) -> bool:
     """Is a failure of one tool the same retry as the latest failure, of another tool: the same action (known on
     both sides: see :func:`_same_action`) failing with the same or an equivalent error?"""
     if not action or not other.action or not _same_action(action, other.action):
@@ -398,14 +400,14 @@ def _label(key: str) -> str:
     return f"{tool} ({program.replace(':', ' ')})" if program else key
 
 
-def _same_action(action: Sequence[int] | None, other: Sequence[int] | None, similarity: float = 0.5) -> bool:
+def _same_action(action: bytes | None, other: bytes | None, similarity: float = 0.5) -> bool:
     """Is a failing call the same action as the streak's last: the words of their argument values overlap by at
     least ``similarity``, or differ in two words at most among three or more shared (``--try 1`` for ``--try 0``,
     another line number)?
     Unknown (a streak saved before actions were kept, a result without its call, no arguments): yes."""
     if not action or not other:
         return True
-    a, b = set(action), set(other)
+    a, b = set(word_values(action)), set(word_values(other))
     shared = len(a & b)
     return (len(a ^ b) <= 2 and shared >= 3) or shared / len(a | b) >= similarity
 

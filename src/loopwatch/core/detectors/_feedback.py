@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import zlib
-from array import array
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -15,21 +14,24 @@ from ._base import (
     Detector,
     Finding,
     Step,
-    argument_word_array,
-    pushed,
+    argument_word_bytes,
     signature_of,
+    word_bytes,
 )
 from ._error_retry import ErrorRetryDetector, _same_action
 from ._failure_text import _jaccard, error_bits_of
 from ._state import (
+    Indices,
     flag,
+    index_tuple,
+    indices,
+    indices_json,
+    indices_pushed,
     integer,
-    integer_tuple,
     keys_of,
     optional_integer,
     optional_text,
     optional_words,
-    packed,
     sketch,
     sketch_json,
     text,
@@ -47,10 +49,10 @@ class FeedbackState:
     start: int | None = None
     last_action: int | None = None
     text: str = ""
-    idx: tuple[int, ...] = ()
+    idx: Indices = b""
     words: int | None = None
     """The reply's sketch (:func:`error_bits`); ``None`` until a reply is counted."""
-    attempt: array[int] | None = None
+    attempt: bytes | None = None
     """The words of the last attempt (see :func:`_attempt_words`)."""
     variants: bool = False
     """Did the streak's attempts differ from each other?"""
@@ -110,7 +112,7 @@ class FeedbackRepeatDetector(Detector):
             "start": state.start,
             "last_action": state.last_action,
             "text": state.text,
-            "idx": list(state.idx),
+            "idx": indices_json(state.idx),
             "words": "" if state.words is None else sketch_json(state.words),
             "attempt": words_json(state.attempt),
             "variants": state.variants,
@@ -126,7 +128,7 @@ class FeedbackRepeatDetector(Detector):
             start=optional_integer(data["start"], f"{what}: start"),
             last_action=optional_integer(data["last_action"], f"{what}: last_action"),
             text=text(data["text"], f"{what}: text"),
-            idx=integer_tuple(data["idx"], f"{what}: idx"),
+            idx=indices(data["idx"], f"{what}: idx"),
             words=None if said == "" else sketch(said, f"{what}: words"),
             attempt=optional_words(data.get("attempt"), f"{what}: attempt"),
             variants=flag(data.get("variants", False), f"{what}: variants"),
@@ -140,18 +142,18 @@ class FeedbackRepeatDetector(Detector):
             if signature != state.sig and not (
                 state.words is not None and _jaccard(words, state.words) >= self.similarity
             ):
-                state.sig, state.n, state.start, state.idx = signature, 0, state.last_action, ()
+                state.sig, state.n, state.start, state.idx = signature, 0, state.last_action, b""
                 state.words, state.variants = words, False
                 state.text = preview(step.text or "", 160)
             state.n += 1
             return None
         acting = step.kind == "call" or (step.kind == "message" and step.role == "assistant")
         if step.kind == "result" and not step.failed:
-            state.sig, state.n, state.start, state.idx, state.words, state.variants = None, 0, None, (), None, False
+            state.sig, state.n, state.start, state.idx, state.words, state.variants = None, 0, None, b"", None, False
         if not acting:
             return None
         state.last_action = step.index
-        state.idx = pushed(state.idx, step.index, 8)
+        state.idx = indices_pushed(state.idx, step.index, 8)
         attempt = _attempt_words(step)
         previous = state.attempt
         if (
@@ -175,7 +177,7 @@ class FeedbackRepeatDetector(Detector):
             key=f"feedback:{state.sig}:{state.start}",
             loop_start=state.start,
             reason=f"attempt {n} after the same reply {state.n} times: {state.text}",
-            indices=state.idx,
+            indices=index_tuple(state.idx),
             facts={
                 "tool": step.tool or "reply",
                 "error": state.text,
@@ -208,14 +210,14 @@ _WORDS: Final = lazy_compile(r"[^\W_]+")
 _FENCED: Final = lazy_compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
 
 
-def _attempt_words(step: Step, limit: int = 128) -> array[int] | None:
+def _attempt_words(step: Step, limit: int = 128) -> bytes | None:
     """What an attempt does, as sorted word hashes: a call's argument values, or the code a reply writes out (its
     fenced blocks); ``None`` for a reply without code (talk, not an action to compare)."""
     if step.kind == "call":
-        return argument_word_array(step)
+        return argument_word_bytes(step)
     text = step.text or ""
     if "```" not in text:
         return None
     code = " ".join(_FENCED.findall(text[:8_000]))
     words = dict.fromkeys(_WORDS.findall(code.lower()))
-    return packed(sorted({zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in list(words)[:limit]}))
+    return word_bytes(sorted({zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in list(words)[:limit]}))

@@ -9,14 +9,18 @@ from .._fingerprint import is_shell_tool, loose_fingerprint
 from .._ladder import Ladder
 from .._patterns import Pattern
 from .._tools import moves_relatively
-from ._base import Detector, Finding, Step, call_label, mutates, polls, pushed
+from ._base import Detector, Finding, Step, call_label, mutates, polls
 from ._state import (
+    Indices,
     Reader,
     fields_json,
     flag,
     from_fields,
+    index_tuple,
+    indices,
+    indices_json,
+    indices_pushed,
     integer,
-    integer_tuple,
     keys_of,
     optional_flag,
     optional_integer,
@@ -42,7 +46,7 @@ class RepeatState:
     first: int | None = None
     out: str | None = None
     """The outcome fingerprint the calls keep getting."""
-    idx: tuple[int, ...] = ()
+    idx: Indices = b""
     last: int = -1
     """The streak's latest call."""
     changes: int = 0
@@ -62,7 +66,7 @@ _READERS: Final[dict[str, Reader]] = {
     "start": optional_integer,
     "first": optional_integer,
     "out": optional_text,
-    "idx": integer_tuple,
+    "idx": indices,
     "last": integer,
     "changes": integer,
     "change": flag,
@@ -133,7 +137,9 @@ class RepeatDetector(Detector):
         return RepeatState()
 
     def dump_state(self, state: RepeatState) -> dict[str, Any]:
-        return fields_json(state)
+        data = fields_json(state)
+        data["idx"] = indices_json(state.idx)
+        return data
 
     def load_state(self, data: dict[str, Any]) -> RepeatState:
         keys_of("repeat", data, _REQUIRED, ("change", "failed"))  # snapshots taken before these were kept
@@ -159,14 +165,14 @@ class RepeatDetector(Detector):
             state.total += 1
         else:
             state.fp, state.n, state.total, state.start, state.first = step.call_fp, 1, 1, step.index, step.index
-            state.out, state.idx, state.changes = None, (), 0
+            state.out, state.idx, state.changes = None, b"", 0
             state.failed = None
             state.loose = loose_fp(step) if self.loose else None
         state.last = step.index
         # an editor's answer shows what it wrote: the same change again is no progress, whatever it answers (a call
         # recorded without its arguments is not known to be the same change: its results must tell)
         state.change = bool(step.args) and mutates(step) and not is_shell_tool(step.tool or "")
-        state.idx = pushed(state.idx, step.index, _INDICES)
+        state.idx = indices_pushed(state.idx, step.index, _INDICES)
         n, changes = state.n, state.changes
         if state.total < 2:
             return None  # the first call of a streak: nothing to report, whatever kind of call it is
@@ -201,7 +207,7 @@ class RepeatDetector(Detector):
             key=f"{pattern}:{state.fp}:{start}",
             loop_start=start,
             reason=reason,
-            indices=state.idx,
+            indices=index_tuple(state.idx),
             facts={"tool": step.tool, "call": call, "fingerprint": state.fp},
             blockable=True,
             hard=pattern == "repeat",

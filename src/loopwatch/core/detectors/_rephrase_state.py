@@ -38,28 +38,58 @@ Rep = int | str
 vector (:func:`~loopwatch.core.detectors._semantic.quantize`)."""
 
 
-@dataclass(slots=True)
-class Channel:
-    """One channel's recent intents (see :meth:`intents`) and its streak of repeats."""
+class Channel(tuple[Any, ...]):
+    """One channel's streak of repeats and recent intents (see :meth:`intents`), in one tuple (an object and a tuple
+    fewer than a class holding a tuple of intents): ``n``, ``start``, ``idx``, ``sim``, then :attr:`past`. Never
+    changed: :meth:`of` makes the next one."""
 
-    past: tuple[Any, ...] = ()
-    """The recent intents, the latest last, in one flat tuple: index, representation, gain then, index..."""
-    n: int = 0
-    start: int | None = None
-    idx: tuple[int, ...] = ()
-    sim: float = 0.0
+    __slots__ = ()
+
+    @staticmethod
+    def of(n: int, start: int | None, idx: tuple[int, ...], sim: float, past: tuple[Any, ...]) -> Channel:
+        return Channel((n, start, idx, sim, *past))
+
+    @property
+    def n(self) -> int:
+        """The intents in a row like a recent one."""
+        n: int = self[0]
+        return n
+
+    @property
+    def start(self) -> int | None:
+        start: int | None = self[1]
+        return start
+
+    @property
+    def idx(self) -> tuple[int, ...]:
+        idx: tuple[int, ...] = self[2]
+        return idx
+
+    @property
+    def sim(self) -> float:
+        sim: float = self[3]
+        return sim
+
+    @property
+    def past(self) -> tuple[Any, ...]:
+        """The recent intents, the latest last, flat: index, representation, gain then, index..."""
+        return self[4:]
 
     def intents(self) -> tuple[tuple[int, Rep, int], ...]:
         """The recent intents, the latest last: (index, representation, gain then)."""
-        past = self.past
+        past = self[4:]
         return tuple(zip(past[::3], past[1::3], past[2::3], strict=True))
 
-    def remember(self, index: int, rep: Rep, gain: int, window: int) -> None:
-        """Add an intent, keeping the last ``window``."""
-        past = self.past
-        if len(past) >= 3 * window:
-            past = past[len(past) - 3 * (window - 1) :]
-        self.past = (*past, index, rep, gain)
+
+NO_CHANNEL: Final = Channel.of(0, None, (), 0.0, ())
+"""A channel not used yet."""
+
+
+def remembered(past: tuple[Any, ...], index: int, rep: Rep, gain: int, window: int) -> tuple[Any, ...]:
+    """A channel's intents (:attr:`Channel.past`) with one added, keeping the last ``window``."""
+    if len(past) >= 3 * window:
+        past = past[len(past) - 3 * (window - 1) :]
+    return (*past, index, rep, gain)
 
 
 @dataclass(slots=True)
@@ -144,12 +174,12 @@ def _channel(data: object, what: str, *, vectors: bool) -> Channel:
     sim = data["sim"]
     if type(sim) not in (int, float):
         raise ValueError(f"{what}: sim must be a number, got {sim!r}")
-    return Channel(
-        past=tuple(chain.from_iterable(listed(data["past"], f"{what}: past", partial(_past, vectors=vectors)))),
-        n=integer(data["n"], f"{what}: n"),
-        start=optional_integer(data["start"], f"{what}: start"),
-        idx=integer_tuple(data["idx"], f"{what}: idx"),
-        sim=sim,
+    return Channel.of(
+        integer(data["n"], f"{what}: n"),
+        optional_integer(data["start"], f"{what}: start"),
+        integer_tuple(data["idx"], f"{what}: idx"),
+        sim,
+        tuple(chain.from_iterable(listed(data["past"], f"{what}: past", partial(_past, vectors=vectors)))),
     )
 
 

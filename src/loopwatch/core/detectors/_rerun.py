@@ -9,7 +9,6 @@ run may well succeed (an empty output), so no failure rule does either.
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +17,18 @@ from .._fingerprint import preview
 from .._ladder import Ladder
 from .._patterns import Pattern
 from .._tools import batch_items, runs_code, same_query, scope_overlaps, search_scopes
-from ._base import Detector, Finding, Step, argument_word_array, mutates, polls, pushed, scopes_of, searches
+from ._base import (
+    Detector,
+    Finding,
+    Step,
+    argument_word_bytes,
+    mutates,
+    polls,
+    pushed,
+    scopes_of,
+    searches,
+    word_values,
+)
 from ._state import (
     Flat,
     flag,
@@ -37,6 +47,7 @@ from ._state import (
     text,
     texts,
     words,
+    words_json,
 )
 
 
@@ -78,13 +89,13 @@ class Version:
 
     outcome: str | None
     count: int
-    words: array[int]
+    words: bytes
     places: list[str]
     first: int | None
     indices: tuple[int | None, ...]
 
     def to_json(self) -> list[Any]:
-        return [self.outcome, self.count, self.words.tolist(), self.places, self.first, list(self.indices)]
+        return [self.outcome, self.count, words_json(self.words), self.places, self.first, list(self.indices)]
 
     @classmethod
     def from_json(cls, version: object, what: str) -> Version:
@@ -108,11 +119,11 @@ class Pending:
 
     index: int
     changes: bool
-    words: array[int] | None = None
+    words: bytes | None = None
     places: list[str] | None = None
 
     def look_json(self) -> list[Any]:
-        return [] if self.words is None else [self.words.tolist(), self.places]
+        return [] if self.words is None else [words_json(self.words), self.places]
 
     @classmethod
     def from_json(cls, pending: list[Any]) -> Pending:
@@ -210,7 +221,7 @@ class RerunDetector(Detector):
             counted = changes or not (searches(step) or polls(step))
             if counted and not changes:
                 places = [p for p in scopes_of(step) if p not in ".."]
-                state.pending = Pending(step.index, False, argument_word_array(step), places)
+                state.pending = Pending(step.index, False, argument_word_bytes(step), places)
             else:
                 state.pending = Pending(step.index, changes) if counted else None
             return None
@@ -241,7 +252,7 @@ class RerunDetector(Detector):
         if 2 * len(kept) < len(runs):  # a run was investigated
             state.runs = flat_only(runs, kept)
 
-    def _versions(self, state: RerunState, step: Step, words: array[int], places: list[str]) -> Finding | None:
+    def _versions(self, state: RerunState, step: Step, words: bytes, places: list[str]) -> Finding | None:
         """Another version of the same action (its arguments changed, most of their words kept: a rewritten script,
         a re-escaped filter) giving the very same result as the last: the change did not reach what matters. A
         version that looks at other files than the last (one input after another) is a batch, not a version."""
@@ -254,7 +265,9 @@ class RerunDetector(Detector):
             # a rewritten piece of code that prints the very same thing again (not nothing: a cell that assigns
             # prints nothing whatever it does) is another version of it, however many of its words changed
             rewritten = runs_code(step.tool or "") and len((step.output or "").strip()) >= 16
-            alike = (rewritten or same_query(words, other)) and not batch_items(places, [], version.places, [])
+            alike = (rewritten or same_query(word_values(words), word_values(other))) and not batch_items(
+                places, [], version.places, []
+            )
             if alike:
                 version.count += 1
                 version.indices = pushed(version.indices, step.call_index, 8)

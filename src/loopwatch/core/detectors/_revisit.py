@@ -12,11 +12,17 @@ from .._tools import runs_code
 from ._base import Detector, Finding, Step, call_label, mutates, polls, searches
 from ._state import (
     Flat,
+    Indices,
     flat_append,
     flat_get,
     flat_json,
     flat_of,
     flat_pop,
+    index_at,
+    index_tuple,
+    indices,
+    indices_json,
+    indices_pushed,
     integer,
     integer_tuple,
     keys_of,
@@ -46,11 +52,11 @@ class Answered:
     outcome: str | None
     count: int
     first: int
-    indices: tuple[int, ...]
+    indices: Indices
     label: str | None
 
     def to_json(self) -> list[Any]:
-        return [self.outcome, self.count, self.first, list(self.indices), self.label]
+        return [self.outcome, self.count, self.first, indices_json(self.indices), self.label]
 
     @classmethod
     def from_json(cls, entry: object, what: str) -> Answered:
@@ -60,7 +66,7 @@ class Answered:
             optional_text(entry[0], what),
             integer(entry[1], what),
             integer(entry[2], what),
-            integer_tuple(entry[3], what),
+            indices(entry[3], what),
             optional_text(entry[4], what),
         )
 
@@ -144,11 +150,11 @@ class RevisitDetector(Detector):
         where = step.call_index if step.call_index is not None else step.index
         seen, entry = flat_pop(seen, step.call_fp)
         if entry is None or entry.outcome != step.outcome_fp:
-            entry = Answered(step.outcome_fp, 0, where, (), None)
+            entry = Answered(step.outcome_fp, 0, where, b"", None)
             state.fresh = where  # a call not made (or not answered so) since the last change
-        previous = entry.indices[-1] if entry.indices else None
+        previous = index_at(entry.indices, -1) if entry.indices else None
         entry.count += 1
-        entry.indices = (*entry.indices[-7:], where)
+        entry.indices = indices_pushed(entry.indices, where, 8)
         state.seen = flat_append(seen, step.call_fp, entry, self.kept)  # most recently made last
         if entry.count < self.threshold or previous is None or state.fresh < previous:
             # the same call right again is the repeat rule's, a round of calls all made before is the cycle rule's:
@@ -161,7 +167,7 @@ class RevisitDetector(Detector):
             key=f"revisit:{state.since}",
             loop_start=entry.first,
             reason=f"{step.tool} made {entry.count} times with the same answer each time and nothing changed since",
-            indices=entry.indices,
+            indices=index_tuple(entry.indices),
             facts={"tool": step.tool, "call": call},
         )
 

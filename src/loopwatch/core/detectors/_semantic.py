@@ -35,7 +35,7 @@ from .._ladder import Ladder
 from .._patterns import Pattern
 from .._tools import moves
 from ._base import Detector, Finding, Step, bits_similarity, bottom_k, fold, mutates, pushed
-from ._rephrase_state import _REPLIES, _SEEN_BITS, _SKETCH_BITS, state_from_json, state_json
+from ._rephrase_state import _REPLIES, _SEEN_BITS, _SKETCH_BITS, NO_CHANNEL, remembered, state_from_json, state_json
 from ._rephrase_state import Channel as Channel
 from ._rephrase_state import Rep as Rep
 from ._rephrase_state import RephraseState as RephraseState
@@ -279,21 +279,20 @@ class RephraseDetector(Detector):
         if not rep:
             return None
         channels, found = flat_pop(state.channels, channel)
-        entry: Channel = found or Channel()
+        entry: Channel = found or NO_CHANNEL
+        match, similarity, near = self._match(state, entry.past, rep, threshold, max_gain)
+        past = remembered(entry.past, index, rep, state.gain, self.window)
+        if match is None:
+            entry = Channel.of(0, None, (), 0.0, past)
+        else:
+            n, start, idx = (1, match, (match,)) if entry.n == 0 else (entry.n, entry.start, entry.idx)
+            entry = Channel.of(n + 1, start, pushed(idx, index, 8), similarity, past)
         # most recently used last (a name shared by the sessions)
         state.channels = flat_append(channels, sys.intern(channel), entry, _CHANNELS)
-        match, similarity, near = self._match(state, entry.past, rep, threshold, max_gain)
-        entry.remember(index, rep, state.gain, self.window)
         if match is None:
-            entry.n, entry.start, entry.idx, entry.sim = 0, None, (), 0.0
             if near:
                 state.undecided = index
             return None
-        if entry.n == 0:
-            entry.n, entry.start, entry.idx = 1, match, (match,)
-        entry.n += 1
-        entry.sim = similarity
-        entry.idx = pushed(entry.idx, index, 8)
         if entry.n < count:
             state.undecided = index
             return None

@@ -1,29 +1,24 @@
 """Typed per-session rule state: compact in memory, the same JSON as ever in a snapshot.
 
 A rule keeps its session data in a small dataclass with slots (checked by ``mypy --strict``) and writes it out,
-in :meth:`~loopwatch.core.detectors.Detector.dump_state`, as the JSON object snapshots have always held. In memory
-the bulky parts are kept compact: a set of word hashes as a packed array of 32-bit integers (not a list of int
+in :meth:`~loopwatch.core.detectors._base.Detector.dump_state`, as the JSON object snapshots have always held. In memory
+the bulky parts are kept compact: a set of word hashes as one bytes object of 32-bit integers (not a list of int
 objects), a sketch as one integer (not its base64 text). The helpers here read the JSON form back, each raising
 ``ValueError`` (which the engine reports as a :class:`~loopwatch.errors.StateError`) when it is malformed.
 """
 
 from __future__ import annotations
 
+import struct
 from array import array
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from itertools import chain
 from operator import attrgetter
 from typing import Any, Final, TypeGuard, TypeVar
 
-from ._base import SKETCH_BITS, WORD_CODE, bits_text, text_bits
+from ._base import SKETCH_BITS, WORD_CODE, bits_text, pushed, text_bits, word_bytes, word_values
 
 T = TypeVar("T")
-
-
-def packed(words: Iterable[int]) -> array[int]:
-    """``words`` (CRC-32s) as a packed array."""
-    return array(WORD_CODE, words)
-
 
 _INT: Final = frozenset({int})
 _STR: Final = frozenset({str})
@@ -147,22 +142,23 @@ def texts(value: object, what: str) -> list[str]:
     return list(value)
 
 
-def words(value: object, what: str) -> array[int]:
-    """Word hashes from their JSON form (a list of unsigned 32-bit integers)."""
+def words(value: object, what: str) -> bytes:
+    """Word hashes (:func:`~.base.word_bytes`) from their JSON form (a list of unsigned 32-bit integers)."""
     if _ints(value):
         try:
-            return packed(value)
+            return word_bytes(value)
         except OverflowError:  # negative, or more than 32 bits
             pass
     raise ValueError(f"{what} must be a list of 32-bit word hashes, got {value!r}")
 
 
-def optional_words(value: object, what: str) -> array[int] | None:
+def optional_words(value: object, what: str) -> bytes | None:
     return None if value is None else words(value, what)
 
 
-def words_json(value: array[int] | None) -> list[int] | None:
-    return None if value is None else value.tolist()
+def words_json(value: bytes | None) -> list[int] | None:
+    """The JSON form of word hashes (:func:`~.base.word_bytes`)."""
+    return None if value is None else word_values(value).tolist()
 
 
 def sketch(value: object, what: str, bits: int = SKETCH_BITS) -> int:
@@ -443,3 +439,70 @@ def packed_with_last(sequence: Packed, fingerprint: str | None) -> Packed:
     if entry is None or isinstance(sequence, tuple):
         return (*packed_list(sequence)[:-1], fingerprint)
     return sequence[:-8] + entry
+
+
+# -- packed indices --------------------------------------------------------------------------------------------
+# The last few step indices a rule keeps (the calls of a streak, the last turns...) are packed 4 bytes each in one
+# bytes object: a tuple takes 8 bytes an entry, and each index past 256 is an object of 28 bytes more. An index that
+# does not fit in 32 bits (or is negative: only a snapshot could bring one) keeps them in a tuple.
+
+Indices = bytes | tuple[int, ...]
+"""A rule's last few step indices (see above); ``b""`` (or ``()``) for none."""
+
+_INDEX: Final = struct.Struct("=I")
+_INDEX_LIMIT: Final = 1 << 32
+_pack_index: Final = _INDEX.pack
+
+
+def indices_of(values: Iterable[int]) -> Indices:
+    """``values`` (step indices) packed (a tuple of them when one does not fit)."""
+    items = tuple(values)
+    if all(0 <= value < _INDEX_LIMIT for value in items):
+        return array(WORD_CODE, items).tobytes()
+    return items
+
+
+def indices(value: object, what: str) -> Indices:
+    """Step indices from their JSON form (a list of integers)."""
+    return indices_of(integer_tuple(value, what))
+
+
+def index_tuple(items: Indices) -> tuple[int, ...]:
+    """The indices of ``items``, in order."""
+    return items if isinstance(items, tuple) else tuple(array(WORD_CODE, items))
+
+
+def indices_json(items: Indices) -> list[int]:
+    """The JSON form of ``items``."""
+    return list(items) if isinstance(items, tuple) else array(WORD_CODE, items).tolist()
+
+
+def indices_len(items: Indices) -> int:
+    """How many indices ``items`` holds."""
+    return len(items) if isinstance(items, tuple) else len(items) >> 2
+
+
+def index_at(items: Indices, at: int) -> int:
+    """The index at position ``at`` (negative: from the end) of ``items``; ``IndexError`` past its ends."""
+    if isinstance(items, tuple):
+        return items[at]
+    count = len(items) >> 2
+    if not -count <= at < count:
+        raise IndexError("index position out of range")
+    value: int = _INDEX.unpack_from(items, 4 * (at % count))[0]
+    return value
+
+
+def indices_pushed(items: Indices, index: int, limit: int) -> Indices:
+    """``items`` and ``index`` after them, keeping at most ``limit`` (:func:`~.base.pushed` for indices)."""
+    if type(items) is bytes and 0 <= index < _INDEX_LIMIT:
+        n = len(items)
+        return (items if n < 4 * limit else items[n - 4 * limit + 4 :]) + _pack_index(index)
+    return pushed(index_tuple(items), index, limit)
+
+
+def ends_with_index(items: Indices, index: int | None) -> bool:
+    """Is ``index`` the last index of ``items``?"""
+    if type(items) is bytes:
+        return index is not None and 0 <= index < _INDEX_LIMIT and items.endswith(_pack_index(index))
+    return bool(items) and items[-1] == index

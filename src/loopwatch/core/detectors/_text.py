@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import zlib
-from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -21,23 +20,29 @@ from ._base import (
     Detector,
     Finding,
     Step,
-    argument_word_array,
+    argument_word_bytes,
     beyond_echo,
-    bits_similarity,
     bits_text,
     bottom_k,
     mutates,
     pushed,
     text_bits,
+    word_values,
 )
 from ._state import (
+    Indices,
     Reader,
     any_value,
     fields_json,
     flag,
     from_fields,
+    index_at,
+    index_tuple,
+    indices,
+    indices_json,
+    indices_len,
+    indices_pushed,
     integer,
-    integer_tuple,
     keys_of,
     listed,
     optional_integer,
@@ -90,12 +95,6 @@ def word_bits(text: str, k: int) -> int:
     return bottom_k(set(map(zlib.crc32, words)), k)
 
 
-def best_sketch_similarity(bits: int, recent: Sequence[int]) -> float:
-    """The highest :func:`~.base.sketch_similarity` of the sketch ``bits`` with the ``recent`` sketches, all
-    as integer bit sets (0.0 when ``recent`` is empty)."""
-    return max((bits_similarity(prev, bits) for prev in recent), default=0.0)
-
-
 def turn_text(step: Step, include_thoughts: bool) -> str | None:
     """The assistant text a step carries: a message, or the reasoning of a tool call."""
     if step.kind == "message" and step.role == "assistant":
@@ -113,24 +112,25 @@ _SEEN: Final = 32
 class SimilarTextState:
     """A :class:`SimilarTextDetector`'s session state."""
 
-    history: tuple[Any, ...] = ()
-    """The recent turns: sketches (integers), word sets or texts, as the metric needs."""
+    history: tuple[Any, ...] | bytes = ()
+    """The recent turns: word sets or texts, as the metric needs; sketches packed in one bytes object
+    (:func:`_packed_sketches`)."""
     consecutive: int = 0
     start: int | None = None
-    idx: tuple[int, ...] = ()
+    idx: Indices = b""
     seen: tuple[str, ...] = ()
     """What the recent results said (with ``novelty``)."""
     news: bool = False
     """Did a result say something new since the last turn?"""
-    asked: array[int] | None = None
-    """The argument words of the call awaiting its result (shared with the step: never changed)."""
+    asked: bytes | None = None
+    """The argument words of the call awaiting its result (:func:`~.base.word_bytes`, shared with the step)."""
 
 
 _SIMILAR_TEXT_READERS: Final[dict[str, Reader]] = {
     "history": lambda value, what: tuple(listed(value, what, any_value)),
     "consecutive": integer,
     "start": optional_integer,
-    "idx": integer_tuple,
+    "idx": indices,
     "seen": text_tuple,
     "news": flag,
     "asked": optional_words,
@@ -204,12 +204,25 @@ class SimilarTextDetector(Detector):
 
     def _compare(self, text: str, recent: Sequence[Any]) -> tuple[Any, float | None]:
         """The history item of ``text`` and its best similarity to the ``recent`` items (None if none)."""
-        if self.sketch is not None and self.metric == "jaccard":
-            # sketches are kept as integer bit sets (base64 text only in the JSON form)
-            bits = word_bits(text if self.max_chars is None else text[: self.max_chars], self.sketch)
-            return bits, best_sketch_similarity(bits, recent) if recent else None
         item, similarity = self._item(text), self._similarity()
         return item, max(similarity(prev, item) for prev in recent) if recent else None
+
+    def _compare_sketch(self, text: str, history: bytes) -> tuple[bytes, float | None]:
+        """:meth:`_compare` for sketches: ``history`` with the sketch of ``text`` added (keeping the last
+        :attr:`history`), and its best similarity to the last ``window`` ones (None if none)."""
+        bits = word_bits(text if self.max_chars is None else text[: self.max_chars], self.sketch or 0)
+        recent = history[-_SKETCH_BYTES * self.window :]
+        best: float | None = None
+        read = int.from_bytes
+        for at in range(0, len(recent), _SKETCH_BYTES):  # the best bits_similarity, each sketch read in turn
+            prev = read(recent[at : at + _SKETCH_BYTES], "big")
+            union = (prev | bits).bit_count()
+            similarity = (prev & bits).bit_count() / union if union else 0.0
+            if best is None or similarity > best:
+                best = similarity
+        if len(history) >= _SKETCH_BYTES * self.history:
+            history = history[len(history) - _SKETCH_BYTES * (self.history - 1) :]
+        return history + bits.to_bytes(_SKETCH_BYTES, "big"), best
 
     def observe(self, state: SimilarTextState, step: Step) -> Finding | None:
         if step.kind == "result":
@@ -218,20 +231,24 @@ class SimilarTextDetector(Detector):
             # what a change answers shows what was written, not something learned: an edit undone and redone
             # answers something different each time
             if state.asked is not None:
-                said = beyond_echo(step, frozenset(state.asked))
+                said = beyond_echo(step, frozenset(word_values(state.asked)))
                 if said not in state.seen:  # a result unlike the recent ones: something learned
                     state.news = True
                     state.seen = pushed(state.seen, said, _SEEN)
             return None
         if self.novelty and step.kind == "call":
-            state.asked = None if mutates(step) else argument_word_array(step)
+            state.asked = None if mutates(step) else argument_word_bytes(step)
         text = turn_text(step, self.include_thoughts)
         if text is None or (self.min_chars and len(text.strip()) < self.min_chars):
             return None
         history = state.history
-        item, best = self._compare(text, history[-self.window :])
-        state.history = pushed(history, item, self.history)
-        state.idx = pushed(state.idx, step.index, self.window + 1)
+        if self.sketch is not None and self.metric == "jaccard":
+            # sketches are kept as integer bit sets packed in one bytes object (base64 text only in the JSON form)
+            state.history, best = self._compare_sketch(text, _packed_sketches(history))
+        else:
+            item, best = self._compare(text, history[-self.window :])
+            state.history = pushed(tuple(history), item, self.history)
+        state.idx = indices_pushed(state.idx, step.index, self.window + 1)
         if best is None:
             return None
         news, state.news = state.news, False
@@ -241,7 +258,7 @@ class SimilarTextDetector(Detector):
             state.consecutive, state.start = 0, None
             return None
         if state.consecutive == 0:
-            state.start = state.idx[-2] if len(state.idx) > 1 else step.index
+            state.start = index_at(state.idx, -2) if indices_len(state.idx) > 1 else step.index
         state.consecutive = state.consecutive + 1 if self.mode == "consecutive" else 1
         count = state.consecutive
         return Finding(
@@ -250,13 +267,18 @@ class SimilarTextDetector(Detector):
             key=f"similar_text:{state.start}",
             loop_start=state.start,
             reason=f"{count} consecutive similar turns ({best:.0%} similar to a recent turn)",
-            indices=state.idx[-(count + 1) :],
+            indices=index_tuple(state.idx)[-(count + 1) :],
             facts={"similarity": round(best, 3), "text": preview(text, 160)},
         )
 
     def dump_state(self, state: SimilarTextState) -> dict[str, Any]:
         data = fields_json(state)
-        data["history"] = [_history_json(h) for h in state.history]
+        data["idx"] = indices_json(state.idx)
+        history = state.history
+        if type(history) is bytes:
+            data["history"] = [bits_text(bits) for bits in _unpacked_sketches(history)]
+        else:
+            data["history"] = [_history_json(h) for h in history]
         data["asked"] = words_json(state.asked)
         return data
 
@@ -264,9 +286,29 @@ class SimilarTextDetector(Detector):
         keys_of("similar_text", data, ("history", "consecutive", "start", "idx"), ("seen", "news", "asked"))
         state = from_fields(SimilarTextState, data, "similar_text", _SIMILAR_TEXT_READERS)
         if self.metric == "jaccard":
-            load = frozenset if self.sketch is None else _sketch_bits
-            state.history = tuple(load(h) for h in state.history)
+            items: tuple[Any, ...] = tuple(state.history)  # as read: a JSON list
+            if self.sketch is None:
+                state.history = tuple(frozenset(h) for h in items)
+            else:
+                state.history = _packed_sketches(tuple(_sketch_bits(h) for h in items))
         return state
+
+
+_SKETCH_BYTES: Final = SKETCH_BITS // 8
+"""The bytes of a sketch in a packed history."""
+
+
+def _packed_sketches(history: tuple[Any, ...] | bytes) -> bytes:
+    """Sketches (integers of at most :data:`~.base.SKETCH_BITS` bits) packed in one bytes object, each in
+    :data:`_SKETCH_BYTES` big-endian bytes: 33 bytes for the lot instead of 36 and an object's 28 each."""
+    if type(history) is bytes:
+        return history
+    return b"".join(bits.to_bytes(_SKETCH_BYTES, "big") for bits in history)
+
+
+def _unpacked_sketches(history: bytes) -> list[int]:
+    """The sketches :func:`_packed_sketches` packed, in order."""
+    return [int.from_bytes(history[at : at + _SKETCH_BYTES], "big") for at in range(0, len(history), _SKETCH_BYTES)]
 
 
 def _sketch_bits(text: str) -> int:
@@ -384,7 +426,7 @@ class MonologueState:
     last: int | None = None
     """The hash of the last message (lowercased, blanks removed)."""
     worker: str | None = None
-    idx: tuple[int, ...] = ()
+    idx: Indices = b""
 
 
 _MONOLOGUE_READERS: Final[dict[str, Reader]] = {
@@ -394,7 +436,7 @@ _MONOLOGUE_READERS: Final[dict[str, Reader]] = {
     "same": integer,
     "last": optional_integer,
     "worker": optional_text,
-    "idx": integer_tuple,
+    "idx": indices,
 }
 
 
@@ -417,7 +459,9 @@ class MonologueDetector(Detector):
         return MonologueState()
 
     def dump_state(self, state: MonologueState) -> dict[str, Any]:
-        return fields_json(state)
+        data = fields_json(state)
+        data["idx"] = indices_json(state.idx)
+        return data
 
     def load_state(self, data: dict[str, Any]) -> MonologueState:
         keys_of("monologue", data, _MONOLOGUE_READERS)
@@ -425,7 +469,7 @@ class MonologueDetector(Detector):
 
     def observe(self, state: MonologueState, step: Step) -> Finding | None:
         if step.kind == "call":
-            state.tools, state.n, state.start, state.same, state.last, state.idx = True, 0, None, 0, None, ()
+            state.tools, state.n, state.start, state.same, state.last, state.idx = True, 0, None, 0, None, b""
             return None
         if step.kind == "message" and step.role == "user":
             # someone answered: replying to a user is a conversation, not a monologue (saying the very same
@@ -435,7 +479,7 @@ class MonologueDetector(Detector):
         if step.kind != "message" or step.role != "assistant":
             return None
         if self.per_worker and step.worker != state.worker:
-            state.n, state.start, state.same, state.last, state.idx = 0, None, 0, None, ()
+            state.n, state.start, state.same, state.last, state.idx = 0, None, 0, None, b""
             state.worker = None if step.worker is None else sys.intern(step.worker)
         text = (step.text or "")[:4_000]
         normalized = zlib.crc32(text.lower().encode("utf-8", "surrogatepass").translate(None, b" \t\r\n"))
@@ -444,7 +488,7 @@ class MonologueDetector(Detector):
         state.n += 1
         if state.n == 1:
             state.start = step.index
-        state.idx = pushed(state.idx, step.index, 8)
+        state.idx = indices_pushed(state.idx, step.index, 8)
         if state.same >= 2:
             return self._finding(state, step, "repeat_message", state.same)
         if state.tools and state.n >= 2:
@@ -456,7 +500,7 @@ class MonologueDetector(Detector):
             reason = f"the same assistant message {count} times in a row"
         else:
             reason = f"{count} assistant messages in a row without using a tool"
-        start = state.idx[-count] if len(state.idx) >= count else state.start
+        start = index_at(state.idx, -count) if indices_len(state.idx) >= count else state.start
         return Finding(
             pattern=pattern,
             count=count,
@@ -464,7 +508,7 @@ class MonologueDetector(Detector):
             key=f"{pattern}:{start if pattern == 'repeat_message' else state.start}",
             loop_start=start,
             reason=reason,
-            indices=state.idx[-count:],
+            indices=index_tuple(state.idx)[-count:],
             facts={"text": preview(step.text or "", 160)},
         )
 
