@@ -23,14 +23,12 @@ from .._canonical import canonical_json
 from .._configured import Configured
 from .._events import Event
 from .._fingerprint import error_signature, is_mutation, is_poll, is_search, preview
+from .._kernels_py import WORD_CODE as WORD_CODE  # how rules keep sets of word hashes (unsigned 32-bit integers)
 from .._kernels_py import lines_of as lines_of  # what the lines of a masked text are
 from .._masking import masked
 from .._patterns import REGISTRY, Pattern
 from .._swarm_tally import SwarmTally
 from .._tools import query_hashes, search_query, search_scopes
-
-WORD_CODE: Final = "I" if array("I").itemsize == 4 else "L"
-"""The array type code of an unsigned 32-bit integer (a CRC-32): how rules keep sets of word hashes."""
 
 
 def word_bytes(hashes: Iterable[int]) -> bytes:
@@ -90,12 +88,8 @@ class Step:
     """:func:`signature_of`."""
     lines: frozenset[int] | None = None
     """:func:`line_hashes`."""
-    argument_words: frozenset[int] | None = None
-    """:func:`argument_words`."""
     argument_word_bytes: bytes | None = None
     """:func:`argument_word_bytes`."""
-    sorted_argument_words: list[int] | None = None
-    """:func:`sorted_argument_words`."""
     mutation: bool | None = None
     """:func:`mutates`."""
     poll: bool | None = None
@@ -277,10 +271,16 @@ def first_word_hashes(text: str, limit: int) -> list[int]:
     return list(hashes)[:limit]
 
 
-def argument_words(step: Step, limit: int = 64) -> frozenset[int]:
-    """CRC-32s of the lowercased words in a call's argument values (keys aside; the first 600 characters of each
-    string), computed once per step: what two calls have to share to be the same action in other words."""
-    cached = step.argument_words
+ARGUMENT_WORDS: Final = 64
+"""How many distinct words of a call's arguments are kept: what two calls have to share to be the same action."""
+
+
+def argument_word_bytes(step: Step) -> bytes:
+    """CRC-32s of the first distinct lowercased words (runs of letters and digits, at most :data:`ARGUMENT_WORDS`) in
+    a call's argument values (keys aside; the first 600 characters of each string), sorted and packed 4 bytes each
+    (:func:`word_bytes`): what two calls have to share to be the same action in other words. Computed once per step,
+    in one pass of the text kernels, and shared by the rules that keep it."""
+    cached = step.argument_word_bytes
     if cached is None:
         texts = []
         for value in (step.projected if step.projected is not None else step.args or {}).values():
@@ -290,25 +290,13 @@ def argument_words(step: Step, limit: int = 64) -> frozenset[int]:
                 texts.append(str(value))
             elif value is not None:
                 texts.append(canonical_json(value)[:600])
-        cached = step.argument_words = _kernels.alnum_word_hashes(" ".join(texts), limit)
+        cached = step.argument_word_bytes = _kernels.alnum_word_bytes(" ".join(texts), ARGUMENT_WORDS)
     return cached
 
 
-def argument_word_bytes(step: Step) -> bytes:
-    """:func:`argument_words` sorted and packed (:func:`word_bytes`), made once per step and shared by the rules that
-    keep it."""
-    cached = step.argument_word_bytes
-    if cached is None:
-        cached = step.argument_word_bytes = word_bytes(sorted(argument_words(step)))
-    return cached
-
-
-def sorted_argument_words(step: Step) -> list[int]:
-    """:func:`argument_words` sorted (how rules keep them in their state), computed once per step."""
-    cached = step.sorted_argument_words
-    if cached is None:
-        cached = step.sorted_argument_words = sorted(argument_words(step))
-    return list(cached)
+def argument_words(step: Step) -> frozenset[int]:
+    """:func:`argument_word_bytes` as a set of integers."""
+    return frozenset(word_values(argument_word_bytes(step)))
 
 
 _ECHO_BYTES: Final = 2_000
