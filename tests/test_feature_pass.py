@@ -80,7 +80,7 @@ def _counting(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> lis
 
 
 def test_a_call_is_read_once_for_its_words_scopes_and_query(monkeypatch: pytest.MonkeyPatch) -> None:
-    words = _counting(monkeypatch, base._kernels, "alnum_word_hashes")
+    words = _counting(monkeypatch, base._kernels, "alnum_word_bytes")
     scopes = _counting(monkeypatch, base, "search_scopes")
     query = _counting(monkeypatch, base, "search_query")
     engine = Engine(preset("default-lexical"))
