@@ -85,6 +85,13 @@ def test_a_public_name_loads_its_module_on_first_use(tmp_path: Path) -> None:
     )
 
 
+def test_import_loopwatch_core_loads_none_of_its_modules(tmp_path: Path) -> None:
+    loaded = _modules_after("import loopwatch.core", tmp_path)
+    assert [m for m in loaded if m.startswith("loopwatch.")] == ["loopwatch.core"]
+    loaded = _modules_after("from loopwatch.core import Pattern", tmp_path)
+    assert "loopwatch.core._patterns" in loaded and "loopwatch.core._engine" not in loaded
+
+
 def test_every_public_name_is_importable_and_is_its_modules_own() -> None:
     for name in loopwatch.__all__:
         value = getattr(loopwatch, name)
