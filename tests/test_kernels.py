@@ -126,7 +126,7 @@ def test_a_word_joined_into_a_name_says_nothing_went_wrong() -> None:
 @settings(max_examples=200, deadline=None)
 @given(any_text, st.integers(0, 80))
 def test_the_pure_argument_words_are_the_regular_expression_words(text: str, limit: int) -> None:
-    words = base._WORD.findall(text.lower())
+    words = _kernels_py.ALNUM_WORD.findall(text.lower())
     first = list(dict.fromkeys(zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in words))[:limit]
     assert _kernels_py.alnum_word_hashes(text, limit) == frozenset(first)
     packed = array(WORD_CODE, _kernels_py.alnum_word_bytes(text, limit))

@@ -9,13 +9,11 @@ They never read a clock, a file or the network, and never import their driver.
 from __future__ import annotations
 
 import binascii
-import re
 import zlib
 from abc import ABC, abstractmethod
 from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import islice, repeat
 from typing import Any, ClassVar, Final, Literal, TypeVar
 
 from .. import _kernels
@@ -23,6 +21,7 @@ from .._canonical import canonical_json
 from .._configured import Configured
 from .._events import Event
 from .._fingerprint import error_signature, is_mutation, is_poll, is_search, preview
+from .._kernels_py import ALNUM_WORD
 from .._kernels_py import WORD_CODE as WORD_CODE  # how rules keep sets of word hashes (unsigned 32-bit integers)
 from .._kernels_py import lines_of as lines_of  # what the lines of a masked text are
 from .._masking import masked
@@ -245,32 +244,6 @@ def line_hashes(step: Step) -> frozenset[int]:
     return cached
 
 
-_WORD: Final = re.compile(r"[^\W_]+")
-_ASCII_WORDS: Final = bytes(
-    (c | 32 if 65 <= c <= 90 else c) if 48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 else 32 for c in range(256)
-)
-"""ASCII letters lowercased and digits kept, everything else a space: what ``[^\\W_]+`` finds in ASCII text."""
-
-
-def first_word_hashes(text: str, limit: int) -> list[int]:
-    """CRC-32s of the first ``limit`` distinct lowercased words (``[^\\W_]+``) of ``text``, in first-seen order.
-
-    ASCII text is split at C speed (a translation table instead of the regular expression: the same words); words
-    are deduplicated before they are hashed, and only as many are hashed as the limit needs.
-    """
-    words: dict[bytes, None]
-    if text.isascii():
-        words = dict.fromkeys(text.encode("ascii").translate(_ASCII_WORDS).split())
-    else:  # distinct words have distinct encodings
-        found = dict.fromkeys(_WORD.findall(text.lower()))
-        words = dict.fromkeys(map(str.encode, found, repeat("utf-8"), repeat("surrogatepass")))
-    distinct = len(words)
-    hashes = dict.fromkeys(map(zlib.crc32, islice(words, limit)))
-    if len(hashes) < limit < distinct:  # two words with one hash: read on
-        hashes = dict.fromkeys(map(zlib.crc32, words))
-    return list(hashes)[:limit]
-
-
 ARGUMENT_WORDS: Final = 64
 """How many distinct words of a call's arguments are kept: what two calls have to share to be the same action."""
 
@@ -310,7 +283,7 @@ def beyond_echo(step: Step, asked: frozenset[int] | None) -> str:
     output = masked_of(step)
     if asked is None or len(output) > _ECHO_BYTES:
         return step.outcome_fp or ""
-    words = _WORD.findall(output.decode("utf-8", "replace").lower())
+    words = ALNUM_WORD.findall(output.decode("utf-8", "replace").lower())
     rest = " ".join(w for w in words if zlib.crc32(w.encode("utf-8", "surrogatepass")) not in asked)
     return f"{zlib.crc32(rest.encode('utf-8', 'surrogatepass')):08x}:{step.failed:d}"
 
