@@ -390,62 +390,88 @@ static uint32_t crc_code_point(uint32_t c, Py_UCS4 ch) {
 /* str.isalnum() of one character (the re module's [^\W_]), without a call for ASCII */
 #define ALNUM(ch) ((ch) < 128 ? byte_alnum[(ch)] : Py_UNICODE_ISALNUM(ch))
 
+/* A scan of a text's words (runs of letters and digits) for alnum_word_hashes and alnum_word_bytes: the text is
+   ``text.lower()`` (a new reference: str.lower() itself, Unicode's full case mapping (final sigma, dotted I...),
+   when not ASCII; ASCII letters are lowered byte by byte as they are hashed). */
+typedef struct {
+    PyObject *text;
+    int ascii, kind;
+    const void *data;
+    Py_ssize_t n, p, limit;
+} WordScan;
+
+/* Reads the arguments (text: str, limit: int >= 0) into ``scan``; -1 with an exception set on bad ones. */
+static int word_scan_start(const char *name, PyObject *const *args, Py_ssize_t nargs, WordScan *scan) {
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "%s() takes exactly 2 arguments", name);
+        return -1;
+    }
+    if (!PyUnicode_Check(args[0])) {
+        PyErr_Format(PyExc_TypeError, "%s() expects str, not %.100s", name, Py_TYPE(args[0])->tp_name);
+        return -1;
+    }
+    scan->limit = PyLong_AsSsize_t(args[1]);
+    if (scan->limit == -1 && PyErr_Occurred()) return -1;
+    if (scan->limit < 0) {
+        PyErr_SetString(PyExc_ValueError, "limit must be >= 0");
+        return -1;
+    }
+    scan->ascii = PyUnicode_IS_ASCII(args[0]);
+    if (scan->ascii) {
+        Py_INCREF(args[0]);
+        scan->text = args[0];
+    } else {
+        scan->text = PyObject_CallMethod(args[0], "lower", NULL);
+        if (scan->text == NULL) return -1;
+    }
+    scan->kind = PyUnicode_KIND(scan->text);
+    scan->data = PyUnicode_DATA(scan->text);
+    scan->n = PyUnicode_GET_LENGTH(scan->text);
+    scan->p = 0;
+    return 0;
+}
+
+/* The CRC-32 of the next word into ``*crc``: 1, or 0 when no word is left. */
+static int word_scan_next(WordScan *scan, uint32_t *crc) {
+    Py_ssize_t p = scan->p, n = scan->n;
+    while (p < n && !ALNUM(PyUnicode_READ(scan->kind, scan->data, p))) p++;
+    if (p == n) {
+        scan->p = p;
+        return 0;
+    }
+    uint32_t c = CRC_START;
+    while (p < n) {
+        Py_UCS4 ch = PyUnicode_READ(scan->kind, scan->data, p);
+        if (!ALNUM(ch)) break;
+        c = scan->ascii ? CRC_BYTE(c, ascii_lower[ch]) : crc_code_point(c, ch);
+        p++;
+    }
+    scan->p = p;
+    *crc = CRC_FINAL(c);
+    return 1;
+}
+
 PyDoc_STRVAR(alnum_word_hashes_doc,
              "alnum_word_hashes(text: str, limit: int) -> frozenset[int]\n--\n\n"
              "CRC-32s of the first ``limit`` distinct words (runs of letters and digits) of ``text.lower()``.");
 
 static PyObject *alnum_word_hashes(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "alnum_word_hashes() takes exactly 2 arguments");
-        return NULL;
-    }
-    if (!PyUnicode_Check(args[0])) {
-        PyErr_Format(PyExc_TypeError, "alnum_word_hashes() expects str, not %.100s", Py_TYPE(args[0])->tp_name);
-        return NULL;
-    }
-    Py_ssize_t limit = PyLong_AsSsize_t(args[1]);
-    if (limit == -1 && PyErr_Occurred()) return NULL;
-    if (limit < 0) {
-        PyErr_SetString(PyExc_ValueError, "limit must be >= 0");
-        return NULL;
-    }
-    PyObject *text = args[0];
-    int ascii = PyUnicode_IS_ASCII(text);
-    PyObject *lowered = NULL;
-    if (!ascii) { /* str.lower() itself: Unicode's full case mapping (final sigma, dotted I...) */
-        lowered = PyObject_CallMethod(text, "lower", NULL);
-        if (lowered == NULL) return NULL;
-        text = lowered;
-    }
+    WordScan scan;
+    if (word_scan_start("alnum_word_hashes", args, nargs, &scan) < 0) return NULL;
     PyObject *seen = PySet_New(NULL);
     if (seen == NULL) {
-        Py_XDECREF(lowered);
+        Py_DECREF(scan.text);
         return NULL;
     }
-    int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    Py_ssize_t p = 0;
-    while (p < n && PySet_GET_SIZE(seen) < limit) {
-        Py_UCS4 ch = PyUnicode_READ(kind, data, p);
-        if (!ALNUM(ch)) {
-            p++;
-            continue;
-        }
-        uint32_t c = CRC_START;
-        while (p < n) {
-            ch = PyUnicode_READ(kind, data, p);
-            if (!ALNUM(ch)) break;
-            c = ascii ? CRC_BYTE(c, ascii_lower[ch]) : crc_code_point(c, ch);
-            p++;
-        }
-        if (set_add_crc(seen, CRC_FINAL(c)) < 0) {
+    uint32_t crc;
+    while (PySet_GET_SIZE(seen) < scan.limit && word_scan_next(&scan, &crc)) {
+        if (set_add_crc(seen, crc) < 0) {
             Py_DECREF(seen);
-            Py_XDECREF(lowered);
+            Py_DECREF(scan.text);
             return NULL;
         }
     }
-    Py_XDECREF(lowered);
+    Py_DECREF(scan.text);
     PyObject *out = PyFrozenSet_New(seen);
     Py_DECREF(seen);
     return out;
@@ -456,8 +482,8 @@ PyDoc_STRVAR(alnum_word_bytes_doc,
              "The CRC-32s :func:`alnum_word_hashes` gives, sorted and packed 4 bytes each in the machine's order "
              "(``array('I', sorted(...)).tobytes()``).");
 
-/* Insert crc into the sorted vals[0..*count) unless there; 1 when inserted. */
-static int sorted_insert(uint32_t *vals, Py_ssize_t *count, uint32_t crc) {
+/* Insert crc into the sorted vals[0..*count) unless there. */
+static void sorted_insert(uint32_t *vals, Py_ssize_t *count, uint32_t crc) {
     Py_ssize_t lo = 0, hi = *count;
     while (lo < hi) {
         Py_ssize_t mid = lo + (hi - lo) / 2;
@@ -466,64 +492,27 @@ static int sorted_insert(uint32_t *vals, Py_ssize_t *count, uint32_t crc) {
         else
             hi = mid;
     }
-    if (lo < *count && vals[lo] == crc) return 0;
+    if (lo < *count && vals[lo] == crc) return;
     memmove(vals + lo + 1, vals + lo, sizeof(uint32_t) * (size_t)(*count - lo));
     vals[lo] = crc;
     (*count)++;
-    return 1;
 }
 
 static PyObject *alnum_word_bytes(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "alnum_word_bytes() takes exactly 2 arguments");
-        return NULL;
-    }
-    if (!PyUnicode_Check(args[0])) {
-        PyErr_Format(PyExc_TypeError, "alnum_word_bytes() expects str, not %.100s", Py_TYPE(args[0])->tp_name);
-        return NULL;
-    }
-    Py_ssize_t limit = PyLong_AsSsize_t(args[1]);
-    if (limit == -1 && PyErr_Occurred()) return NULL;
-    if (limit < 0) {
-        PyErr_SetString(PyExc_ValueError, "limit must be >= 0");
-        return NULL;
-    }
-    PyObject *text = args[0];
-    int ascii = PyUnicode_IS_ASCII(text);
-    PyObject *lowered = NULL;
-    if (!ascii) { /* str.lower() itself, as alnum_word_hashes */
-        lowered = PyObject_CallMethod(text, "lower", NULL);
-        if (lowered == NULL) return NULL;
-        text = lowered;
-    }
-    int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    WordScan scan;
+    if (word_scan_start("alnum_word_bytes", args, nargs, &scan) < 0) return NULL;
     /* at most one word per two characters: the table never needs more than that, nor more than limit */
-    Py_ssize_t room = limit < n / 2 + 1 ? limit : n / 2 + 1;
+    Py_ssize_t room = scan.limit < scan.n / 2 + 1 ? scan.limit : scan.n / 2 + 1;
     uint32_t small[128];
     uint32_t *vals = room <= 128 ? small : (uint32_t *)malloc(sizeof(uint32_t) * (size_t)room);
     if (vals == NULL) {
-        Py_XDECREF(lowered);
+        Py_DECREF(scan.text);
         return PyErr_NoMemory();
     }
-    Py_ssize_t count = 0, p = 0;
-    while (p < n && count < limit) {
-        Py_UCS4 ch = PyUnicode_READ(kind, data, p);
-        if (!ALNUM(ch)) {
-            p++;
-            continue;
-        }
-        uint32_t c = CRC_START;
-        while (p < n) {
-            ch = PyUnicode_READ(kind, data, p);
-            if (!ALNUM(ch)) break;
-            c = ascii ? CRC_BYTE(c, ascii_lower[ch]) : crc_code_point(c, ch);
-            p++;
-        }
-        sorted_insert(vals, &count, CRC_FINAL(c));
-    }
-    Py_XDECREF(lowered);
+    Py_ssize_t count = 0;
+    uint32_t crc;
+    while (count < scan.limit && word_scan_next(&scan, &crc)) sorted_insert(vals, &count, crc);
+    Py_DECREF(scan.text);
     PyObject *out = PyBytes_FromStringAndSize((const char *)vals, (Py_ssize_t)sizeof(uint32_t) * count);
     if (vals != small) free(vals);
     return out;
