@@ -432,19 +432,27 @@ static int word_scan_start(const char *name, PyObject *const *args, Py_ssize_t n
 }
 
 /* The CRC-32 of the next word into ``*crc``: 1, or 0 when no word is left. */
-static int word_scan_next(WordScan *scan, uint32_t *crc) {
-    Py_ssize_t p = scan->p, n = scan->n;
-    while (p < n && !ALNUM(PyUnicode_READ(scan->kind, scan->data, p))) p++;
+static inline int word_scan_next(WordScan *scan, uint32_t *crc) {
+    const int kind = scan->kind, ascii = scan->ascii;
+    const void *data = scan->data;
+    const Py_ssize_t n = scan->n;
+    Py_ssize_t p = scan->p;
+    while (p < n && !ALNUM(PyUnicode_READ(kind, data, p))) p++;
     if (p == n) {
         scan->p = p;
         return 0;
     }
     uint32_t c = CRC_START;
-    while (p < n) {
-        Py_UCS4 ch = PyUnicode_READ(scan->kind, scan->data, p);
-        if (!ALNUM(ch)) break;
-        c = scan->ascii ? CRC_BYTE(c, ascii_lower[ch]) : crc_code_point(c, ch);
-        p++;
+    if (ascii) {
+        const unsigned char *s = (const unsigned char *)data;
+        while (p < n && byte_alnum[s[p]]) c = CRC_BYTE(c, ascii_lower[s[p++]]);
+    } else {
+        while (p < n) {
+            Py_UCS4 ch = PyUnicode_READ(kind, data, p);
+            if (!ALNUM(ch)) break;
+            c = crc_code_point(c, ch);
+            p++;
+        }
     }
     scan->p = p;
     *crc = CRC_FINAL(c);
