@@ -61,7 +61,7 @@ def check(text: str, differences: Counter[str], regex: bool) -> int:
     if compiled.masked_bytes(raw) != _masked_bytes_py(raw):
         differences["masked_bytes"] += 1
     data = masked(text)
-    for name in ("error_lines", "word_hashes", "line_hashes", "numbers_marked"):
+    for name in ("error_lines", "word_hashes", "long_word_hashes", "line_hashes", "numbers_marked"):
         calls += 1
         if getattr(compiled, name)(data) != getattr(pure, name)(data):
             differences[name] += 1
@@ -74,6 +74,10 @@ def check(text: str, differences: Counter[str], regex: bool) -> int:
         calls += 1
         if compiled.alnum_word_bytes(text, limit) != pure.alnum_word_bytes(text, limit):
             differences["alnum_word_bytes"] += 1
+    packed, other = pure.alnum_word_bytes(text, 64), pure.alnum_word_bytes(text[len(text) // 2 :], 64)
+    calls += 1
+    if compiled.shared_words(packed, other) != pure.shared_words(packed, other):
+        differences["shared_words"] += 1
     words, lines = pure.word_hashes(data), pure.line_hashes(data)
     for hashes in (words, lines):
         for k, bits in ((8, 1024), (32, 1024), (48, 512), (1_000_000, 4096)):

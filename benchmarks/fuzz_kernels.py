@@ -127,7 +127,7 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
         if compiled.masked_bytes(data) != _masked_bytes_py(data):
             differences += 1
             print(f"DIFFERENCE in masked_bytes: {data[:200]!r}", file=sys.stderr)
-        for name in ("error_lines", "word_hashes", "line_hashes", "numbers_marked"):
+        for name in ("error_lines", "word_hashes", "long_word_hashes", "line_hashes", "numbers_marked"):
             calls += 1
             if getattr(compiled, name)(data) != getattr(pure, name)(data):
                 differences += 1
@@ -141,6 +141,11 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
         if compiled.alnum_word_bytes(text, limit) != pure.alnum_word_bytes(text, limit):
             differences += 1
             print(f"DIFFERENCE in alnum_word_bytes: {text[:200]!r}", file=sys.stderr)
+        packed, other = data[: len(data) // 4 * 4], data[len(data) // 2 :][: len(data) // 8 * 4]
+        calls += 1
+        if compiled.shared_words(packed, other) != pure.shared_words(packed, other):
+            differences += 1
+            print(f"DIFFERENCE in shared_words: {data[:200]!r}", file=sys.stderr)
         hashes: list[int] = pure.word_hashes(data)
         if rng.random() < 0.2:
             hashes += [rng.randint(-(2**70), 2**70) for _ in range(rng.randint(0, 5))]

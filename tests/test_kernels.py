@@ -141,7 +141,7 @@ def test_the_pure_argument_words_are_the_regular_expression_words(text: str, lim
 @given(any_bytes)
 def test_compiled_byte_kernels_match_the_pure_ones(data: bytes) -> None:
     c = compiled()
-    for name in ("error_lines", "word_hashes", "line_hashes", "numbers_marked"):
+    for name in ("error_lines", "word_hashes", "long_word_hashes", "line_hashes", "numbers_marked"):
         assert getattr(c, name)(data) == getattr(_kernels_py, name)(data), name
 
 
@@ -151,6 +151,25 @@ def test_compiled_byte_kernels_match_the_pure_ones(data: bytes) -> None:
 def test_compiled_argument_words_match_the_pure_ones(text: str, limit: int) -> None:
     assert compiled().alnum_word_hashes(text, limit) == _kernels_py.alnum_word_hashes(text, limit)
     assert compiled().alnum_word_bytes(text, limit) == _kernels_py.alnum_word_bytes(text, limit)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 2**32 - 1), max_size=80), st.lists(st.integers(0, 2**32 - 1), max_size=80))
+def test_shared_words_counts_what_two_packed_sets_share(a: list[int], b: list[int]) -> None:
+    packed_a, packed_b = array(WORD_CODE, a).tobytes(), array(WORD_CODE, b).tobytes()
+    expected = (len(set(a) & set(b)), len(set(a)), len(set(b)))
+    assert _kernels_py.shared_words(packed_a, packed_b) == expected
+    if _kernels_c is not None:  # sorted or not, repeats or not: the same counts
+        assert _kernels_c.shared_words(packed_a, packed_b) == expected
+        cut = packed_a[1:]  # not a whole number of values, unless empty
+        assert outcome(_kernels_c.shared_words, cut, packed_b) == outcome(_kernels_py.shared_words, cut, packed_b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(any_bytes)
+def test_the_pure_long_words_are_the_split_words_of_two_bytes_or_more(data: bytes) -> None:
+    words = data.translate(_kernels_py.ASCII_LOWER).split()
+    assert _kernels_py.long_word_hashes(data) == [zlib.crc32(word) for word in words if len(word) >= 2]
 
 
 _hashes = st.one_of(
@@ -176,13 +195,16 @@ def test_compiled_sketches_match_the_pure_ones(hashes: Any, k: int, bits: int) -
 @needs_compiled
 def test_compiled_kernels_refuse_what_the_pure_ones_refuse() -> None:
     c = compiled()
-    for name in ("error_lines", "word_hashes", "line_hashes", "numbers_marked"):
+    for name in ("error_lines", "word_hashes", "long_word_hashes", "line_hashes", "numbers_marked"):
         for bad in ("text", None, 3):
             assert outcome(getattr(c, name), bad)[0] == "error"
     assert outcome(c.alnum_word_hashes, b"bytes", 3) == ("error", TypeError)
     assert outcome(c.alnum_word_hashes, "text", -1) == outcome(_kernels_py.alnum_word_hashes, "text", -1)
     assert outcome(c.alnum_word_bytes, b"bytes", 3) == ("error", TypeError)
     assert outcome(c.alnum_word_bytes, "text", -1) == outcome(_kernels_py.alnum_word_bytes, "text", -1)
+    for bad_pair in (("text", b""), (b"", None), (b"abc", b""), (b"", b"abcde")):
+        assert outcome(c.shared_words, *bad_pair)[0] == outcome(_kernels_py.shared_words, *bad_pair)[0] == "error"
+        assert outcome(c.shared_words, *bad_pair)[1] == outcome(_kernels_py.shared_words, *bad_pair)[1]
     for bad_hashes in ([1.5], ["a"], [None], 7):
         assert outcome(c.fold, bad_hashes, 1024)[0] == outcome(_kernels_py.fold, bad_hashes, 1024)[0] == "error"
         assert outcome(c.sketch_of, bad_hashes, 3, 1024)[0] == "error"
@@ -195,7 +217,7 @@ def test_compiled_kernels_match_the_pure_ones_on_huge_inputs() -> None:
     words = ["error", "0 fail", "Traceback", "x" * 5000, "naïve", "\x00", "\n", " ", "ok", "ΣΑΣ", "\ud800", "٣٤"]
     text = "".join(rng.choice(words) for _ in range(200_000))
     data = text.encode("utf-8", "surrogatepass")
-    for name in ("error_lines", "word_hashes", "line_hashes", "numbers_marked"):
+    for name in ("error_lines", "word_hashes", "long_word_hashes", "line_hashes", "numbers_marked"):
         assert getattr(c, name)(data) == getattr(_kernels_py, name)(data), name
     for limit in (0, 64, 10**9):
         assert c.alnum_word_hashes(text, limit) == _kernels_py.alnum_word_hashes(text, limit)

@@ -21,8 +21,10 @@ __all__ = [
     "error_lines",
     "fold",
     "line_hashes",
+    "long_word_hashes",
     "masked_bytes",
     "numbers_marked",
+    "shared_words",
     "sketch_of",
     "word_hashes",
 ]
@@ -50,6 +52,8 @@ line_hashes = _impl.line_hashes
 numbers_marked = _impl.numbers_marked
 alnum_word_hashes = _impl.alnum_word_hashes
 alnum_word_bytes = _impl.alnum_word_bytes
+long_word_hashes = _impl.long_word_hashes
+shared_words = _impl.shared_words
 fold = _impl.fold
 bottom_k = _impl.bottom_k
 sketch_of = _impl.sketch_of

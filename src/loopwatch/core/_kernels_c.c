@@ -252,9 +252,10 @@ static PyObject *error_lines(PyObject *self, PyObject *arg) {
 PyDoc_STRVAR(word_hashes_doc, "word_hashes(data: bytes) -> list[int]\n--\n\n"
                               "CRC-32s of the ASCII-lowercased, whitespace-separated words of ``data``, in order.");
 
-static PyObject *word_hashes(PyObject *self, PyObject *arg) {
+/* The CRC-32s of the words of ``arg`` (bytes.split()) of at least ``min_len`` bytes, ASCII-lowercased, in order. */
+static PyObject *hash_words(PyObject *arg, const char *name, Py_ssize_t min_len) {
     if (!PyBytes_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "word_hashes() expects bytes, not %.100s", Py_TYPE(arg)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s() expects bytes, not %.100s", name, Py_TYPE(arg)->tp_name);
         return NULL;
     }
     const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(arg);
@@ -265,11 +266,13 @@ static PyObject *word_hashes(PyObject *self, PyObject *arg) {
     while (p < n) {
         while (p < n && byte_space[s[p]]) p++;
         if (p >= n) break;
+        Py_ssize_t start = p;
         uint32_t c = CRC_START;
         while (p < n && !byte_space[s[p]]) {
             c = CRC_BYTE(c, ascii_lower[s[p]]);
             p++;
         }
+        if (p - start < min_len) continue;
         PyObject *value = PyLong_FromUnsignedLong(CRC_FINAL(c));
         if (value == NULL || PyList_Append(out, value) < 0) {
             Py_XDECREF(value);
@@ -280,6 +283,15 @@ static PyObject *word_hashes(PyObject *self, PyObject *arg) {
     }
     return out;
 }
+
+static PyObject *word_hashes(PyObject *self, PyObject *arg) { return hash_words(arg, "word_hashes", 1); }
+
+PyDoc_STRVAR(long_word_hashes_doc,
+             "long_word_hashes(data: bytes) -> list[int]\n--\n\n"
+             "CRC-32s of the ASCII-lowercased words of ``data`` of two bytes or more (split at ASCII whitespace, as "
+             "``bytes.split()``), in order, repeats kept.");
+
+static PyObject *long_word_hashes(PyObject *self, PyObject *arg) { return hash_words(arg, "long_word_hashes", 2); }
 
 /* -- line_hashes ------------------------------------------------------------------------------------------- */
 
@@ -524,6 +536,81 @@ static PyObject *alnum_word_bytes(PyObject *self, PyObject *const *args, Py_ssiz
     PyObject *out = PyBytes_FromStringAndSize((const char *)vals, (Py_ssize_t)sizeof(uint32_t) * count);
     if (vals != small) free(vals);
     return out;
+}
+
+PyDoc_STRVAR(shared_words_doc,
+             "shared_words(a: bytes, b: bytes) -> tuple[int, int, int]\n--\n\n"
+             "Two sets of word hashes packed 4 bytes each (:func:`alnum_word_bytes`): how many values they share, "
+             "and how many distinct values each holds.");
+
+static int cmp_u32(const void *x, const void *y) {
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* The packed values of ``obj``, sorted and distinct, in a copy ``*vals`` (``*own`` 1: free it; the values are sorted
+   only when they are not already). Returns the count, or -1 (an exception set). */
+static Py_ssize_t distinct_words(PyObject *obj, const char *which, uint32_t **vals, int *own) {
+    if (!PyBytes_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "shared_words() expects bytes for %s, not %.100s", which, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(obj);
+    if (size % 4) {
+        PyErr_Format(PyExc_ValueError, "shared_words(): %s is not a whole number of 4-byte values", which);
+        return -1;
+    }
+    Py_ssize_t n = size / 4;
+    const char *raw = PyBytes_AS_STRING(obj);
+    uint32_t *copy = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)(n ? n : 1));
+    if (copy == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(copy, raw, (size_t)size); /* the bytes may not be aligned for uint32_t: read through a copy */
+    int sorted = 1;
+    for (Py_ssize_t i = 1; i < n && sorted; i++) sorted = copy[i - 1] < copy[i];
+    if (!sorted) {
+        qsort(copy, (size_t)n, sizeof(uint32_t), cmp_u32);
+        Py_ssize_t k = 0;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (k == 0 || copy[k - 1] != copy[i]) copy[k++] = copy[i];
+        n = k;
+    }
+    *vals = copy;
+    *own = 1;
+    return n;
+}
+
+static PyObject *shared_words(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "shared_words() takes exactly 2 arguments");
+        return NULL;
+    }
+    uint32_t *a = NULL, *b = NULL;
+    int own_a = 0, own_b = 0;
+    Py_ssize_t na = distinct_words(args[0], "a", &a, &own_a);
+    if (na < 0) return NULL;
+    Py_ssize_t nb = distinct_words(args[1], "b", &b, &own_b);
+    if (nb < 0) {
+        if (own_a) free(a);
+        return NULL;
+    }
+    Py_ssize_t i = 0, j = 0, shared = 0;
+    while (i < na && j < nb) {
+        if (a[i] < b[j])
+            i++;
+        else if (a[i] > b[j])
+            j++;
+        else {
+            shared++;
+            i++;
+            j++;
+        }
+    }
+    if (own_a) free(a);
+    if (own_b) free(b);
+    return Py_BuildValue("(nnn)", shared, na, nb);
 }
 
 /* -- fold, bottom_k, sketch_of ----------------------------------------------------------------------------- */
@@ -1237,6 +1324,8 @@ static PyMethodDef methods[] = {
     {"numbers_marked", (PyCFunction)numbers_marked, METH_O, numbers_marked_doc},
     {"alnum_word_hashes", (PyCFunction)(void (*)(void))alnum_word_hashes, METH_FASTCALL, alnum_word_hashes_doc},
     {"alnum_word_bytes", (PyCFunction)(void (*)(void))alnum_word_bytes, METH_FASTCALL, alnum_word_bytes_doc},
+    {"shared_words", (PyCFunction)(void (*)(void))shared_words, METH_FASTCALL, shared_words_doc},
+    {"long_word_hashes", (PyCFunction)long_word_hashes, METH_O, long_word_hashes_doc},
     {"fold", (PyCFunction)(void (*)(void))fold, METH_FASTCALL, fold_doc},
     {"bottom_k", (PyCFunction)(void (*)(void))bottom_k, METH_FASTCALL, bottom_k_doc},
     {"sketch_of", (PyCFunction)(void (*)(void))sketch_of, METH_FASTCALL, sketch_of_doc},

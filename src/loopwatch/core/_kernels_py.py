@@ -25,7 +25,9 @@ __all__ = [
     "fold",
     "line_hashes",
     "lines_of",
+    "long_word_hashes",
     "numbers_marked",
+    "shared_words",
     "sketch_of",
     "word_hashes",
 ]
@@ -111,6 +113,12 @@ def word_hashes(data: bytes) -> list[int]:
     return list(map(zlib.crc32, data.translate(ASCII_LOWER).split()))
 
 
+def long_word_hashes(data: bytes) -> list[int]:
+    """CRC-32s of the ASCII-lowercased words of ``data`` of two bytes or more (split as ``bytes.split()``), in order,
+    repeats kept."""
+    return [zlib.crc32(word) for word in data.translate(ASCII_LOWER).split() if len(word) > 1]
+
+
 LINE_BYTES: Final = 2_000
 """Bytes of a (masked) output whose lines are hashed: where a result says what it says."""
 _BLANKS: Final = b" \t\r\x0b\x0c"
@@ -177,6 +185,18 @@ def alnum_word_bytes(text: str, limit: int) -> bytes:
     """The CRC-32s :func:`alnum_word_hashes` gives, sorted and packed 4 bytes each in the machine's order (what
     ``array("I")`` holds): how rules keep a call's words."""
     return array(WORD_CODE, sorted(alnum_word_hashes(text, limit))).tobytes()
+
+
+def shared_words(a: bytes, b: bytes) -> tuple[int, int, int]:
+    """Two sets of word hashes packed 4 bytes each (:func:`alnum_word_bytes`): how many values they share, and how
+    many distinct values each holds."""
+    for which, packed in (("a", a), ("b", b)):
+        if not isinstance(packed, bytes):
+            raise TypeError(f"shared_words() expects bytes for {which}, not {type(packed).__name__}")
+        if len(packed) % 4:
+            raise ValueError(f"shared_words(): {which} is not a whole number of 4-byte values")
+    x, y = set(array(WORD_CODE, a)), set(array(WORD_CODE, b))
+    return len(x & y), len(x), len(y)
 
 
 # -- sketches ------------------------------------------------------------------------------------------------

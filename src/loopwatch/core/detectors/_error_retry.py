@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any, Final
 
+from .._kernels import shared_words
 from .._ladder import Ladder
 from .._patterns import Pattern
 from .._tools import runs_code
@@ -20,7 +21,6 @@ from ._base import (
     polls,
     pushed,
     searches,
-    word_values,
 )
 from ._failure_text import _jaccard, _numberless, error_bits_of, excerpt_of
 from ._state import (
@@ -407,9 +407,8 @@ def _same_action(action: bytes | None, other: bytes | None, similarity: float = 
     Unknown (a streak saved before actions were kept, a result without its call, no arguments): yes."""
     if not action or not other:
         return True
-    a, b = set(word_values(action)), set(word_values(other))
-    shared = len(a & b)
-    return (len(a ^ b) <= 2 and shared >= 3) or shared / len(a | b) >= similarity
+    shared, in_a, in_b = shared_words(action, other)
+    return (in_a + in_b - 2 * shared <= 2 and shared >= 3) or shared / (in_a + in_b - shared) >= similarity
 
 
 def error_retry(

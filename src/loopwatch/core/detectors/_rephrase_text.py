@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from .._fingerprint import ASCII_LOWER
+from .._kernels import long_word_hashes
 from ._base import EMPTY_LINE, Step, line_hashes, lines_of, masked_of
 
 _NOT_LETTERS: Final = bytes(c if 65 <= c <= 90 or 97 <= c <= 122 or c >= 128 else 32 for c in range(256))
@@ -78,14 +79,15 @@ def observation_lines(step: Step) -> frozenset[int]:
     return line_set(masked_text)
 
 
-def word_set(text: str, limit: int) -> set[int]:
-    """CRC-32 hashes of the distinct lowercased words (two letters or more) of ``text[:limit]``."""
+def word_set(text: str, limit: int) -> list[int]:
+    """CRC-32 hashes of the lowercased words (two letters or more) of ``text[:limit]``, repeats kept (a sketch of
+    them takes the distinct ones)."""
     head = text[:limit]
     if head.isascii():  # lowercased and split into letters in one pass
-        words = head.encode("ascii").translate(_LOWER_NOT_LETTERS).split()
+        data = head.encode("ascii").translate(_LOWER_NOT_LETTERS)
     else:
-        words = head.lower().encode("utf-8", "surrogatepass").translate(_NOT_LETTERS).split()
-    return {zlib.crc32(word) for word in words if len(word) > 1}
+        data = head.lower().encode("utf-8", "surrogatepass").translate(_NOT_LETTERS)
+    return long_word_hashes(data)
 
 
 def instruction_of(args: Mapping[str, Any] | None, min_chars: int) -> str | None:
