@@ -449,16 +449,21 @@ static inline int word_scan_next(WordScan *scan, uint32_t *crc) {
     const void *data = scan->data;
     const Py_ssize_t n = scan->n;
     Py_ssize_t p = scan->p;
-    while (p < n && !ALNUM(PyUnicode_READ(kind, data, p))) p++;
-    if (p == n) {
-        scan->p = p;
-        return 0;
-    }
     uint32_t c = CRC_START;
     if (ascii) {
         const unsigned char *s = (const unsigned char *)data;
+        while (p < n && !byte_alnum[s[p]]) p++;
+        if (p == n) {
+            scan->p = p;
+            return 0;
+        }
         while (p < n && byte_alnum[s[p]]) c = CRC_BYTE(c, ascii_lower[s[p++]]);
     } else {
+        while (p < n && !ALNUM(PyUnicode_READ(kind, data, p))) p++;
+        if (p == n) {
+            scan->p = p;
+            return 0;
+        }
         while (p < n) {
             Py_UCS4 ch = PyUnicode_READ(kind, data, p);
             if (!ALNUM(ch)) break;
