@@ -74,6 +74,9 @@ def check(text: str, differences: Counter[str], regex: bool) -> int:
         calls += 1
         if compiled.alnum_word_bytes(text, limit) != pure.alnum_word_bytes(text, limit):
             differences["alnum_word_bytes"] += 1
+    calls += 1
+    if compiled.word_sketch(data, 48, 1024) != pure.word_sketch(data, 48, 1024):
+        differences["word_sketch"] += 1
     packed, other = pure.alnum_word_bytes(text, 64), pure.alnum_word_bytes(text[len(text) // 2 :], 64)
     calls += 1
     if compiled.shared_words(packed, other) != pure.shared_words(packed, other):

@@ -172,6 +172,15 @@ def test_the_pure_long_words_are_the_split_words_of_two_bytes_or_more(data: byte
     assert _kernels_py.long_word_hashes(data) == [zlib.crc32(word) for word in words if len(word) >= 2]
 
 
+@settings(max_examples=300, deadline=None)
+@given(any_bytes, st.integers(-2, 200), st.sampled_from([8, 64, 100, 512, 1024, 4096]))
+def test_word_sketch_is_the_sketch_of_the_word_hashes(data: bytes, k: int, bits: int) -> None:
+    expected = outcome(_kernels_py.bottom_k, _kernels_py.word_hashes(data), k, bits)
+    assert outcome(_kernels_py.word_sketch, data, k, bits) == expected
+    if _kernels_c is not None:
+        assert outcome(_kernels_c.word_sketch, data, k, bits) == expected
+
+
 _hashes = st.one_of(
     st.lists(st.integers(0, 2**32 - 1), max_size=300),
     st.sets(st.integers(0, 2**64 - 1), max_size=50),

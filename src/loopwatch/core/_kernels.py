@@ -27,6 +27,7 @@ __all__ = [
     "shared_words",
     "sketch_of",
     "word_hashes",
+    "word_sketch",
 ]
 
 
@@ -57,6 +58,7 @@ shared_words = _impl.shared_words
 fold = _impl.fold
 bottom_k = _impl.bottom_k
 sketch_of = _impl.sketch_of
+word_sketch = _impl.word_sketch
 
 masked_bytes: Callable[[bytes], bytes] | None = getattr(_impl, "masked_bytes", None)
 """The compiled twin of :func:`loopwatch.core._masking._masked_bytes_py` (the volatile parts of a text removed), or

@@ -846,6 +846,48 @@ static PyObject *sketch_of(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return sketch_kernel(args, nargs, 1, AS_TEXT, "sketch_of");
 }
 
+PyDoc_STRVAR(word_sketch_doc,
+             "word_sketch(data: bytes, k: int, bits: int) -> int\n--\n\n"
+             "bottom_k(word_hashes(data), k, bits): the sketch of a text's words, without a list of their hashes.");
+
+static PyObject *word_sketch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "word_sketch() takes exactly 3 arguments");
+        return NULL;
+    }
+    if (!PyBytes_Check(args[0])) {
+        PyErr_Format(PyExc_TypeError, "word_sketch() expects bytes, not %.100s", Py_TYPE(args[0])->tp_name);
+        return NULL;
+    }
+    Py_ssize_t k = PyLong_Check(args[1]) ? PyLong_AsSsize_t(args[1]) : -1;
+    Py_ssize_t bits = PyLong_Check(args[2]) ? PyLong_AsSsize_t(args[2]) : 0;
+    if (PyErr_Occurred()) PyErr_Clear();
+    if (k < 0 || !bits_supported(bits)) { /* what the C code does not fold: the twin decides */
+        PyObject *call_args = PyTuple_Pack(3, args[0], args[1], args[2]);
+        if (call_args == NULL) return NULL;
+        PyObject *result = call_pure("word_sketch", call_args);
+        Py_DECREF(call_args);
+        return result;
+    }
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t n = PyBytes_GET_SIZE(args[0]);
+    uint64_t *values = (uint64_t *)malloc(sizeof(uint64_t) * (size_t)(n / 2 + 1));
+    if (values == NULL) return PyErr_NoMemory();
+    Py_ssize_t count = 0, p = 0;
+    while (p < n) { /* the words of word_hashes: split at ASCII whitespace, ASCII-lowercased */
+        while (p < n && byte_space[s[p]]) p++;
+        if (p >= n) break;
+        uint32_t c = CRC_START;
+        while (p < n && !byte_space[s[p]]) c = CRC_BYTE(c, ascii_lower[s[p++]]);
+        values[count++] = CRC_FINAL(c);
+    }
+    uint64_t words[MAX_WORDS];
+    Py_ssize_t nwords = bits / 64;
+    fold_bottom_k(values, count, k, words, nwords);
+    free(values);
+    return words_to_int(words, nwords);
+}
+
 /* -- masked_bytes: loopwatch.core._masking's volatile parts removed -------------------------------------------------
 
    The same scan as masking.volatile_spans (see its docstrings for what each kind is), written out: each regular
@@ -1334,6 +1376,7 @@ static PyMethodDef methods[] = {
     {"fold", (PyCFunction)(void (*)(void))fold, METH_FASTCALL, fold_doc},
     {"bottom_k", (PyCFunction)(void (*)(void))bottom_k, METH_FASTCALL, bottom_k_doc},
     {"sketch_of", (PyCFunction)(void (*)(void))sketch_of, METH_FASTCALL, sketch_of_doc},
+    {"word_sketch", (PyCFunction)(void (*)(void))word_sketch, METH_FASTCALL, word_sketch_doc},
     {"masked_bytes", (PyCFunction)masked_bytes, METH_O, masked_bytes_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -30,6 +30,7 @@ __all__ = [
     "shared_words",
     "sketch_of",
     "word_hashes",
+    "word_sketch",
 ]
 
 WORD_CODE: Final = "I" if array("I").itemsize == 4 else "L"
@@ -221,3 +222,8 @@ def sketch_of(hashes: Iterable[int], k: int, bits: int) -> str:
     """:func:`bottom_k` as JSON-able base64 text of its ``bits // 8`` big-endian bytes."""
     value = bottom_k(hashes, k, bits)
     return binascii.b2a_base64(value.to_bytes(bits // 8, "big"), newline=False).decode("ascii")
+
+
+def word_sketch(data: bytes, k: int, bits: int) -> int:
+    """``bottom_k(word_hashes(data), k, bits)``: the sketch of a text's words."""
+    return bottom_k(word_hashes(data), k, bits)

@@ -7,9 +7,10 @@ import re
 import zlib
 from typing import Final
 
-from .._fingerprint import preview, word_hashes
-from .._kernels import error_lines, numbers_marked
+from .._fingerprint import preview
+from .._kernels import error_lines, numbers_marked, word_sketch
 from ._base import (
+    SKETCH_BITS,
     Step,
     bits_similarity,
     bits_text,
@@ -67,12 +68,12 @@ def error_bits(masked_output: bytes, limit: int = 32) -> int:
     text = masked_output if len(masked_output) <= 8_192 else masked_output[:4_096] + b"\n" + masked_output[-4_096:]
     lines = error_lines(text)
     if lines:
-        return bottom_k(word_hashes("", b"\n".join(lines[-_ERROR_LINES:])[:1_600]), limit)
+        return word_sketch(b"\n".join(lines[-_ERROR_LINES:])[:1_600], limit, SKETCH_BITS)
     if _TRUNCATED.search(text[-400:]) or _TRUNCATED.search(text[:400]):
         # cut before it said what went wrong: only the very same output is known to be the same failure
         return bottom_k([zlib.crc32(masked_output)], limit)
     text = text if len(text) <= 1_600 else text[:800] + b"\n" + text[-800:]
-    return bottom_k(word_hashes("", text), limit)
+    return word_sketch(text, limit, SKETCH_BITS)
 
 
 def error_words(masked_output: bytes, limit: int = 32) -> str:

@@ -89,8 +89,8 @@ REPEAT_MESSAGE = Pattern(
 def word_bits(text: str, k: int) -> int:
     """Bottom-k sketch of the lower-cased whitespace words of ``text`` as an integer bit set (the words' CRC-32s;
     ``text_bits(sketch_of(hashes, k))`` without the text). Words are deduplicated before they are hashed."""
-    if text.isascii():  # split, lowercased and hashed in one kernel call: the same hashes (bottom_k drops repeats)
-        return bottom_k(_kernels.word_hashes(text.encode("ascii")), k)
+    if text.isascii():  # split, lowercased, hashed and sketched in one kernel call (the sketch drops repeats)
+        return _kernels.word_sketch(text.encode("ascii"), k, SKETCH_BITS)
     words = set(text.lower().encode("utf-8", "surrogatepass").split())
     return bottom_k(set(map(zlib.crc32, words)), k)
 
