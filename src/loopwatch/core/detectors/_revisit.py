@@ -35,8 +35,8 @@ _KEPT: Final = 32
 
 REVISIT = Pattern(
     "revisit",
-    "You have made {call} {count} times now, and it answered the same each time: nothing has changed since the "
-    "first time, so it will answer the same again. Work with what it told you, or take a step that changes "
+    "You have made {call} {count} times now, and it answered the same every time before: nothing has changed "
+    "since the first time, so it will answer the same again. Work with what it told you, or take a step that changes "
     "something (an edit, a different tool, another source); if what you need is not there, say so.",
     ladder=Ladder.of(nudge=3),
     evidence=("tool", "call"),
@@ -94,8 +94,13 @@ class RevisitDetector(Detector):
     Each call is remembered with its result; a call that may change something (an edit, a write, a command line
     that is not a look-up) forgets every other call, since what they answered may have changed (its own entry
     stays: the same program run, or the very same change applied, again with only look-ups in between and
-    answering the same, is the same run). Waits and status checks
-    are left out. Reported as ``revisit`` when a call answers the same thing for the ``threshold``-th time.
+    answering the same, is the same run). Waits and status checks are left out. Reported as ``revisit`` when a
+    call is made for the ``threshold``-th time after it answered the same every time before, when the circuit went
+    somewhere new (a call answered for the first time since the last change) since the call was last made; or,
+    made right again, since its first answer: ``make; cat log; make; make`` is still the circuit (the repeat rule
+    counts only the last two), while a call only ever made right again is the repeat rule's and a round of calls
+    all made before the cycle rule's. Like the repeat rule, it reports the call as it is made: the answer it will
+    get is the one it got each time.
     """
 
     name = "revisit"
@@ -142,9 +147,23 @@ class RevisitDetector(Detector):
                 state.seen = seen = () if kept is None else (step.call_fp, kept)
                 state.since = step.index
             entry: Answered | None = flat_get(seen, step.call_fp or "")
-            if entry is not None and entry.count + 1 >= self.threshold:
-                entry.label = call_label(step, 120)  # for the report, should the answer be the same again
-            return None
+            if entry is None or entry.count + 1 < self.threshold:
+                return None
+            entry.label = call_label(step, 120)  # kept with the entry (snapshots hold it)
+            previous = index_at(entry.indices, -1)
+            again = seen[-2] == step.call_fp  # made right again: the last call answered was this one
+            if state.fresh < previous and not (again and state.fresh > entry.first):
+                return None  # a round of calls all made before (the cycle rule's), or only ever this one (repeat's)
+            count = entry.count + 1
+            return Finding(
+                pattern="revisit",
+                count=count,
+                key=f"revisit:{state.since}",
+                loop_start=entry.first,
+                reason=f"{step.tool} made {count} times; it answered the same each time and nothing changed since",
+                indices=(*index_tuple(entry.indices), step.index),
+                facts={"tool": step.tool, "call": entry.label},
+            )
         if step.kind != "result" or step.call_fp is None or step.call_index in state.polls:
             return None
         where = step.call_index if step.call_index is not None else step.index
@@ -152,24 +171,10 @@ class RevisitDetector(Detector):
         if entry is None or entry.outcome != step.outcome_fp:
             entry = Answered(step.outcome_fp, 0, where, b"", None)
             state.fresh = where  # a call not made (or not answered so) since the last change
-        previous = index_at(entry.indices, -1) if entry.indices else None
         entry.count += 1
         entry.indices = indices_pushed(entry.indices, where, 8)
         state.seen = flat_append(seen, step.call_fp, entry, self.kept)  # most recently made last
-        if entry.count < self.threshold or previous is None or state.fresh < previous:
-            # the same call right again is the repeat rule's, a round of calls all made before is the cycle rule's:
-            # a circuit goes somewhere new (another file, another search) and comes back
-            return None
-        call = entry.label or f"{step.tool}(...)"
-        return Finding(
-            pattern="revisit",
-            count=entry.count,
-            key=f"revisit:{state.since}",
-            loop_start=entry.first,
-            reason=f"{step.tool} made {entry.count} times with the same answer each time and nothing changed since",
-            indices=index_tuple(entry.indices),
-            facts={"tool": step.tool, "call": call},
-        )
+        return None
 
 
 def _runs_program(step: Step) -> bool:
