@@ -15,7 +15,6 @@ from functools import partial
 from typing import Any, Final
 
 from ._canonical import canonical_json, digest, digest_bytes, digest_parts, flat_payload, fold_string
-from ._kernels import word_hashes as _word_hashes
 from ._lazy_re import lazy_compile
 from ._masking import masked
 from ._tools import reads_only
@@ -323,11 +322,6 @@ def outcome_bytes(output: str, masked_output: bytes | None = None) -> bytes:
 ASCII_LOWER: Final = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
 """A ``bytes.translate`` table that lowercases ASCII letters (what ``bytes.lower`` does), so that dropping bytes
 and lowercasing take one pass."""
-
-
-def word_hashes(text: str, masked_text: bytes | None = None) -> list[int]:
-    """CRC-32 hashes of the lowercased words of ``text``, its volatile parts removed, in order."""
-    return _word_hashes(masked(text) if masked_text is None else masked_text)
 
 
 def outcome_fingerprint(output: str, is_error: bool | None = None, exit_code: int | None = None) -> str:

@@ -267,19 +267,14 @@ def argument_word_bytes(step: Step) -> bytes:
     return cached
 
 
-def argument_words(step: Step) -> frozenset[int]:
-    """:func:`argument_word_bytes` as a set of integers."""
-    return frozenset(word_values(argument_word_bytes(step)))
-
-
 _ECHO_BYTES: Final = 2_000
 """Outputs longer than this say more than their call asked: they are not read word by word for echoes."""
 
 
 def beyond_echo(step: Step, asked: frozenset[int] | None) -> str:
-    """The fingerprint of what a result says beyond the words of the call that asked for it (:func:`argument_words`):
-    ``echo step 7`` answered ``step 7`` says nothing new, whatever the counter. Long outputs, and results whose
-    call is unknown, are taken whole (their outcome fingerprint)."""
+    """The fingerprint of what a result says beyond the words of the call that asked for it (``asked``: its
+    :func:`argument_word_bytes` as a set): ``echo step 7`` answered ``step 7`` says nothing new, whatever the counter.
+    Long outputs, and results whose call is unknown, are taken whole (their outcome fingerprint)."""
     output = masked_of(step)
     if asked is None or len(output) > _ECHO_BYTES:
         return step.outcome_fp or ""
