@@ -252,6 +252,19 @@ static PyObject *error_lines(PyObject *self, PyObject *arg) {
 PyDoc_STRVAR(word_hashes_doc, "word_hashes(data: bytes) -> list[int]\n--\n\n"
                               "CRC-32s of the ASCII-lowercased, whitespace-separated words of ``data``, in order.");
 
+/* The next word of s[*p:n] (split at ASCII whitespace, as bytes.split()): its CRC-32, ASCII-lowercased, into
+   ``*crc``; returns its length, or 0 when no word is left. */
+static inline Py_ssize_t next_space_word(const unsigned char *s, Py_ssize_t n, Py_ssize_t *at, uint32_t *crc) {
+    Py_ssize_t p = *at;
+    while (p < n && byte_space[s[p]]) p++;
+    Py_ssize_t start = p;
+    uint32_t c = CRC_START;
+    while (p < n && !byte_space[s[p]]) c = CRC_BYTE(c, ascii_lower[s[p++]]);
+    *at = p;
+    *crc = CRC_FINAL(c);
+    return p - start;
+}
+
 /* The CRC-32s of the words of ``arg`` (bytes.split()) of at least ``min_len`` bytes, ASCII-lowercased, in order. */
 static PyObject *hash_words(PyObject *arg, const char *name, Py_ssize_t min_len) {
     if (!PyBytes_Check(arg)) {
@@ -262,18 +275,11 @@ static PyObject *hash_words(PyObject *arg, const char *name, Py_ssize_t min_len)
     Py_ssize_t n = PyBytes_GET_SIZE(arg);
     PyObject *out = PyList_New(0);
     if (out == NULL) return NULL;
-    Py_ssize_t p = 0;
-    while (p < n) {
-        while (p < n && byte_space[s[p]]) p++;
-        if (p >= n) break;
-        Py_ssize_t start = p;
-        uint32_t c = CRC_START;
-        while (p < n && !byte_space[s[p]]) {
-            c = CRC_BYTE(c, ascii_lower[s[p]]);
-            p++;
-        }
-        if (p - start < min_len) continue;
-        PyObject *value = PyLong_FromUnsignedLong(CRC_FINAL(c));
+    Py_ssize_t p = 0, len;
+    uint32_t crc;
+    while ((len = next_space_word(s, n, &p, &crc)) > 0) {
+        if (len < min_len) continue;
+        PyObject *value = PyLong_FromUnsignedLong(crc);
         if (value == NULL || PyList_Append(out, value) < 0) {
             Py_XDECREF(value);
             Py_DECREF(out);
@@ -874,13 +880,8 @@ static PyObject *word_sketch(PyObject *self, PyObject *const *args, Py_ssize_t n
     uint64_t *values = (uint64_t *)malloc(sizeof(uint64_t) * (size_t)(n / 2 + 1));
     if (values == NULL) return PyErr_NoMemory();
     Py_ssize_t count = 0, p = 0;
-    while (p < n) { /* the words of word_hashes: split at ASCII whitespace, ASCII-lowercased */
-        while (p < n && byte_space[s[p]]) p++;
-        if (p >= n) break;
-        uint32_t c = CRC_START;
-        while (p < n && !byte_space[s[p]]) c = CRC_BYTE(c, ascii_lower[s[p++]]);
-        values[count++] = CRC_FINAL(c);
-    }
+    uint32_t crc;
+    while (next_space_word(s, n, &p, &crc) > 0) values[count++] = crc; /* the words of word_hashes */
     uint64_t words[MAX_WORDS];
     Py_ssize_t nwords = bits / 64;
     fold_bottom_k(values, count, k, words, nwords);
