@@ -74,6 +74,9 @@ def check(text: str, differences: Counter[str], regex: bool) -> int:
         calls += 1
         if compiled.alnum_word_bytes(text, limit) != pure.alnum_word_bytes(text, limit):
             differences["alnum_word_bytes"] += 1
+        calls += 1
+        if compiled.alnum_word_pair(text, limit) != pure.alnum_word_pair(text, limit):
+            differences["alnum_word_pair"] += 1
     calls += 1
     if compiled.word_sketch(data, 48, 1024) != pure.word_sketch(data, 48, 1024):
         differences["word_sketch"] += 1

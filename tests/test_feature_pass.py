@@ -80,7 +80,7 @@ def _counting(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> lis
 
 
 def test_a_call_is_read_once_for_its_words_scopes_and_query(monkeypatch: pytest.MonkeyPatch) -> None:
-    words = _counting(monkeypatch, base._kernels, "alnum_word_bytes")
+    words = _counting(monkeypatch, base._kernels, "alnum_word_pair")
     scopes = _counting(monkeypatch, base, "search_scopes")
     query = _counting(monkeypatch, base, "search_query")
     engine = Engine(preset("default-lexical"))
@@ -92,7 +92,8 @@ def test_a_call_is_read_once_for_its_words_scopes_and_query(monkeypatch: pytest.
     places, query_words, _ = states["no_progress"].current
     assert "src" in places
     assert flat_get(states["failure_streak"].items, 0) == (places, query_words)
-    # the call's words are one bytes object, shared by the rules that keep them
+    # the call's words are one bytes object, shared by the rules that keep them (error_retry keeps them numbers
+    # aside: the same object when the call names no number)
     assert states["error_retry"].action("bash:grep") is states["feedback_repeat"].attempt
 
 

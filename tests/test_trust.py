@@ -223,6 +223,30 @@ def test_a_test_run_again_after_reading_files_is_nudged_only_the_third_time_it_a
     assert [(v.index, v.action, v.pattern) for v in verdicts if v.action != "ok"] == [(8, "nudge", "revisit")]
 
 
+def test_the_same_failing_edit_at_other_line_numbers_is_the_same_retry() -> None:
+    events: list[Event] = []
+    for n, (start, end) in enumerate([(169, 171), (169, 172), (170, 172)]):
+        edit = {"command": f"edit {start}:{end}\n    except (TypeError, ValueError):\n        return None\nend_of_edit"}
+        events += _call("edit", edit, "E999 IndentationError: unexpected unindent", n, is_error=True)
+    verdicts = _run(events)
+    assert [v.action for v in verdicts if v.pattern == "error_retry"] == ["nudge"]  # the third failure
+    assert verdicts[-1].pattern == "error_retry"
+
+
+def test_a_failing_command_tried_with_another_flag_or_target_each_time_is_not_a_retry() -> None:
+    # another crate, another flag: the agent acts on what it saw; only a long streak of such variants is pointed out
+    commands = [
+        "cargo test --profile ci -p datafusion-common --lib -- --format json",
+        "cargo test --profile ci -p datafusion-common --lib -- --list --format json",
+        "cargo test --profile ci -p datafusion-macros --lib -- --list --format json",
+        "cargo test --profile ci -p datafusion-expr --lib -- --list --format json",
+    ]
+    events: list[Event] = []
+    for n, command in enumerate(commands):
+        events += _call("bash", {"command": command}, "**Exited due to timeout**\nexit code: 124", n, is_error=True)
+    assert "error_retry" not in {v.pattern for v in _run(events)}
+
+
 def test_failures_that_share_a_build_tools_banner_but_not_their_error_lines_are_different_failures() -> None:
     banner = "[INFO] Scanning for projects...\n[INFO] Reactor Build Order:\n" + "[INFO] module-x\n" * 30
     errors = [

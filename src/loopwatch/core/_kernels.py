@@ -17,6 +17,7 @@ __all__ = [
     "COMPILED",
     "alnum_word_bytes",
     "alnum_word_hashes",
+    "alnum_word_pair",
     "bottom_k",
     "error_lines",
     "fold",
@@ -53,6 +54,7 @@ line_hashes = _impl.line_hashes
 numbers_marked = _impl.numbers_marked
 alnum_word_hashes = _impl.alnum_word_hashes
 alnum_word_bytes = _impl.alnum_word_bytes
+alnum_word_pair = _impl.alnum_word_pair
 long_word_hashes = _impl.long_word_hashes
 shared_words = _impl.shared_words
 fold = _impl.fold

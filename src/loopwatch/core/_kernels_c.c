@@ -7,7 +7,11 @@
    functions under AddressSanitizer and UBSan.
 
    Where an input falls outside what the C code handles (a negative or huge hash, a size that is not a power of
-   two), the pure-Python twin is called, so the answer (or the error) is the same. */
+   two), the pure-Python twin is called, so the answer (or the error) is the same.
+
+   The file stays in one piece: it is one extension module (one translation unit that hatch_build.py compiles, with
+   no build system to link several), and its kernels share the byte-class tables, the CRC-32 code and the 8-bytes-
+   at-a-time readers defined once near the top. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -449,13 +453,15 @@ static int word_scan_start(const char *name, PyObject *const *args, Py_ssize_t n
     return 0;
 }
 
-/* The CRC-32 of the next word into ``*crc``: 1, or 0 when no word is left. */
-static inline int word_scan_next(WordScan *scan, uint32_t *crc) {
+/* The CRC-32 of the next word into ``*crc``: 1, or 0 when no word is left. ``*number``: is the word made of ASCII
+   digits only? */
+static inline int word_scan_next(WordScan *scan, uint32_t *crc, int *number) {
     const int kind = scan->kind, ascii = scan->ascii;
     const void *data = scan->data;
     const Py_ssize_t n = scan->n;
     Py_ssize_t p = scan->p;
     uint32_t c = CRC_START;
+    int digits = 1;
     if (ascii) {
         const unsigned char *s = (const unsigned char *)data;
         while (p < n && !byte_alnum[s[p]]) p++;
@@ -463,7 +469,10 @@ static inline int word_scan_next(WordScan *scan, uint32_t *crc) {
             scan->p = p;
             return 0;
         }
-        while (p < n && byte_alnum[s[p]]) c = CRC_BYTE(c, ascii_lower[s[p++]]);
+        while (p < n && byte_alnum[s[p]]) {
+            digits &= (s[p] >= '0' && s[p] <= '9');
+            c = CRC_BYTE(c, ascii_lower[s[p++]]);
+        }
     } else {
         while (p < n && !ALNUM(PyUnicode_READ(kind, data, p))) p++;
         if (p == n) {
@@ -473,12 +482,14 @@ static inline int word_scan_next(WordScan *scan, uint32_t *crc) {
         while (p < n) {
             Py_UCS4 ch = PyUnicode_READ(kind, data, p);
             if (!ALNUM(ch)) break;
+            digits &= (ch >= '0' && ch <= '9');
             c = crc_code_point(c, ch);
             p++;
         }
     }
     scan->p = p;
     *crc = CRC_FINAL(c);
+    *number = digits;
     return 1;
 }
 
@@ -495,7 +506,8 @@ static PyObject *alnum_word_hashes(PyObject *self, PyObject *const *args, Py_ssi
         return NULL;
     }
     uint32_t crc;
-    while (PySet_GET_SIZE(seen) < scan.limit && word_scan_next(&scan, &crc)) {
+    int number;
+    while (PySet_GET_SIZE(seen) < scan.limit && word_scan_next(&scan, &crc, &number)) {
         if (set_add_crc(seen, crc) < 0) {
             Py_DECREF(seen);
             Py_DECREF(scan.text);
@@ -542,9 +554,52 @@ static PyObject *alnum_word_bytes(PyObject *self, PyObject *const *args, Py_ssiz
     }
     Py_ssize_t count = 0;
     uint32_t crc;
-    while (count < scan.limit && word_scan_next(&scan, &crc)) sorted_insert(vals, &count, crc);
+    int number;
+    while (count < scan.limit && word_scan_next(&scan, &crc, &number)) sorted_insert(vals, &count, crc);
     Py_DECREF(scan.text);
     PyObject *out = PyBytes_FromStringAndSize((const char *)vals, (Py_ssize_t)sizeof(uint32_t) * count);
+    if (vals != small) free(vals);
+    return out;
+}
+
+PyDoc_STRVAR(alnum_word_pair_doc,
+             "alnum_word_pair(text: str, limit: int) -> tuple[bytes, bytes]\n--\n\n"
+             "In one pass: :func:`alnum_word_bytes`, and the same without the words made of ASCII digits only (the "
+             "first ``limit`` distinct other words). One bytes object twice when the two are equal.");
+
+static PyObject *alnum_word_pair(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    WordScan scan;
+    if (word_scan_start("alnum_word_pair", args, nargs, &scan) < 0) return NULL;
+    Py_ssize_t room = scan.limit < scan.n / 2 + 1 ? scan.limit : scan.n / 2 + 1;
+    uint32_t small[256];
+    uint32_t *vals = room <= 128 ? small : (uint32_t *)malloc(sizeof(uint32_t) * 2 * (size_t)room);
+    if (vals == NULL) {
+        Py_DECREF(scan.text);
+        return PyErr_NoMemory();
+    }
+    uint32_t *words = vals, *names = vals + room;
+    Py_ssize_t count = 0, named = 0;
+    uint32_t crc;
+    int number;
+    while ((count < scan.limit || named < scan.limit) && word_scan_next(&scan, &crc, &number)) {
+        if (count < scan.limit) sorted_insert(words, &count, crc);
+        if (!number && named < scan.limit) sorted_insert(names, &named, crc);
+    }
+    Py_DECREF(scan.text);
+    PyObject *all = PyBytes_FromStringAndSize((const char *)words, (Py_ssize_t)sizeof(uint32_t) * count);
+    PyObject *out = NULL;
+    if (all != NULL) {
+        if (named == count && memcmp(words, names, sizeof(uint32_t) * (size_t)count) == 0) {
+            out = PyTuple_Pack(2, all, all);
+        } else {
+            PyObject *rest = PyBytes_FromStringAndSize((const char *)names, (Py_ssize_t)sizeof(uint32_t) * named);
+            if (rest != NULL) {
+                out = PyTuple_Pack(2, all, rest);
+                Py_DECREF(rest);
+            }
+        }
+        Py_DECREF(all);
+    }
     if (vals != small) free(vals);
     return out;
 }
@@ -1372,6 +1427,7 @@ static PyMethodDef methods[] = {
     {"numbers_marked", (PyCFunction)numbers_marked, METH_O, numbers_marked_doc},
     {"alnum_word_hashes", (PyCFunction)(void (*)(void))alnum_word_hashes, METH_FASTCALL, alnum_word_hashes_doc},
     {"alnum_word_bytes", (PyCFunction)(void (*)(void))alnum_word_bytes, METH_FASTCALL, alnum_word_bytes_doc},
+    {"alnum_word_pair", (PyCFunction)(void (*)(void))alnum_word_pair, METH_FASTCALL, alnum_word_pair_doc},
     {"shared_words", (PyCFunction)(void (*)(void))shared_words, METH_FASTCALL, shared_words_doc},
     {"long_word_hashes", (PyCFunction)long_word_hashes, METH_O, long_word_hashes_doc},
     {"fold", (PyCFunction)(void (*)(void))fold, METH_FASTCALL, fold_doc},

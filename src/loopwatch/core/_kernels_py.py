@@ -20,6 +20,7 @@ __all__ = [
     "NUMBER",
     "alnum_word_bytes",
     "alnum_word_hashes",
+    "alnum_word_pair",
     "bottom_k",
     "error_lines",
     "fold",
@@ -170,12 +171,19 @@ def alnum_word_hashes(text: str, limit: int) -> frozenset[int]:
     are deduplicated before they are hashed, and only as many are hashed as the limit needs."""
     if limit < 0:
         raise ValueError("limit must be >= 0")
-    words: dict[bytes, None]
+    return _first_hashes(_alnum_words(text), limit)
+
+
+def _alnum_words(text: str) -> dict[bytes, None]:
+    """The distinct words (:data:`ALNUM_WORD`) of ``text.lower()``, UTF-8 encoded, in their order."""
     if text.isascii():
-        words = dict.fromkeys(text.encode("ascii").translate(_ASCII_WORDS).split())
-    else:  # distinct words have distinct encodings
-        found = dict.fromkeys(ALNUM_WORD.findall(text.lower()))
-        words = dict.fromkeys(word.encode("utf-8", "surrogatepass") for word in found)
+        return dict.fromkeys(text.encode("ascii").translate(_ASCII_WORDS).split())
+    found = dict.fromkeys(ALNUM_WORD.findall(text.lower()))  # distinct words have distinct encodings
+    return dict.fromkeys(word.encode("utf-8", "surrogatepass") for word in found)
+
+
+def _first_hashes(words: dict[bytes, None], limit: int) -> frozenset[int]:
+    """CRC-32s of the first ``limit`` distinct ``words``; only as many are hashed as the limit needs."""
     hashes = dict.fromkeys(map(zlib.crc32, islice(words, limit)))
     if len(hashes) < limit < len(words):  # two words with one hash: read on
         hashes = dict.fromkeys(map(zlib.crc32, words))
@@ -186,6 +194,20 @@ def alnum_word_bytes(text: str, limit: int) -> bytes:
     """The CRC-32s :func:`alnum_word_hashes` gives, sorted and packed 4 bytes each in the machine's order (what
     ``array("I")`` holds): how rules keep a call's words."""
     return array(WORD_CODE, sorted(alnum_word_hashes(text, limit))).tobytes()
+
+
+def alnum_word_pair(text: str, limit: int) -> tuple[bytes, bytes]:
+    """In one pass: :func:`alnum_word_bytes`, and the same without the words made of ASCII digits only (the first
+    ``limit`` distinct other words). One bytes object twice when the two are equal."""
+    if limit < 0:
+        raise ValueError("limit must be >= 0")
+    words = _alnum_words(text)
+    packed = array(WORD_CODE, sorted(_first_hashes(words, limit))).tobytes()
+    names = {word: None for word in words if not word.isdigit()}  # bytes.isdigit(): ASCII digits only
+    if len(names) == len(words):
+        return packed, packed
+    rest = array(WORD_CODE, sorted(_first_hashes(names, limit))).tobytes()
+    return (packed, packed) if rest == packed else (packed, rest)
 
 
 def shared_words(a: bytes, b: bytes) -> tuple[int, int, int]:

@@ -89,6 +89,8 @@ class Step:
     """:func:`line_hashes`."""
     argument_word_bytes: bytes | None = None
     """:func:`argument_word_bytes`."""
+    numberless_argument_words: bytes | None = None
+    """:func:`numberless_argument_words`."""
     mutation: bool | None = None
     """:func:`mutates`."""
     poll: bool | None = None
@@ -255,16 +257,34 @@ def argument_word_bytes(step: Step) -> bytes:
     in one pass of the text kernels, and shared by the rules that keep it."""
     cached = step.argument_word_bytes
     if cached is None:
-        texts = []
-        for value in (step.projected if step.projected is not None else step.args or {}).values():
-            if isinstance(value, str):
-                texts.append(value[:600])
-            elif isinstance(value, (int, float)) and not isinstance(value, bool):
-                texts.append(str(value))
-            elif value is not None:
-                texts.append(canonical_json(value)[:600])
-        cached = step.argument_word_bytes = _kernels.alnum_word_bytes(" ".join(texts), ARGUMENT_WORDS)
+        cached, step.numberless_argument_words = _kernels.alnum_word_pair(_argument_text(step), ARGUMENT_WORDS)
+        step.argument_word_bytes = cached
     return cached
+
+
+def numberless_argument_words(step: Step) -> bytes:
+    """:func:`argument_word_bytes` without the words made of digits only: what a call does, whichever line, count or
+    attempt number it names (``edit 169:171`` and ``edit 169:172``, ``--try 0`` and ``--try 1`` share all of
+    theirs). Read in the same pass as :func:`argument_word_bytes` (the same bytes object when the call names no
+    number)."""
+    cached = step.numberless_argument_words
+    if cached is None:
+        step.argument_word_bytes, cached = _kernels.alnum_word_pair(_argument_text(step), ARGUMENT_WORDS)
+        step.numberless_argument_words = cached
+    return cached
+
+
+def _argument_text(step: Step) -> str:
+    """A call's argument values as one text (keys aside; the first 600 characters of each string)."""
+    texts = []
+    for value in (step.projected if step.projected is not None else step.args or {}).values():
+        if isinstance(value, str):
+            texts.append(value[:600])
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            texts.append(str(value))
+        elif value is not None:
+            texts.append(canonical_json(value)[:600])
+    return " ".join(texts)
 
 
 _ECHO_BYTES: Final = 2_000

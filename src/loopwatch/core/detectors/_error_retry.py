@@ -14,10 +14,10 @@ from ._base import (
     Detector,
     Finding,
     Step,
-    argument_word_bytes,
     call_label,
     masked_of,
     mutates,
+    numberless_argument_words,
     polls,
     pushed,
     searches,
@@ -69,7 +69,7 @@ class Streak:
     mut: bool = False
     """Did a call change something since the latest failure?"""
     action: bytes | None = None
-    """The argument words of the latest failing call (:func:`~.base.word_bytes`)."""
+    """The argument words, numbers aside, of the latest failing call (:func:`~._base.numberless_argument_words`)."""
     variants: bool = False
     """Were the streak's calls variants of each other (other arguments)?"""
     last: int = 0
@@ -135,16 +135,16 @@ class ErrorRetryState:
     streaks: Flat = ()
     """Each tool's :class:`Streak`."""
     calls: tuple[Any, ...] = ()
-    """Each tool's last call, in one flat tuple: tool key, the call's fingerprint, its argument words
-    (:func:`~.base.word_bytes`, shared with the step; ``None`` for a call recorded before they were kept), tool
-    key..."""
+    """Each tool's last call, in one flat tuple: tool key, the call's fingerprint, its argument words numbers aside
+    (:func:`~._base.numberless_argument_words`, shared with the step; ``None`` for a call recorded before they were
+    kept), tool key..."""
     change: int | None = None
     """The call awaiting its result that may change something."""
     failed: str | None = None
     """The tool key of the latest result, when it failed (``None`` after a success)."""
 
     def action(self, key: str) -> bytes | None:
-        """The argument words of the tool's last call."""
+        """The argument words (numbers aside) of the tool's last call."""
         keys = self.calls[::3]
         return self.calls[3 * keys.index(key) + 2] if key in keys else None
 
@@ -162,8 +162,9 @@ class ErrorRetryDetector(Detector):
     tool after the command's first word: ``from ...``, then ``1:1 from ...``) continues that tool's streak.
 
     The same action is a call whose argument values share at least ``variant_similarity`` of their words with the
-    last failing call's (the same command, the same edit re-indented): such retries are reported from the
-    second failure on (the default preset nudges at three) and are hard evidence. A *variant* (other arguments,
+    last failing call's, numbers aside (the same command, the same edit re-indented or at other line numbers, the
+    same download with ``--retry 2`` for ``--retry 1``): such retries are reported from the second failure on (the
+    default preset nudges at three) and are hard evidence. A *variant* (other arguments,
     another escaping, another flag) failing with an equivalent error is the agent trying things: a streak with
     variants is reported from ``variants`` failures, and never as hard evidence. An action of the tool with other
     arguments (less than half their words shared) failing in its own way starts a new streak; the very same error
@@ -273,7 +274,7 @@ class ErrorRetryDetector(Detector):
                 calls = calls[:at] + calls[at + 3 :]
             if len(calls) >= 3 * self.tools:
                 calls = calls[len(calls) - 3 * self.tools + 3 :] if self.tools > 0 else ()
-            state.calls = (*calls, key, shape, argument_word_bytes(step)) if self.tools > 0 else ()
+            state.calls = (*calls, key, shape, numberless_argument_words(step)) if self.tools > 0 else ()
             streak: Streak | None = flat_get(streaks, key) if streaks else None
             if streak is None or step.index - streak.last > self.gap or streak.mut:
                 return None
@@ -401,14 +402,16 @@ def _label(key: str) -> str:
 
 
 def _same_action(action: bytes | None, other: bytes | None, similarity: float = 0.5) -> bool:
-    """Is a failing call the same action as the streak's last: the words of their argument values overlap by at
-    least ``similarity``, or differ in two words at most among three or more shared (``--try 1`` for ``--try 0``,
-    another line number)?
-    Unknown (a streak saved before actions were kept, a result without its call, no arguments): yes."""
-    if not action or not other:
+    """Is a failing call the same action as the streak's last: the words of their argument values, numbers aside
+    (:func:`~._base.numberless_argument_words`: ``--try 1`` for ``--try 0``, another line number), overlap by at
+    least ``similarity``? Another word (another flag, package, crate or test name) is another attempt once the
+    overlap falls below it.
+    Unknown (a streak saved before actions were kept, a result without its call): yes; two calls without words
+    (no arguments, or numbers only): yes."""
+    if action is None or other is None or not (action or other):
         return True
     shared, in_a, in_b = shared_words(action, other)
-    return (in_a + in_b - 2 * shared <= 2 and shared >= 3) or shared / (in_a + in_b - shared) >= similarity
+    return shared / (in_a + in_b - shared) >= similarity
 
 
 def error_retry(
