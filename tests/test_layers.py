@@ -140,3 +140,20 @@ def test_the_guard_and_the_stores_do_not_reach_the_edges() -> None:
         if any(under(what, edge) for edge in EDGES)
     ]
     assert wrong == []
+
+
+LONG_MODULE_LINES = 500
+"""A module longer than this is one cohesive algorithm, and its head says why it stays in one piece."""
+
+
+def test_long_modules_say_why_they_stay_in_one_piece() -> None:
+    sources = [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.c")]
+    long = {path.relative_to(PACKAGE).as_posix(): path for path in sources if _lines(path) > LONG_MODULE_LINES}
+    assert long, "no long module: the check below would check nothing (lower the bar or drop the test)"
+    for name, path in long.items():
+        head = " ".join(path.read_text(encoding="utf-8").splitlines()[:60])
+        assert "in one piece" in head, f"{name} has {_lines(path)} lines and does not say why it stays in one piece"
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())

@@ -47,8 +47,9 @@ tracker is latched: :meth:`ChantTracker.feed` returns None until :meth:`ChantTra
 document: at most ``history`` characters of eligible text (the most compact form that still allows the
 C-speed searches; the chunk dict is rebuilt from it), a few integers, and CRC-32s of recent lines.
 
-This module is the tracker, one class longer than the package's usual module on purpose: its methods share one
-incremental state and are read in the order above. How lines are classified is in ``_chant_lines``; the text helpers
+This module is the tracker, one class longer than the package's usual module on purpose: it stays in one piece
+because its methods share one incremental state (the checkpoints, the period being followed and the gaps between
+occurrences are updated together as a message streams) and are read in the order above. How lines are classified is in ``_chant_lines``; the text helpers
 it calls (checkpoints, C-speed comparisons, the chunks that can never count) are in ``_chant_text``.
 """
 

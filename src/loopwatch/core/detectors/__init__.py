@@ -14,20 +14,14 @@ from ._failures import (
 )
 from ._fuzzy import BehavioralDetector, DoomLoopDetector, behavioral, doom_loop
 from ._ledger import SelfReportDetector, self_report
+from ._monologue import MonologueDetector, monologue
 from ._progress import NoProgressDetector, no_progress
 from ._repeat import RepeatDetector, repeat
 from ._rerun import RerunDetector, rerun
 from ._revisit import RevisitDetector, revisit
 from ._semantic import RephraseDetector, rephrase
 from ._swarm import SwarmDetector, swarm
-from ._text import (
-    ChantingDetector,
-    MonologueDetector,
-    SimilarTextDetector,
-    chanting,
-    monologue,
-    similar_text,
-)
+from ._text import ChantingDetector, SimilarTextDetector, chanting, similar_text
 
 __all__ = [
     "BehavioralDetector",

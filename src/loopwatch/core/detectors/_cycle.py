@@ -10,24 +10,16 @@ from ...errors import ConfigError
 from .._ladder import Ladder
 from .._patterns import Pattern
 from ._base import Detector, Finding, Step, call_label, mutates, polls, pushed
-from ._repeat import loose_fp
-from ._state import (
+from ._packed import (
     Indices,
     Packed,
-    Reader,
     ends_with_index,
-    fields_json,
-    flag_tuple,
-    from_fields,
     index_at,
     index_tuple,
     indices,
     indices_json,
     indices_len,
     indices_pushed,
-    integer_tuple,
-    keys_of,
-    optional_text_tuple,
     packed_add,
     packed_at,
     packed_ends_blank,
@@ -37,6 +29,16 @@ from ._state import (
     packed_of,
     packed_push,
     packed_with_last,
+)
+from ._repeat import loose_fp
+from ._state import (
+    Reader,
+    fields_json,
+    flag_tuple,
+    from_fields,
+    integer_tuple,
+    keys_of,
+    optional_text_tuple,
 )
 
 

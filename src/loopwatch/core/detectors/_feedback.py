@@ -20,13 +20,15 @@ from ._base import (
 )
 from ._error_retry import ErrorRetryDetector, _same_action
 from ._failure_text import _jaccard, error_bits_of
-from ._state import (
+from ._packed import (
     Indices,
-    flag,
     index_tuple,
     indices,
     indices_json,
     indices_pushed,
+)
+from ._state import (
+    flag,
     integer,
     keys_of,
     optional_integer,

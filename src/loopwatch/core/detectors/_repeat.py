@@ -10,16 +10,18 @@ from .._ladder import Ladder
 from .._patterns import Pattern
 from .._tools import moves_relatively
 from ._base import Detector, Finding, Step, call_label, mutates, polls
-from ._state import (
+from ._packed import (
     Indices,
-    Reader,
-    fields_json,
-    flag,
-    from_fields,
     index_tuple,
     indices,
     indices_json,
     indices_pushed,
+)
+from ._state import (
+    Reader,
+    fields_json,
+    flag,
+    from_fields,
     integer,
     keys_of,
     optional_flag,

@@ -10,19 +10,21 @@ from .._ladder import Ladder
 from .._patterns import Pattern
 from .._tools import runs_code
 from ._base import Detector, Finding, Step, call_label, mutates, polls, searches
-from ._state import (
-    Flat,
+from ._packed import (
     Indices,
-    flat_append,
-    flat_get,
-    flat_json,
-    flat_of,
-    flat_pop,
     index_at,
     index_tuple,
     indices,
     indices_json,
     indices_pushed,
+)
+from ._state import (
+    Flat,
+    flat_append,
+    flat_get,
+    flat_json,
+    flat_of,
+    flat_pop,
     integer,
     integer_tuple,
     keys_of,
