@@ -38,6 +38,7 @@ _INSERTS = [
     b"10:20:30", b"2024-01-02T", b".5", b"+02:00", b"Z", b"3s", b"7 ms", b"\xc2\xb5s", b"deadbeef0", b"0x", b"-",
     b"123e4567-e89b-12d3-a456-426614174000", b"pid=", b"Process ", b"bash: line 3:", b"sh: 4:", b"/tmp/",
     b"/var/folders/", b"/private/var/", b"tmpab12cd34", b"tmp.", b"1700000000123", b"9",
+    b"Dload  Upload   Total   Spent    Left  Speed", b"Dload", b"--:--:--", b"14k",
 ]  # fmt: skip
 
 

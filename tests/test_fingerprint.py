@@ -269,6 +269,11 @@ def test_non_shell_tools_keep_their_name() -> None:
 
 # -- outcomes ----------------------------------------------------------------------------------------------
 
+_CURL_HEADER = (
+    "curl -L -o /tmp/a.tar.gz https://example.org/a.tar.gz\n"
+    "  % Total    % Received % Xferd  Average Speed   Time    Time     Time  Current\n"
+    "                                 Dload  Upload   Total   Spent    Left  Speed\n"
+)
 SAME_OUTCOMES = [
     ("timestamps", "2024-05-01T10:20:30Z build started", "2025-12-31T23:59:59Z build started"),
     ("times", "[10:20:30] worker ready", "[23:01:59] worker ready"),
@@ -284,6 +289,13 @@ SAME_OUTCOMES = [
         "shell line numbers",
         "bash: line 13008: cd: srcc: No such file or directory",
         "bash: line 13023: cd: srcc: No such file or directory",
+    ),
+    (
+        "curl's progress meter",
+        _CURL_HEADER + "  0     0    0     0    0     0      0      0 --:--:-- --:--:-- --:--:--     0\n"
+        "100  5714k    0  5714k    0     0  2959k      0 --:--:--  0:00:01 --:--:-- 5451k\n\n$ exit code: 0",
+        _CURL_HEADER
+        + "100  5714k    0  5714k    0     0  4644k      0 --:--:--  0:00:01 --:--:-- 8484k\n\n$ exit code: 0",
     ),
 ]
 
@@ -483,6 +495,11 @@ def test_masked_hides_volatile_parts(what: str, one: str, two: str) -> None:
         ("calculate(12*3) = 36", "calculate(15*3) = 45"),
         ("===== 2 failed, 40 passed in 1.23s =====", "===== 1 failed, 41 passed in 1.23s ====="),
         ("pid found in 3 files", "pid found in 4 files"),
+        # after curl's meter, what the transfer printed is content
+        (
+            _CURL_HEADER + "  0  0 --:--:--\ncurl: (22) error: 404",
+            _CURL_HEADER + "  0  0 --:--:--\ncurl: (22) error: 403",
+        ),
     ],
 )
 def test_masked_keeps_content_digits(one: str, two: str) -> None:
@@ -505,6 +522,11 @@ def test_masked_keeps_content_digits(one: str, two: str) -> None:
         ("epoch 1700000000123 then 1234567", b"epoch  then 1234567"),
         ("defaced facade 0xdeadbeef", b"defaced facade "),
         ("elapsed 12\u00b5s", b"elapsed "),
+        ("Left  Speed\n100  14  0 --:--:--    26\n\nroot$", b"Left  Speed\n100  14  0 --:--:--    26\n\nroot$"),
+        (
+            "Dload  Upload   Total   Spent    Left  Speed\n 0 --:--:-- 15k\r 100 14\ndone",
+            b"Dload  Upload   Total   Spent    Left  Speeddone",
+        ),
         ("", b""),
     ],
 )

@@ -255,6 +255,7 @@ _VOLATILE = [
     "PID", "Pid", "process ", "Process ", "=", "#", "bash:", "sh:", "zsh:", "dash:", " line ", "/tmp/", "/var/",
     "/var/folders/", "/private/var/", "/var/tmp/", "tmp", "TMP", "tmp.", "_", "\n", "'", ")", "]", "\t", "\x00",
     "é", "\xc2", "Q", "x" * 700, "9" * 11, "0X", "ABCDEF", "Tmp", "tMP", "h:", "µ", "2024-01-02T10:20:30",
+    "Dload  Upload   Total   Spent    Left  Speed", "Dload", "k", "M", "--:--:--", "\r",
 ]  # fmt: skip
 _volatile_bytes = st.one_of(
     st.binary(),
@@ -278,6 +279,7 @@ _EVERY_KIND = (
     b"ABCDEF-ABCDEFAB-abcd-ABCD-abcd-abcdefabcdef pid=4242 PID 7 Process #9 bash: line 13008: x sh: 4: "
     b"/tmp/tmpab12cd34/out.txt tmp.Xy12Ab34 /var/folders/x /private/var/y TMP 9:05:00Z\n"
     b"Error: no errors, 0 failed, fail-fast, timeout=3, x_unknown, Traceback, can't, NOT FOUND, timed out\n"
+    b"Dload  Upload   Total   Spent    Left  Speed\n100 14k 0 --:--:-- 0:00:01 26M\r\n\ndone\n"
 )
 
 

@@ -49,9 +49,9 @@ C-speed searches; the chunk dict is rebuilt from it), a few integers, and CRC-32
 
 This module is the tracker, one class longer than the package's usual module on purpose: it stays in one piece
 because its methods share one incremental state (the checkpoints, the period being followed and the gaps between
-occurrences are updated together as a message streams) and are read in the order above. How lines are classified is in ``_chant_lines``; the text helpers
-it calls (checkpoints, C-speed comparisons, the chunks that can never count) are in ``_chant_text``.
-"""
+occurrences are updated together as a message streams) and are read in the order above. How lines are classified is
+in ``_chant_lines``; the text helpers it calls (checkpoints, C-speed comparisons, the chunks that can never count)
+are in ``_chant_text``."""
 
 from __future__ import annotations
 

@@ -959,7 +959,8 @@ static PyObject *word_sketch(PyObject *self, PyObject *const *args, Py_ssize_t n
      places where an anchor may be are looked at (mask_digits_and_hex);
    - the first and last 1 KB, for the rare kinds (process ids, shell line numbers, temporary paths): 7 byte pairs
      at a time are looked up in a table of the pairs their anchors start with, which finds the anchors that occur
-     and where first; each is then followed from there (mask_rare). */
+     and where first; each is then followed from there (mask_rare).
+   Then, where curl's progress meter header is, its rows (mask_meters). */
 
 /* byte classes: one table look-up where a chain of comparisons would be */
 enum { B_DIGIT = 1, B_HEX = 2, B_LETTER = 4, B_LOWER = 8, B_UNIT = 16, B_SPACE = 32 };
@@ -1361,6 +1362,20 @@ static int mask_rare(const unsigned char *s, Py_ssize_t n, Py_ssize_t offset, sp
 
 #define RARE_EDGE 1024
 
+/* masking._meters: curl's progress meter, the rows under its header up to the first byte a row cannot hold
+   ([0-9 kMGTP.:\r\n-]*) */
+static int mask_meters(const unsigned char *s, Py_ssize_t n, span_list *spans) {
+    static const char header[] = "Dload  Upload   Total   Spent    Left  Speed";
+    Py_ssize_t at = find_bytes(s, n, 0, header);
+    while (at >= 0) {
+        Py_ssize_t start = at + (Py_ssize_t)(sizeof(header) - 1), end = start;
+        while (end < n && (IS_DIGIT(s[end]) || strchr(" kMGTP.:\r\n-", s[end]) != NULL) && s[end] != '\0') end++;
+        if (end > start && add_span(spans, start, end) < 0) return -1;
+        at = find_bytes(s, n, end, header);
+    }
+    return 0;
+}
+
 static int compare_spans(const void *a, const void *b) {
     const Py_ssize_t *x = (const Py_ssize_t *)a, *y = (const Py_ssize_t *)b;
     return (x[0] > y[0]) - (x[0] < y[0]);
@@ -1385,6 +1400,7 @@ static PyObject *masked_bytes(PyObject *self, PyObject *arg) {
             failed = mask_rare(s, RARE_EDGE, 0, &spans) < 0 || mask_rare(s + n - RARE_EDGE, RARE_EDGE, n - RARE_EDGE,
                                                                          &spans) < 0;
     }
+    if (!failed && find_bytes(s, n, 0, "Dload") >= 0) failed = mask_meters(s, n, &spans) < 0;
     if (failed) {
         free(spans.v);
         return PyErr_NoMemory();

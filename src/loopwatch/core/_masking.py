@@ -1,9 +1,10 @@
 """What is volatile in a tool's output, and the output without it.
 
 Two results of the same call are "the same outcome" when they differ only in parts that change from run to run
-whatever the agent does: timestamps and times of day, durations, UUIDs, long hexadecimal ids and addresses,
-very long numbers (epoch times, nanosecond counters), process ids, shell line numbers (``bash: line 13008:``),
-temporary paths and generated temp-file names. Everything else is content, digits included: a counter that
+whatever the agent does: timestamps and times of day, durations, UUIDs, long hexadecimal ids and addresses, very
+long numbers (epoch times, nanosecond counters), process ids, shell line numbers (``bash: line 13008:``), temporary
+paths and generated temp-file names, and curl's progress meter (speeds and times redrawn as a download goes: two
+runs of the same download never print the same rows). Everything else is content, digits included: a counter that
 moves (``1/10 replicas ready``, then ``2/10``), a date, a price, an order number, a test count.
 
 :func:`volatile_spans` finds those parts and :func:`masked` removes them. Neither uses a regular expression to
@@ -28,7 +29,9 @@ __all__ = ["LIMIT", "VOLATILE_KINDS", "masked", "volatile_spans"]
 LIMIT: Final = 65_536
 """Characters of an output that are masked exactly (see :func:`masked` for longer ones)."""
 
-VOLATILE_KINDS: Final = ("time", "duration", "uuid", "hex", "number", "address", "pid", "shell_line", "tmp")
+VOLATILE_KINDS: Final = (
+    "time", "duration", "uuid", "hex", "number", "address", "pid", "shell_line", "tmp", "progress"
+)  # fmt: skip
 
 _DIGITS: Final = b"0123456789"
 _MIDDLE_DROPPED: Final = b"0123456789abcdefABCDEF \t\r\n\x0b\x0c"
@@ -68,6 +71,10 @@ _PID_ANCHORS: Final = (b"pid", b"PID", b"Pid", b"process ", b"Process ")
 _LOWER: Final = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
 _TMP_PREFIXES: Final = (b"/tmp/", b"/var/folders/", b"/private/var/", b"/var/tmp/")
 _RARE_EDGE: Final = 1_024
+_METER: Final = b"Dload  Upload   Total   Spent    Left  Speed"
+"""The end of the header curl prints above its progress meter."""
+_METER_ROWS: Final = re.compile(rb"[0-9 kMGTP.:\r\n-]*")
+"""What the meter's rows are made of (sizes, percentages, speeds, times and ``--:--:--``, redrawn in place)."""
 
 Span = tuple[int, int, str]
 
@@ -154,6 +161,19 @@ def _anchored(
                 at = data.find(anchor, at + 1)
 
 
+def _meters(data: bytes, spans: list[Span]) -> None:
+    """curl's progress meter: the rows under its header, up to the first byte a row cannot hold (what the transfer
+    printed next). Its speeds and times change from one run of the same download to the next."""
+    at = data.find(_METER)
+    while at >= 0:
+        start = at + len(_METER)
+        rows = _METER_ROWS.match(data, start)
+        end = rows.end() if rows is not None else start
+        if end > start:
+            spans.append((start, end, "progress"))
+        at = data.find(_METER, end)
+
+
 def _shell_lines(data: bytes, spans: list[Span]) -> None:
     """``bash: line 13008:`` and dash's ``sh: 3:`` (where a shell says which line of its input failed)."""
     for shell in _SHELLS:
@@ -181,6 +201,8 @@ def volatile_spans(data: bytes) -> list[Span]:
     hexes = data.translate(_HEX_SHAPE)
     if b"000000" in hexes:
         _hex_runs(data, hexes, spans)
+    if b"Dload" in data:
+        _meters(data, spans)
     if len(data) <= 2 * _RARE_EDGE:
         _rare(data, 0, spans)
     else:
