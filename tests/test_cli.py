@@ -30,11 +30,11 @@ ACTIONS = {"nudge", "block", "stop"}
 EXAMPLE_IDS = [
     "examples/abab-agent",
     "examples/batch-reader",
-    "examples/chanting-reply",
     "agent-a",
     "agent-b",
     "examples/looping-coding-agent",
     "examples/polling-agent",
+    "examples/repeated-reply",
 ]
 
 
@@ -188,7 +188,7 @@ def test_examples_json_follows_the_format(cli: Runner) -> None:
     reports = result.reports()
     check_format(reports)
     assert [r["id"] for r in reports] == EXAMPLE_IDS  # input order; README.md is not a trace file
-    for name in ("abab-agent", "batch-reader", "chanting-reply", "looping-coding-agent", "polling-agent"):
+    for name in ("abab-agent", "batch-reader", "looping-coding-agent", "polling-agent", "repeated-reply"):
         # one event per trajectory step
         assert result.by_id()[f"examples/{name}"]["events"] == steps_of(EXAMPLES / f"{name}.jsonl")
     assert result.by_id()["agent-a"]["events"] + result.by_id()["agent-b"]["events"] == len(
@@ -225,8 +225,8 @@ def test_examples_with_and_without_loops(cli: Runner) -> None:
     assert all(d["loop_start"] == 0 for d in cycle)
     assert any(d["action"] in ("block", "stop") for d in abab if d["index"] > cycle[0]["index"])  # it escalates
 
-    chanting = runs["examples/chanting-reply"]["detections"]
-    assert [(d["index"], d["pattern"]) for d in chanting] == [(10, "chanting")]
+    repeated = runs["examples/repeated-reply"]["detections"]
+    assert [(d["index"], d["action"], d["pattern"]) for d in repeated] == [(12, "nudge", "repeat_message")]
 
     agent_a = runs["agent-a"]["detections"]
     assert agent_a and all(d["loop_start"] == 1 for d in agent_a)
@@ -496,11 +496,11 @@ def test_errors_do_not_go_to_stdout(cli: Runner, tmp_path: Path) -> None:
 
 
 def check_summary(out: str) -> None:
-    for looping in ("examples/looping-coding-agent", "examples/abab-agent", "examples/chanting-reply", "agent-a"):
+    for looping in ("examples/looping-coding-agent", "examples/abab-agent", "examples/repeated-reply", "agent-a"):
         assert looping in out
     for healthy in ("examples/polling-agent", "examples/batch-reader", "agent-b"):
         assert healthy not in out  # only runs with loops are listed
-    for pattern in ("cycle", "error_retry", "repeat", "chanting"):
+    for pattern in ("cycle", "error_retry", "repeat", "repeat_message"):
         assert pattern in out
     assert "default" in out  # the preset
 

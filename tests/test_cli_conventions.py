@@ -59,7 +59,7 @@ def test_fail_on_fails_the_job_on_findings(capsys: pytest.CaptureFixture[str], l
 
 
 def test_fail_on_passes_below_the_level(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    shutil.copy(EXAMPLES / "chanting-reply.jsonl", tmp_path / "only-a-nudge.jsonl")
+    shutil.copy(EXAMPLES / "repeated-reply.jsonl", tmp_path / "only-a-nudge.jsonl")
     assert run(capsys, "scan", str(tmp_path), "--fail-on", "nudge", "--no-config")[0] == 1
     assert run(capsys, "scan", str(tmp_path), "--fail-on", "block", "--no-config")[0] == 0
     assert run(capsys, "scan", str(tmp_path), "--no-config")[0] == 0  # no --fail-on: findings are not failures

@@ -16,6 +16,7 @@ from loopwatch._presets import (
     SEED004_FORCE_DONE,
     SEED004_REPLAN,
 )
+from loopwatch.config import Config
 from loopwatch.core._policy import Ladder, exempt
 from loopwatch.core.detectors import cycle, failure_streak, feedback_repeat, repeat
 from loopwatch.core.detectors._base import push
@@ -220,14 +221,15 @@ def test_no_swarm_no_swarm_repeat() -> None:
 
 
 def test_chanting_in_one_message_and_in_a_stream() -> None:
+    chanting = Config(detectors={"chanting": {"enabled": True}}).policy()  # the rule default retired, brought back
     chunk = "The answer is that we must keep going forward now. "
-    whole = Guard().observe("s", Message("assistant", chunk * 12))
+    whole = Guard(policy=chanting).observe("s", Message("assistant", chunk * 12))
     assert whole.action == "nudge" and whole.pattern == "chanting" and whole.count >= 5
-    guard = Guard()
+    guard = Guard(policy=chanting)
     verdicts = run(guard, [TextDelta(chunk) for _ in range(12)])
     hits = [v for v in verdicts if v.pattern == "chanting"]
     assert len(hits) == 1 and hits[0].loop_start == 0
-    normal = Guard().observe("s", Message("assistant", " ".join(f"word{i}" for i in range(400))))
+    normal = Guard(policy=chanting).observe("s", Message("assistant", " ".join(f"word{i}" for i in range(400))))
     assert normal.ok
 
 

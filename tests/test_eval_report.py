@@ -36,8 +36,8 @@ LABELS = [
             {"start": 4, "detectable_at": 8, "end": 12, "unit_len": 1, "pattern": "repeat", "note": "reads again"}
         ],
     },
-    # the chanting reply: labelled clean, and nudged: a false alarm
-    {"id": "examples/chanting-reply", "verdict": "clean", "episodes": []},
+    # the repeated reply: labelled clean, and nudged: a false alarm
+    {"id": "examples/repeated-reply", "verdict": "clean", "episodes": []},
     # the polling agent: clean, and nothing fires
     {"id": "examples/polling-agent", "verdict": "clean", "episodes": []},
 ]
@@ -86,7 +86,7 @@ def test_every_labelled_run_is_on_the_page_with_its_labelled_spans(page: Path) -
     assert spans == {("0", "20", "label-span caught"), ("4", "12", "label-span missed")}
     rows = {a["data-id"]: a for a in parsed.by_class("run-row")}
     assert "missed" in rows["examples/batch-reader"]["data-flags"].split()
-    assert "alarm" in rows["examples/chanting-reply"]["data-flags"].split()
+    assert "alarm" in rows["examples/repeated-reply"]["data-flags"].split()
 
 
 def test_missed_episodes_and_false_alarms_link_to_their_runs(page: Path) -> None:
@@ -95,8 +95,8 @@ def test_missed_episodes_and_false_alarms_link_to_their_runs(page: Path) -> None
     assert len(links) == 2
     by_run = {data["runs"][int(a["data-run"])]["id"]: a for a in links}
     assert by_run["examples/batch-reader"]["data-step"] == "4"  # the missed episode's start
-    chanting = next(r for r in data["runs"] if r["id"] == "examples/chanting-reply")
-    assert by_run["examples/chanting-reply"]["data-step"] == str(chanting["verdicts"][0]["index"])
+    repeated = next(r for r in data["runs"] if r["id"] == "examples/repeated-reply")
+    assert by_run["examples/repeated-reply"]["data-step"] == str(repeated["verdicts"][0]["index"])
 
 
 def test_clicking_through_the_evaluation_report(page: Path, tmp_path: Path) -> None:
@@ -127,14 +127,14 @@ def test_clicking_through_the_evaluation_report(page: Path, tmp_path: Path) -> N
             tab.locator("#detail-close").click()
 
             tab.locator("#alarms .issue-link").first.click()
-            assert tab.locator("#detail-title").text_content() == "examples/chanting-reply"
+            assert tab.locator("#detail-title").text_content() == "examples/repeated-reply"
             assert tab.locator("#detail .verdict-list .badge.nudge").first.is_visible()
             tab.locator("#detail-close").click()
 
             tab.locator("#f-show").select_option("missed")
             assert [r.get_attribute("data-id") for r in rows.all()] == ["examples/batch-reader"]
             tab.locator("#f-show").select_option("alarm")
-            assert [r.get_attribute("data-id") for r in rows.all()] == ["examples/chanting-reply"]
+            assert [r.get_attribute("data-id") for r in rows.all()] == ["examples/repeated-reply"]
             tab.screenshot(path=str(tmp_path / "eval.png"))
         finally:
             browser.close()

@@ -150,6 +150,7 @@ EXPORTS: dict[str, list[str]] = {
         "REGISTRY",
         "Registry",
         "Reset",
+        "Retired",
         "Role",
         "Rung",
         "TextDelta",

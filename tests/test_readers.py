@@ -360,11 +360,11 @@ def test_bundled_examples_read_without_errors() -> None:
     assert ids == [
         "examples/abab-agent",
         "examples/batch-reader",
-        "examples/chanting-reply",
         "agent-a",
         "agent-b",
         "examples/looping-coding-agent",
         "examples/polling-agent",
+        "examples/repeated-reply",
     ]
 
 

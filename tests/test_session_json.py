@@ -132,7 +132,8 @@ def test_snapshots_recorded_before_load_and_write_back_the_same(recorded: dict[s
     for key, before in recorded.items():
         engine = Engine(_policy(key.split()[0].removesuffix("+limits")))
         for data in before["finals"]:
-            assert json.dumps(engine.dump(engine.load(json.loads(json.dumps(data))))) == json.dumps(data)
+            expected = dict(data, detectors=_state_json_module().without_retired(engine.policy, data["detectors"]))
+            assert json.dumps(engine.dump(engine.load(json.loads(json.dumps(data))))) == json.dumps(expected)
             kept += 1
     assert kept >= 10
 

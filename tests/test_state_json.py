@@ -27,13 +27,19 @@ import pytest
 from loopwatch._presets import preset
 from loopwatch.core._engine import Engine
 from loopwatch.core._events import Event, Message, TextDelta
+from loopwatch.core._policy import Policy
 from loopwatch.errors import StateError
 from loopwatch.readers import read_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "tests" / "data" / "state_json.json"
 TRACES = [
-    *sorted(str(p) for p in (ROOT / "examples").glob("*.jsonl")),
+    # the example traces as they were when the JSON was recorded (the chanting reply is kept here since it left them)
+    *sorted(
+        [str(p) for p in (ROOT / "examples").glob("*.jsonl") if p.name != "repeated-reply.jsonl"]
+        + [str(ROOT / "tests" / "data" / "chanting-reply.jsonl")],
+        key=lambda path: Path(path).name,
+    ),
     str(ROOT / "corpus" / "autocoderover.jsonl.gz"),
     str(ROOT / "corpus" / "swe_agent_py.jsonl.gz"),
     str(ROOT / "tests" / "data" / "formats"),
@@ -142,6 +148,16 @@ def test_the_rule_writes_the_json_it_wrote_before(
     assert now["digests"][rule] == before["digests"][rule]
 
 
+def without_retired(policy: Policy, states: list[Any]) -> list[Any]:
+    """``states`` as written back by ``policy``: the states of the rules it retired since (found at the place they
+    held, by their keys) dropped."""
+    kept = list(states)
+    for gone in sorted(policy.retired, key=lambda retired: -retired.position):
+        if len(kept) > gone.position and set(kept[gone.position]) == gone.keys:
+            del kept[gone.position]
+    return kept
+
+
 @pytest.mark.parametrize("preset_name", PRESETS)
 def test_states_recorded_before_load_and_write_back_the_same(preset_name: str, recorded: dict[str, Any]) -> None:
     engine = Engine(preset(preset_name))
@@ -150,7 +166,9 @@ def test_states_recorded_before_load_and_write_back_the_same(preset_name: str, r
         data = engine.dump(engine.new_session())
         data["detectors"] = states
         again = engine.dump(engine.load(json.loads(json.dumps(data))))
-        assert json.dumps(again["detectors"]) == json.dumps(states)
+        assert json.dumps(again["detectors"]) == json.dumps(without_retired(engine.policy, states))
+    if preset_name.startswith("default"):  # the default presets' recorded states held the chanting rule's
+        assert any(without_retired(engine.policy, s) != s for s in recorded[preset_name]["finals"])
 
 
 def test_a_swarm_rule_keeps_nothing_per_session() -> None:

@@ -9,8 +9,11 @@ import json
 import pytest
 
 from loopwatch import Guard, Message, TextDelta, ToolCall, ToolResult, Verdict, preset
+from loopwatch.config import Config
+from loopwatch.core import Engine
 from loopwatch.core._events import Event
 from loopwatch.core._fingerprint import is_mutation, is_search
+from loopwatch.errors import ConfigError
 
 
 def _run(events: list[Event], guard: Guard | None = None, *, enforce: bool = False) -> list[Verdict]:
@@ -354,6 +357,36 @@ def test_other_agents_turns_do_not_reset_loop_tracking() -> None:
 CHUNK = "The build failed again because the cache directory was not writable. "
 
 
+def _chanting_guard() -> Guard:
+    """``default-lexical`` with the chanting rule it retired brought back, as a configuration file does."""
+    return Guard(
+        policy=Config(preset="default-lexical", detectors={"chanting": {"enabled": True}}).policy(), clock=None
+    )
+
+
+def test_chanting_left_the_default_and_a_configuration_brings_it_back() -> None:
+    text = "Here is what happened. " + CHUNK * 8
+    assert "chanting" not in {d.name for d in preset("default").detectors}
+    assert _actions(_run([Message("assistant", text)], Guard(preset="default-lexical", clock=None))) == {"ok"}
+    assert [v.pattern for v in _run([Message("assistant", text)], _chanting_guard())] == ["chanting"]
+    with pytest.raises(ConfigError, match="enabled = true"):
+        Config(preset="default", detectors={"chanting": {"threshold": 6}}).policy()
+
+
+def test_a_snapshot_taken_while_the_default_held_chanting_still_loads() -> None:
+    engine = Engine(preset("default-lexical"))
+    session = engine.new_session()
+    engine.observe(session, ToolCall("bash", {"command": "ls"}))
+    data = json.loads(json.dumps(engine.dump(session)))
+    old = dict(
+        data,
+        detectors=[*data["detectors"][:7], {"tracker": None, "start": None, "done": False}, *data["detectors"][7:]],
+    )
+    assert engine.dump(engine.load(old)) == data  # the retired rule's state is dropped, the others read as they were
+    older = dict(old, detectors=old["detectors"][:-1])  # and before the last rule was added: it starts afresh
+    assert engine.dump(engine.load(older))["detectors"][-1] == data["detectors"][-1]
+
+
 @pytest.mark.parametrize("streamed", [False, True])
 def test_a_chanted_prose_chunk_is_flagged_by_its_fifth_repetition(streamed: bool) -> None:
     def verdicts(copies: int) -> list[Verdict]:
@@ -363,7 +396,7 @@ def test_a_chanted_prose_chunk_is_flagged_by_its_fifth_repetition(streamed: bool
             events.append(Message("user", "ok"))  # the next event ends the streamed message
         else:
             events = [Message("assistant", text)]
-        return _run(events, Guard(preset="default-lexical", clock=None))
+        return _run(events, _chanting_guard())
 
     assert not [v for v in verdicts(4) if v.pattern == "chanting"]
     assert [v.pattern for v in verdicts(5) if v.pattern == "chanting"] == ["chanting"]
@@ -375,7 +408,7 @@ def test_code_blocks_tables_and_lists_do_not_chant() -> None:
         "```python\n" + "print('The build failed again because the cache directory was not writable.')\n" * 8 + "```\n"
     )
     items = "".join(f"- Checked the cache directory permissions on host number {i} again.\n" for i in range(8))
-    verdicts = _run([Message("assistant", table + code + items)], Guard(preset="default-lexical", clock=None))
+    verdicts = _run([Message("assistant", table + code + items)], _chanting_guard())
     assert _actions(verdicts) == {"ok"}
 
 

@@ -1,5 +1,6 @@
 """A configuration's ``[detectors.NAME]`` tables: parameters of the preset's rules, checked against each rule's
-constructor (names, types, ranges) before the rule is rebuilt with them; ``enabled = false`` drops a rule."""
+constructor (names, types, ranges) before the rule is rebuilt with them; ``enabled = false`` drops a rule, and
+``enabled = true`` brings back one the preset retired."""
 
 from __future__ import annotations
 
@@ -23,14 +24,24 @@ Overrides = Mapping[str, Mapping[str, Any]]
 
 
 def detector_overrides(value: Any, path: str, base: Policy) -> dict[str, dict[str, Any]]:
-    """Validated parameter overrides by detector name (names of ``base``'s detectors only)."""
+    """Validated parameter overrides by detector name: names of ``base``'s detectors, and of the rules it retired
+    (:attr:`~loopwatch.core.Policy.retired`), which only ``enabled = true`` brings back."""
     table = as_table(value, path)
     by_name = {det.name: det for det in base.detectors}
+    retired = {gone.detector.name: gone.detector for gone in base.retired if gone.detector.name not in by_name}
     out: dict[str, dict[str, Any]] = {}
     for name, spec in table.items():
         where = join(path, name)
+        if name in retired:
+            params = _detector_params(retired[name], spec, where)
+            if params.get(ENABLED) is not True:
+                raise ConfigError(
+                    f"preset {base.name!r} no longer holds {name!r}: `enabled = true` brings it back", field=where
+                )
+            out[name] = params
+            continue
         if name not in by_name:
-            hint = did_you_mean(name, by_name)
+            hint = did_you_mean(name, {**by_name, **retired})
             message = f"preset {base.name!r} has no detector {name!r}{hint} (its detectors: {listing(by_name)})"
             raise ConfigError(message, field=where)
         out[name] = _detector_params(by_name[name], spec, where)
@@ -56,7 +67,11 @@ def _detector_params(detector: Detector, value: Any, path: str) -> dict[str, Any
     return out
 
 
-def apply_overrides(detectors: Iterable[Detector], overrides: Overrides) -> tuple[Detector, ...]:
+def apply_overrides(
+    detectors: Iterable[Detector], overrides: Overrides, retired: Iterable[Detector] = ()
+) -> tuple[Detector, ...]:
+    """``detectors`` with their overrides applied (``enabled = false`` drops one), then the ``retired`` rules that
+    ``enabled = true`` brings back, with theirs."""
     kept: list[Detector] = []
     for detector in detectors:
         params = overrides.get(detector.name, {})
@@ -64,6 +79,12 @@ def apply_overrides(detectors: Iterable[Detector], overrides: Overrides) -> tupl
             continue
         changes = _without_enabled(params)
         kept.append(rebuilt(detector, changes) if changes else detector)
+    held = {detector.name for detector in kept}
+    for detector in retired:
+        params = overrides.get(detector.name, {})
+        if params.get(ENABLED) is True and detector.name not in held:
+            changes = _without_enabled(params)
+            kept.append(rebuilt(detector, changes) if changes else detector)
     return tuple(kept)
 
 

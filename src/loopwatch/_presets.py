@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from .core._limits import Limits, max_consecutive_failures, max_cost, max_iterations, max_runtime
 from .core._messages import Messages
-from .core._policy import Ladder, Policy, Rung
+from .core._policy import Ladder, Policy, Retired, Rung
 from .core.detectors import (
     Detector,
     behavioral,
@@ -279,7 +279,6 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
             sketch=48,
             novelty=True,
         ),
-        chanting(threshold=5),
         monologue(per_worker=True),
         swarm(threshold=10, min_workers=2),
         rephrase(embedder=BUILTIN_EMBEDDER) if semantic else rephrase(),
@@ -291,9 +290,20 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
     # same unit repeats with nothing changed (repeat, cycle, error_retry, an identical message), after a nudge went
     # unheeded; everything else nudges (hard_evidence below). They stop where that unit keeps failing (error_retry),
     # a cycle keeps coming back, or a refused call is made again and again.
+    # chanting left: on the labelled runs it caught no loop that another rule did not, and raised a false alarm (a
+    # reply that does chant, in a run labelled clean). `[detectors.chanting] enabled = true` brings it back, with the
+    # ladder it declares; snapshots taken while the preset held it (its state 8th) still load.
+    retired = (Retired(chanting(threshold=5), 7, frozenset({"tracker", "start", "done"})),)
     ladders = declared_ladders(detectors)
     return Policy(
-        name, detectors, ladders, limits=Limits(), messages=Messages(), hard_evidence=True, stop_after_refusals=3
+        name,
+        detectors,
+        ladders,
+        limits=Limits(),
+        messages=Messages(),
+        hard_evidence=True,
+        stop_after_refusals=3,
+        retired=retired,
     )
 
 

@@ -46,6 +46,8 @@ so ``[ladders.repeat]`` becomes ``[tool.loopwatch.ladders.repeat]``)::
     max_period = 8
     [detectors.similar_text]
     enabled = false                   # drop the detector
+    [detectors.chanting]
+    enabled = true                    # bring back a rule the preset retired (default: chanting)
 
     [tools.gdb]                       # per-tool settings, by tool name
     exempt = true                     # no loop detection for this tool (limits still count it)
@@ -178,9 +180,15 @@ class Config:
         """The preset's policy with this configuration applied (raises ConfigError if it does not fit)."""
         base = _preset_policy(self.preset)
         overrides = detector_overrides(self.detectors, "detectors", base)
+        detectors = apply_overrides(base.detectors, overrides, (gone.detector for gone in base.retired))
+        # a retired rule brought back escalates by the ladders it declares, unless this configuration sets them
+        held = {p.name for d in base.detectors for p in d.patterns}
+        declared = {
+            p.name: p.ladder for d in detectors for p in d.patterns if p.name not in held and p.ladder is not None
+        }
         changes: dict[str, Any] = {
-            "detectors": apply_overrides(base.detectors, overrides),
-            "ladders": dict(self.ladders),
+            "detectors": detectors,
+            "ladders": {**declared, **self.ladders},
             "tools": dict(self.tools),
         }
         if self.limits is not None:

@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # the names below, as mypy and editors see them; at run time 
     from ._limits import Limits, max_consecutive_failures, max_cost, max_iterations, max_runtime, max_tokens
     from ._messages import Messages
     from ._patterns import REGISTRY, Pattern, Registry
-    from ._policy import Decision, Policy, ToolSettings
+    from ._policy import Decision, Policy, Retired, ToolSettings
     from ._verdict import ACTIONS, LOOP_DETECTED, Action, Verdict
 
 __all__ = [
@@ -64,6 +64,7 @@ __all__ = [
     "Policy",
     "Registry",
     "Reset",
+    "Retired",
     "Role",
     "Rung",
     "TextDelta",
@@ -102,7 +103,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "_limits": ("Limits", "max_consecutive_failures", "max_cost", "max_iterations", "max_runtime", "max_tokens"),
     "_messages": ("Messages",),
     "_patterns": ("REGISTRY", "Pattern", "Registry"),
-    "_policy": ("Decision", "Policy", "ToolSettings"),
+    "_policy": ("Decision", "Policy", "Retired", "ToolSettings"),
     "_verdict": ("ACTIONS", "LOOP_DETECTED", "Action", "Verdict"),
 }
 _HOME: dict[str, str] = {name: module for module, names in _MODULES.items() for name in names}

@@ -107,14 +107,23 @@ class Engine:
         return session_json(session, states, self.policy.name)
 
     def load(self, data: Mapping[str, Any]) -> SessionState:
-        """A session from its JSON form (the ``doom-loop`` design's restoreFrom); raises :class:`StateError`."""
+        """A session from its JSON form (the ``doom-loop`` design's restoreFrom); raises :class:`StateError`.
+
+        A snapshot of this policy taken before it gained rules, or while it held rules it has since retired
+        (:attr:`Policy.retired`), loads: the new rules start afresh, the retired rules' states are dropped."""
         try:
             if data.get("v") != STATE_VERSION:
                 raise StateError(f"unsupported state version {data.get('v')!r}")
             states = list(data["detectors"])
-            if len(states) < len(self._detectors) and data.get("policy") == self.policy.name:
-                # taken before this policy gained rules (new rules go last): they start afresh
-                states += [d.dump_state(d.new_state()) for d in self._detectors[len(states) :]]
+            if data.get("policy") == self.policy.name:
+                for gone in sorted(self.policy.retired, key=lambda retired: -retired.position):
+                    # taken while the policy held a rule it no longer does: that rule's state goes
+                    held = states[gone.position] if len(states) > gone.position else None
+                    if isinstance(held, Mapping) and held.keys() == gone.keys:
+                        del states[gone.position]
+                if len(states) < len(self._detectors):
+                    # taken before this policy gained rules (new rules go last): they start afresh
+                    states += [d.dump_state(d.new_state()) for d in self._detectors[len(states) :]]
             if len(states) != len(self._detectors):
                 raise StateError("the snapshot was taken with a different set of detectors")
             loaded = [d.load_state(dict(s)) for d, s in zip(self._detectors, states, strict=True)]

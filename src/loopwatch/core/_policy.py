@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ..errors import ConfigError
 from ._ladder import Ladder, Metric, Rung
@@ -107,6 +107,16 @@ class ToolSettings:
         check_ladders(self.ladders, "ladders")
 
 
+class Retired(NamedTuple):
+    """A rule a policy held and no longer does: the rule as it was held (a configuration can bring it back, after the
+    policy's own rules: ``[detectors.NAME] enabled = true``), where its state sat in the policy's snapshots, and the
+    keys that state had (how an old snapshot's entry is told from the rule now at that place)."""
+
+    detector: Detector
+    position: int
+    keys: frozenset[str]
+
+
 @dataclass(frozen=True)
 class Policy:
     """Everything that decides verdicts, and nothing that moves data (no clock, no I/O)."""
@@ -130,6 +140,9 @@ class Policy:
     nudge for it was given and ignored (see :attr:`~loopwatch.core.detectors.Finding.hard`). Every other
     finding (similar text, reworded intents, chanting, monologues, self-reported stalls, streaks of different
     calls that find nothing, an error retried after changes that worked) may only nudge, whatever its ladder."""
+    retired: tuple[Retired, ...] = ()
+    """Rules this policy held and no longer does: a snapshot taken while it held them still loads (the engine
+    drops their states, see :meth:`~loopwatch.core.Engine.load`)."""
 
     def __post_init__(self) -> None:
         check_ladders(self.ladders, "ladders")

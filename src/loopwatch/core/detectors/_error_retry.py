@@ -406,9 +406,9 @@ def _same_action(action: bytes | None, other: bytes | None, similarity: float = 
     (:func:`~._base.numberless_argument_words`: ``--try 1`` for ``--try 0``, another line number), overlap by at
     least ``similarity``? Another word (another flag, package, crate or test name) is another attempt once the
     overlap falls below it.
-    Unknown (a streak saved before actions were kept, a result without its call): yes; two calls without words
-    (no arguments, or numbers only): yes."""
-    if action is None or other is None or not (action or other):
+    Unknown (a streak saved before actions were kept, a result without its call, no arguments or numbers only):
+    yes."""
+    if not action or not other:
         return True
     shared, in_a, in_b = shared_words(action, other)
     return shared / (in_a + in_b - shared) >= similarity
