@@ -263,7 +263,9 @@ def test_rule_shares_credit_each_rule_with_what_only_it_catches() -> None:
             json.dumps({"id": "s/clean", "verdict": "clean", "confidence": "high", "episodes": []}),
         ]
     )
-    policy = preset("default-lexical").replace(detectors=(error_retry(), chanting(threshold=5)))
+    rule = chanting(threshold=5)  # not in default-lexical: with the ladder it declares
+    ladders = {p.name: p.ladder for p in rule.patterns if p.ladder is not None}
+    policy = preset("default-lexical").replace(detectors=(error_retry(), rule), ladders=ladders)
     shares = {s.rule: s for s in rule_shares(evaluate_policy(policy, runs, labels), runs, labels)}
     assert shares["error_retry"].catches == {"s": 1} and not shares["error_retry"].useless
     assert shares["chanting"].alarms == {"s": 1} and shares["chanting"].useless
