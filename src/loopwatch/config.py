@@ -96,7 +96,7 @@ from ._config_values import (
     listing,
     unknown,
 )
-from ._presets import PRESETS
+from ._presets import PRESETS, declared_ladders
 from .core._limits import (
     Limit,
     Limits,
@@ -183,9 +183,7 @@ class Config:
         detectors = apply_overrides(base.detectors, overrides, (gone.detector for gone in base.retired))
         # a retired rule brought back escalates by the ladders it declares, unless this configuration sets them
         held = {p.name for d in base.detectors for p in d.patterns}
-        declared = {
-            p.name: p.ladder for d in detectors for p in d.patterns if p.name not in held and p.ladder is not None
-        }
+        declared = {name: ladder for name, ladder in declared_ladders(detectors).items() if name not in held}
         changes: dict[str, Any] = {
             "detectors": detectors,
             "ladders": {**declared, **self.ladders},

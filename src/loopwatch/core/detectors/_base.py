@@ -256,10 +256,7 @@ def argument_word_bytes(step: Step) -> bytes:
     (:func:`word_bytes`): what two calls have to share to be the same action in other words. Computed once per step,
     in one pass of the text kernels, and shared by the rules that keep it."""
     cached = step.argument_word_bytes
-    if cached is None:
-        cached, step.numberless_argument_words = _kernels.alnum_word_pair(_argument_text(step), ARGUMENT_WORDS)
-        step.argument_word_bytes = cached
-    return cached
+    return cached if cached is not None else _read_argument_words(step)[0]
 
 
 def numberless_argument_words(step: Step) -> bytes:
@@ -268,10 +265,16 @@ def numberless_argument_words(step: Step) -> bytes:
     theirs). Read in the same pass as :func:`argument_word_bytes` (the same bytes object when the call names no
     number)."""
     cached = step.numberless_argument_words
-    if cached is None:
-        step.argument_word_bytes, cached = _kernels.alnum_word_pair(_argument_text(step), ARGUMENT_WORDS)
-        step.numberless_argument_words = cached
-    return cached
+    return cached if cached is not None else _read_argument_words(step)[1]
+
+
+def _read_argument_words(step: Step) -> tuple[bytes, bytes]:
+    """Both of :func:`argument_word_bytes` and :func:`numberless_argument_words`, read in one kernel pass and kept on
+    the step."""
+    words = step.argument_word_bytes, step.numberless_argument_words = _kernels.alnum_word_pair(
+        _argument_text(step), ARGUMENT_WORDS
+    )
+    return words
 
 
 def _argument_text(step: Step) -> str:
