@@ -128,14 +128,11 @@ def test_a_word_joined_into_a_name_says_nothing_went_wrong() -> None:
 def test_the_pure_argument_words_are_the_regular_expression_words(text: str, limit: int) -> None:
     words = _kernels_py.ALNUM_WORD.findall(text.lower())
     first = list(dict.fromkeys(zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in words))[:limit]
-    assert _kernels_py.alnum_word_hashes(text, limit) == frozenset(first)
-    packed = array(WORD_CODE, _kernels_py.alnum_word_bytes(text, limit))
-    assert list(packed) == sorted(first)
-    # the pair: the same words, and the words that are not ASCII digits only (one object when nothing is left out)
+    # the pair: the words, and the words that are not ASCII digits only (one object when nothing is left out)
     names = [w for w in dict.fromkeys(words) if not (w.isascii() and w.isdigit())]
     named = list(dict.fromkeys(zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in names))[:limit]
     every, numberless = _kernels_py.alnum_word_pair(text, limit)
-    assert every == bytes(packed)
+    assert list(array(WORD_CODE, every)) == sorted(first)
     assert list(array(WORD_CODE, numberless)) == sorted(named)
     assert (every is numberless) == (sorted(named) == sorted(first))
 
@@ -156,8 +153,6 @@ def test_compiled_byte_kernels_match_the_pure_ones(data: bytes) -> None:
 @settings(max_examples=600, deadline=None)
 @given(any_text, st.integers(0, 100))
 def test_compiled_argument_words_match_the_pure_ones(text: str, limit: int) -> None:
-    assert compiled().alnum_word_hashes(text, limit) == _kernels_py.alnum_word_hashes(text, limit)
-    assert compiled().alnum_word_bytes(text, limit) == _kernels_py.alnum_word_bytes(text, limit)
     pair, pure_pair = compiled().alnum_word_pair(text, limit), _kernels_py.alnum_word_pair(text, limit)
     assert pair == pure_pair
     assert (pair[0] is pair[1]) == (pure_pair[0] is pure_pair[1])
@@ -217,10 +212,6 @@ def test_compiled_kernels_refuse_what_the_pure_ones_refuse() -> None:
     for name in ("error_lines", "word_hashes", "long_word_hashes", "line_hashes", "numbers_marked"):
         for bad in ("text", None, 3):
             assert outcome(getattr(c, name), bad)[0] == "error"
-    assert outcome(c.alnum_word_hashes, b"bytes", 3) == ("error", TypeError)
-    assert outcome(c.alnum_word_hashes, "text", -1) == outcome(_kernels_py.alnum_word_hashes, "text", -1)
-    assert outcome(c.alnum_word_bytes, b"bytes", 3) == ("error", TypeError)
-    assert outcome(c.alnum_word_bytes, "text", -1) == outcome(_kernels_py.alnum_word_bytes, "text", -1)
     assert outcome(c.alnum_word_pair, b"bytes", 3) == ("error", TypeError)
     assert outcome(c.alnum_word_pair, "text", -1) == outcome(_kernels_py.alnum_word_pair, "text", -1)
     assert outcome(c.alnum_word_pair, "text")[0] == "error"
@@ -242,8 +233,6 @@ def test_compiled_kernels_match_the_pure_ones_on_huge_inputs() -> None:
     for name in ("error_lines", "word_hashes", "long_word_hashes", "line_hashes", "numbers_marked"):
         assert getattr(c, name)(data) == getattr(_kernels_py, name)(data), name
     for limit in (0, 64, 10**9):
-        assert c.alnum_word_hashes(text, limit) == _kernels_py.alnum_word_hashes(text, limit)
-        assert c.alnum_word_bytes(text, limit) == _kernels_py.alnum_word_bytes(text, limit)
         assert c.alnum_word_pair(text, limit) == _kernels_py.alnum_word_pair(text, limit)
     hashes = _kernels_py.word_hashes(data)
     assert c.sketch_of(hashes, 10**6, 4096) == _kernels_py.sketch_of(hashes, 10**6, 4096)

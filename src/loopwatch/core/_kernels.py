@@ -15,8 +15,6 @@ from . import _kernels_py
 
 __all__ = [
     "COMPILED",
-    "alnum_word_bytes",
-    "alnum_word_hashes",
     "alnum_word_pair",
     "bottom_k",
     "error_lines",
@@ -52,8 +50,6 @@ error_lines = _impl.error_lines
 word_hashes = _impl.word_hashes
 line_hashes = _impl.line_hashes
 numbers_marked = _impl.numbers_marked
-alnum_word_hashes = _impl.alnum_word_hashes
-alnum_word_bytes = _impl.alnum_word_bytes
 alnum_word_pair = _impl.alnum_word_pair
 long_word_hashes = _impl.long_word_hashes
 shared_words = _impl.shared_words

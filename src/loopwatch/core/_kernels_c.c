@@ -389,7 +389,7 @@ static PyObject *numbers_marked(PyObject *self, PyObject *arg) {
     return out;
 }
 
-/* -- alnum_word_hashes ------------------------------------------------------------------------------------- */
+/* -- alnum_word_pair --------------------------------------------------------------------------------------- */
 
 static uint32_t crc_code_point(uint32_t c, Py_UCS4 ch) {
     /* the UTF-8 bytes of a code point (never a surrogate here: surrogates are not letters or digits) */
@@ -412,7 +412,7 @@ static uint32_t crc_code_point(uint32_t c, Py_UCS4 ch) {
 /* str.isalnum() of one character (the re module's [^\W_]), without a call for ASCII */
 #define ALNUM(ch) ((ch) < 128 ? byte_alnum[(ch)] : Py_UNICODE_ISALNUM(ch))
 
-/* A scan of a text's words (runs of letters and digits) for alnum_word_hashes and alnum_word_bytes: the text is
+/* A scan of a text's words (runs of letters and digits) for alnum_word_pair: the text is
    ``text.lower()`` (a new reference: str.lower() itself, Unicode's full case mapping (final sigma, dotted I...),
    when not ASCII; ASCII letters are lowered byte by byte as they are hashed). */
 typedef struct {
@@ -493,38 +493,6 @@ static inline int word_scan_next(WordScan *scan, uint32_t *crc, int *number) {
     return 1;
 }
 
-PyDoc_STRVAR(alnum_word_hashes_doc,
-             "alnum_word_hashes(text: str, limit: int) -> frozenset[int]\n--\n\n"
-             "CRC-32s of the first ``limit`` distinct words (runs of letters and digits) of ``text.lower()``.");
-
-static PyObject *alnum_word_hashes(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    WordScan scan;
-    if (word_scan_start("alnum_word_hashes", args, nargs, &scan) < 0) return NULL;
-    PyObject *seen = PySet_New(NULL);
-    if (seen == NULL) {
-        Py_DECREF(scan.text);
-        return NULL;
-    }
-    uint32_t crc;
-    int number;
-    while (PySet_GET_SIZE(seen) < scan.limit && word_scan_next(&scan, &crc, &number)) {
-        if (set_add_crc(seen, crc) < 0) {
-            Py_DECREF(seen);
-            Py_DECREF(scan.text);
-            return NULL;
-        }
-    }
-    Py_DECREF(scan.text);
-    PyObject *out = PyFrozenSet_New(seen);
-    Py_DECREF(seen);
-    return out;
-}
-
-PyDoc_STRVAR(alnum_word_bytes_doc,
-             "alnum_word_bytes(text: str, limit: int) -> bytes\n--\n\n"
-             "The CRC-32s :func:`alnum_word_hashes` gives, sorted and packed 4 bytes each in the machine's order "
-             "(``array('I', sorted(...)).tobytes()``).");
-
 /* Insert crc into the sorted vals[0..*count) unless there. */
 static void sorted_insert(uint32_t *vals, Py_ssize_t *count, uint32_t crc) {
     Py_ssize_t lo = 0, hi = *count;
@@ -541,31 +509,12 @@ static void sorted_insert(uint32_t *vals, Py_ssize_t *count, uint32_t crc) {
     (*count)++;
 }
 
-static PyObject *alnum_word_bytes(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    WordScan scan;
-    if (word_scan_start("alnum_word_bytes", args, nargs, &scan) < 0) return NULL;
-    /* at most one word per two characters: the table never needs more than that, nor more than limit */
-    Py_ssize_t room = scan.limit < scan.n / 2 + 1 ? scan.limit : scan.n / 2 + 1;
-    uint32_t small[128];
-    uint32_t *vals = room <= 128 ? small : (uint32_t *)malloc(sizeof(uint32_t) * (size_t)room);
-    if (vals == NULL) {
-        Py_DECREF(scan.text);
-        return PyErr_NoMemory();
-    }
-    Py_ssize_t count = 0;
-    uint32_t crc;
-    int number;
-    while (count < scan.limit && word_scan_next(&scan, &crc, &number)) sorted_insert(vals, &count, crc);
-    Py_DECREF(scan.text);
-    PyObject *out = PyBytes_FromStringAndSize((const char *)vals, (Py_ssize_t)sizeof(uint32_t) * count);
-    if (vals != small) free(vals);
-    return out;
-}
-
 PyDoc_STRVAR(alnum_word_pair_doc,
              "alnum_word_pair(text: str, limit: int) -> tuple[bytes, bytes]\n--\n\n"
-             "In one pass: :func:`alnum_word_bytes`, and the same without the words made of ASCII digits only (the "
-             "first ``limit`` distinct other words). One bytes object twice when the two are equal.");
+             "CRC-32s (of the UTF-8 bytes) of the first ``limit`` distinct words (runs of letters and digits) of "
+             "``text.lower()``, sorted and packed 4 bytes each in the machine's order (``array('I')``); and, in the "
+             "same pass, those of the first ``limit`` distinct words not made of ASCII digits only. One bytes object "
+             "twice when the two are equal.");
 
 static PyObject *alnum_word_pair(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     WordScan scan;
@@ -606,7 +555,7 @@ static PyObject *alnum_word_pair(PyObject *self, PyObject *const *args, Py_ssize
 
 PyDoc_STRVAR(shared_words_doc,
              "shared_words(a: bytes, b: bytes) -> tuple[int, int, int]\n--\n\n"
-             "Two sets of word hashes packed 4 bytes each (:func:`alnum_word_bytes`): how many values they share, "
+             "Two sets of word hashes packed 4 bytes each (:func:`alnum_word_pair`): how many values they share, "
              "and how many distinct values each holds.");
 
 static int cmp_u32(const void *x, const void *y) {
@@ -1441,8 +1390,6 @@ static PyMethodDef methods[] = {
     {"word_hashes", (PyCFunction)word_hashes, METH_O, word_hashes_doc},
     {"line_hashes", (PyCFunction)line_hashes, METH_O, line_hashes_doc},
     {"numbers_marked", (PyCFunction)numbers_marked, METH_O, numbers_marked_doc},
-    {"alnum_word_hashes", (PyCFunction)(void (*)(void))alnum_word_hashes, METH_FASTCALL, alnum_word_hashes_doc},
-    {"alnum_word_bytes", (PyCFunction)(void (*)(void))alnum_word_bytes, METH_FASTCALL, alnum_word_bytes_doc},
     {"alnum_word_pair", (PyCFunction)(void (*)(void))alnum_word_pair, METH_FASTCALL, alnum_word_pair_doc},
     {"shared_words", (PyCFunction)(void (*)(void))shared_words, METH_FASTCALL, shared_words_doc},
     {"long_word_hashes", (PyCFunction)long_word_hashes, METH_O, long_word_hashes_doc},

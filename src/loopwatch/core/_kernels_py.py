@@ -18,8 +18,6 @@ from typing import Final
 __all__ = [
     "ERROR_LINE",
     "NUMBER",
-    "alnum_word_bytes",
-    "alnum_word_hashes",
     "alnum_word_pair",
     "bottom_k",
     "error_lines",
@@ -35,7 +33,7 @@ __all__ = [
 ]
 
 WORD_CODE: Final = "I" if array("I").itemsize == 4 else "L"
-"""The array type code of an unsigned 32-bit integer (a CRC-32): how :func:`alnum_word_bytes` packs them."""
+"""The array type code of an unsigned 32-bit integer (a CRC-32): how :func:`alnum_word_pair` packs them."""
 
 ASCII_LOWER: Final = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
 """A ``bytes.translate`` table that lowercases ASCII letters (what ``bytes.lower`` does)."""
@@ -156,22 +154,12 @@ def numbers_marked(data: bytes) -> bytes:
 
 
 ALNUM_WORD: Final = re.compile(r"[^\W_]+")
-"""What a word is to :func:`alnum_word_hashes`: a run of Unicode letters and digits (``str.isalnum``; ``_``
+"""What a word is to :func:`alnum_word_pair`: a run of Unicode letters and digits (``str.isalnum``; ``_``
 separates words). The definition, which the tests compare both kernels with."""
 _ASCII_WORDS: Final = bytes(
     (c | 32 if 65 <= c <= 90 else c) if 48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 else 32 for c in range(256)
 )
 """ASCII letters lowercased and digits kept, everything else a space: what :data:`ALNUM_WORD` finds in ASCII text."""
-
-
-def alnum_word_hashes(text: str, limit: int) -> frozenset[int]:
-    """CRC-32s (of the UTF-8 bytes) of the first ``limit`` distinct words (:data:`ALNUM_WORD`) of ``text.lower()``.
-
-    ASCII text is split at C speed (a translation table instead of the regular expression: the same words); words
-    are deduplicated before they are hashed, and only as many are hashed as the limit needs."""
-    if limit < 0:
-        raise ValueError("limit must be >= 0")
-    return _first_hashes(_alnum_words(text), limit)
 
 
 def _alnum_words(text: str) -> dict[bytes, None]:
@@ -190,15 +178,14 @@ def _first_hashes(words: dict[bytes, None], limit: int) -> frozenset[int]:
     return frozenset(islice(hashes, limit))
 
 
-def alnum_word_bytes(text: str, limit: int) -> bytes:
-    """The CRC-32s :func:`alnum_word_hashes` gives, sorted and packed 4 bytes each in the machine's order (what
-    ``array("I")`` holds): how rules keep a call's words."""
-    return array(WORD_CODE, sorted(alnum_word_hashes(text, limit))).tobytes()
-
-
 def alnum_word_pair(text: str, limit: int) -> tuple[bytes, bytes]:
-    """In one pass: :func:`alnum_word_bytes`, and the same without the words made of ASCII digits only (the first
-    ``limit`` distinct other words). One bytes object twice when the two are equal."""
+    """CRC-32s (of the UTF-8 bytes) of the first ``limit`` distinct words (:data:`ALNUM_WORD`) of ``text.lower()``,
+    sorted and packed 4 bytes each in the machine's order (what ``array("I")`` holds): how rules keep a call's words;
+    and, from the same split, those of the first ``limit`` distinct words not made of ASCII digits only. One bytes
+    object twice when the two are equal.
+
+    ASCII text is split at C speed (a translation table instead of the regular expression: the same words); words
+    are deduplicated before they are hashed, and only as many are hashed as the limit needs."""
     if limit < 0:
         raise ValueError("limit must be >= 0")
     words = _alnum_words(text)
@@ -211,7 +198,7 @@ def alnum_word_pair(text: str, limit: int) -> tuple[bytes, bytes]:
 
 
 def shared_words(a: bytes, b: bytes) -> tuple[int, int, int]:
-    """Two sets of word hashes packed 4 bytes each (:func:`alnum_word_bytes`): how many values they share, and how
+    """Two sets of word hashes packed 4 bytes each (:func:`alnum_word_pair`): how many values they share, and how
     many distinct values each holds."""
     for which, packed in (("a", a), ("b", b)):
         if not isinstance(packed, bytes):
