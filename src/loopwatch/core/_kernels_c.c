@@ -1349,7 +1349,7 @@ static PyObject *masked_bytes(PyObject *self, PyObject *arg) {
             failed = mask_rare(s, RARE_EDGE, 0, &spans) < 0 || mask_rare(s + n - RARE_EDGE, RARE_EDGE, n - RARE_EDGE,
                                                                          &spans) < 0;
     }
-    if (!failed && find_bytes(s, n, 0, "Dload") >= 0) failed = mask_meters(s, n, &spans) < 0;
+    if (!failed) failed = mask_meters(s, n, &spans) < 0;
     if (failed) {
         free(spans.v);
         return PyErr_NoMemory();

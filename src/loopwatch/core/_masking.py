@@ -201,8 +201,7 @@ def volatile_spans(data: bytes) -> list[Span]:
     hexes = data.translate(_HEX_SHAPE)
     if b"000000" in hexes:
         _hex_runs(data, hexes, spans)
-    if b"Dload" in data:
-        _meters(data, spans)
+    _meters(data, spans)
     if len(data) <= 2 * _RARE_EDGE:
         _rare(data, 0, spans)
     else:
