@@ -319,6 +319,23 @@ def test_a_second_error_counts_on_its_own_until_the_first_one_comes_back() -> No
     assert "the same error" in found[0][2]
 
 
+def test_another_action_answered_with_another_error_starts_afresh() -> None:
+    # the same filter quoted another way each time: the error moves with the quoting, so each change had an
+    # effect; the streak does not alternate across them
+    invalid = 'MSBUILD : error MSB4177: Invalid property. The name "SQLite.Classic)" contains an invalid character.'
+    failed = "Failed Issue4414Test [418 ms]\nSystem.InvalidOperationException : Unable to configure HTTP"
+    filters = ["Name~Issue4414", 'Name=Issue(\\"SQLite\\")', "Name='Issue(SQLite)'", "Name=Issue\\(SQLite\\)"]
+    filters.append("Name~Issue4414&Name~SQLite.Classic")
+    events: list[Event] = []
+    for n, (text, output) in enumerate(zip(filters, [failed, invalid, invalid, invalid, failed], strict=True)):
+        events.append(ToolCall("bash", {"command": f"dotnet test Tests.csproj --no-build --filter {text}"}, id=f"c{n}"))
+        events.append(ToolResult(output, id=f"c{n}", is_error=True))
+    assert _retries(run(Guard(), events)) == []
+    # the same action alternating between two errors still is one streak (see above: A, B, A)
+    found = _retries(run(Guard(), _run_script([_INDENT, _MISSING, _INDENT])))
+    assert [(count, start) for count, start, _ in found] == [(3, 0)]
+
+
 def test_error_retry_streaks_saved_before_switches_were_kept_still_load() -> None:
     guard = Guard()
     run(guard, _run_script([_INDENT, _MISSING]))

@@ -160,6 +160,33 @@ def test_an_echo_of_the_call_is_not_news() -> None:
     assert "similar_text" in {v.pattern for v in _run(events) if v.action == "nudge"}
 
 
+def test_a_reasoning_template_around_other_commands_is_not_a_repeated_turn() -> None:
+    # a harness that writes every turn's reasoning as the same template: the commands are what differs
+    template = "<Action: Command>\n</Action: Command>"
+    packages = ["gfortran", "libopenblas0", "libgdal-dev", "libproj-dev", "libqt5svg5-dev", "qt5keychain-dev"]
+    events: list[Event] = []
+    for n, package in enumerate(packages):
+        events += [ToolCall("command", {"command": f"apt-get install -y {package}"}, id=f"c{n}", thought=template)]
+        events += [ToolResult("Reading package lists... Done", id=f"c{n}")]
+    assert "similar_text" not in {v.pattern for v in _run(events)}
+    # the same template around the same command, whatever its counter, is the same turn
+    events = []
+    for n in range(5):
+        events += [ToolCall("command", {"command": f'echo "step {n}"'}, id=f"c{n}", thought=template)]
+        events += [ToolResult(f"step {n}", id=f"c{n}")]
+    nudges = [v for v in _run(events) if v.pattern == "similar_text"]
+    assert nudges and nudges[0].action == "nudge" and nudges[0].index == 8  # the first result was news
+
+
+def test_turns_with_their_actions_need_word_sketches() -> None:
+    from loopwatch.core.detectors import similar_text
+
+    assert similar_text(sketch=48, actions=True).actions
+    for kwargs in ({"metric": "fuzz", "sketch": 48}, {"metric": "jaccard"}):
+        with pytest.raises(ConfigError, match="actions"):
+            similar_text(actions=True, **kwargs)  # type: ignore[arg-type]
+
+
 def test_the_same_look_up_answering_the_same_with_other_look_ups_between_is_a_circuit() -> None:
     events: list[Event] = []
     for n in range(3):

@@ -278,6 +278,7 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
             max_chars=2000,
             sketch=48,
             novelty=True,
+            actions=True,
         ),
         monologue(per_worker=True),
         swarm(threshold=10, min_workers=2),

@@ -154,8 +154,9 @@ class ErrorRetryDetector(Detector):
 
     "Tool" is the tool key: for shell-like tools, the program run (``bash:python``, ``bash:cd``...). Errors
     are equivalent when their words (volatile parts such as timestamps, hex ids and temp paths ignored) overlap by
-    at least ``similarity``; a streak may alternate between two such errors (a second error counts on its own
-    until the first one comes back: A, B, B is two Bs after an A, A, B, A is three alternating failures). Calls
+    at least ``similarity``; the same action retried may alternate between two such errors (a second error counts on
+    its own until the first one comes back: A, B, B is two Bs after an A, A, B, A is three alternating failures),
+    while another action answered with another error starts afresh (what changed had an effect). Calls
     to other tools in between do not end a streak (the agent looks around, then retries the same thing); a
     success of the same tool, a third kind of error, or ``gap`` steps without a failure of that tool do. The same
     action failing the same way right after a failure recorded under another tool name (a harness that names the
@@ -340,7 +341,9 @@ class ErrorRetryDetector(Detector):
             similarities = [_jaccard(words, c) for c in streak.classes]
             best = max(similarities, default=0.0)
             if best < self.similarity:
-                if len(streak.classes) >= 2:
+                if len(streak.classes) >= 2 or variant:
+                    # a third kind of error; or another action answered with another error: the change had an
+                    # effect, so this is a new attempt, not the streak alternating
                     streak = None
                 else:  # a second error: it counts on its own until the first one comes back
                     streak.classes = (*streak.classes, words)

@@ -23,7 +23,9 @@ from ._base import (
     beyond_echo,
     bits_text,
     bottom_k,
+    fold,
     mutates,
+    numberless_argument_words,
     pushed,
     text_bits,
     word_values,
@@ -140,6 +142,12 @@ class SimilarTextDetector(Detector):
     however much it reads like the turns before: the same template on new ground (paging through a file, the next
     item of a list). A result that only says back what its call said (``echo step 7``), and what an edit answers
     (it shows what was written), are not news.
+
+    ``actions=True`` (with a ``sketch``): a tool call's turn is what it says and what it does. The words of its
+    arguments, numbers aside (:func:`~._base.numberless_argument_words`), join its reasoning's, so that a fixed
+    reasoning template (``<Action: Command>``) around other commands is not the same turn, while the same
+    reasoning around the same command with another counter (``echo "step 8"``, then ``"step 9"``) still is. A call
+    whose reasoning has no words stays unlike any turn, as without ``actions``.
     """
 
     name = "similar_text"
@@ -159,11 +167,16 @@ class SimilarTextDetector(Detector):
         min_chars: int = 0,
         sketch: int | None = None,
         novelty: bool = False,
+        actions: bool = False,
     ) -> None:
         if metric not in ("jaccard", "fuzz"):
             raise ConfigError(f"must be 'jaccard' or 'fuzz', got {metric!r}", field="metric")
         if mode not in ("consecutive", "any"):
             raise ConfigError(f"must be 'consecutive' or 'any', got {mode!r}", field="mode")
+        if actions and (metric != "jaccard" or sketch is None):
+            raise ConfigError(
+                "actions=true compares word sketches: it needs metric = 'jaccard' and a sketch size", field="actions"
+            )
         self.metric = metric
         self.threshold = threshold
         self.window = window
@@ -174,6 +187,7 @@ class SimilarTextDetector(Detector):
         self.sketch = sketch
         self.min_chars = min_chars
         self.novelty = novelty
+        self.actions = actions
 
     def new_state(self) -> SimilarTextState:
         return SimilarTextState()
@@ -194,10 +208,15 @@ class SimilarTextDetector(Detector):
         item, similarity = self._item(text), self._similarity()
         return item, max(similarity(prev, item) for prev in recent) if recent else None
 
-    def _compare_sketch(self, text: str, history: bytes) -> tuple[bytes, float | None]:
-        """:meth:`_compare` for sketches: ``history`` with the sketch of ``text`` added (keeping the last
-        :attr:`history`), and its best similarity to the last ``window`` ones (None if none)."""
-        bits = word_bits(text if self.max_chars is None else text[: self.max_chars], self.sketch or 0)
+    def _compare_sketch(self, text: str, history: bytes, step: Step) -> tuple[bytes, float | None]:
+        """:meth:`_compare` for sketches: ``history`` with the sketch of ``text`` (and, with :attr:`actions`, of a
+        call's argument words) added (keeping the last :attr:`history`), and its best similarity to the last
+        ``window`` ones (None if none)."""
+        k = self.sketch or 0
+        bits = word_bits(text if self.max_chars is None else text[: self.max_chars], k)
+        if bits and self.actions and step.kind == "call":
+            # the action's words, numbers aside: sorted, so the first k are its bottom-k sketch
+            bits |= fold(word_values(numberless_argument_words(step))[:k])
         recent = history[-_SKETCH_BYTES * self.window :]
         best: float | None = None
         read = int.from_bytes
@@ -231,7 +250,7 @@ class SimilarTextDetector(Detector):
         history = state.history
         if self.sketch is not None and self.metric == "jaccard":
             # sketches are kept as integer bit sets packed in one bytes object (base64 text only in the JSON form)
-            state.history, best = self._compare_sketch(text, _packed_sketches(history))
+            state.history, best = self._compare_sketch(text, _packed_sketches(history), step)
         else:
             item, best = self._compare(text, history[-self.window :])
             state.history = pushed(tuple(history), item, self.history)
