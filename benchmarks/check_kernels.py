@@ -61,7 +61,7 @@ def check(text: str, differences: Counter[str], regex: bool) -> int:
     if compiled.masked_bytes(raw) != _masked_bytes_py(raw):
         differences["masked_bytes"] += 1
     data = masked(text)
-    for name in ("error_lines", "word_hashes", "long_word_hashes", "line_hashes", "numbers_marked"):
+    for name in pure.BYTE_KERNELS:
         calls += 1
         if getattr(compiled, name)(data) != getattr(pure, name)(data):
             differences[name] += 1

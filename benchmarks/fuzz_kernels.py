@@ -128,7 +128,7 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
         if compiled.masked_bytes(data) != _masked_bytes_py(data):
             differences += 1
             print(f"DIFFERENCE in masked_bytes: {data[:200]!r}", file=sys.stderr)
-        for name in ("error_lines", "word_hashes", "long_word_hashes", "line_hashes", "numbers_marked"):
+        for name in pure.BYTE_KERNELS:
             calls += 1
             if getattr(compiled, name)(data) != getattr(pure, name)(data):
                 differences += 1

@@ -145,7 +145,7 @@ def test_the_pure_argument_words_are_the_regular_expression_words(text: str, lim
 @given(any_bytes)
 def test_compiled_byte_kernels_match_the_pure_ones(data: bytes) -> None:
     c = compiled()
-    for name in ("error_lines", "word_hashes", "long_word_hashes", "line_hashes", "numbers_marked"):
+    for name in _kernels_py.BYTE_KERNELS:
         assert getattr(c, name)(data) == getattr(_kernels_py, name)(data), name
 
 
@@ -209,7 +209,7 @@ def test_compiled_sketches_match_the_pure_ones(hashes: Any, k: int, bits: int) -
 @needs_compiled
 def test_compiled_kernels_refuse_what_the_pure_ones_refuse() -> None:
     c = compiled()
-    for name in ("error_lines", "word_hashes", "long_word_hashes", "line_hashes", "numbers_marked"):
+    for name in _kernels_py.BYTE_KERNELS:
         for bad in ("text", None, 3):
             assert outcome(getattr(c, name), bad)[0] == "error"
     assert outcome(c.alnum_word_pair, b"bytes", 3) == ("error", TypeError)
@@ -230,7 +230,7 @@ def test_compiled_kernels_match_the_pure_ones_on_huge_inputs() -> None:
     words = ["error", "0 fail", "Traceback", "x" * 5000, "naïve", "\x00", "\n", " ", "ok", "ΣΑΣ", "\ud800", "٣٤"]
     text = "".join(rng.choice(words) for _ in range(200_000))
     data = text.encode("utf-8", "surrogatepass")
-    for name in ("error_lines", "word_hashes", "long_word_hashes", "line_hashes", "numbers_marked"):
+    for name in _kernels_py.BYTE_KERNELS:
         assert getattr(c, name)(data) == getattr(_kernels_py, name)(data), name
     for limit in (0, 64, 10**9):
         assert c.alnum_word_pair(text, limit) == _kernels_py.alnum_word_pair(text, limit)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection, Mapping
 from functools import partial
 from typing import Any, Final
 
+from . import _kernels
 from ._canonical import canonical_json, digest, digest_bytes, digest_parts, flat_payload, fold_string
 from ._lazy_re import lazy_compile
 from ._masking import masked
@@ -307,16 +308,14 @@ def normalized_args(args: Mapping[str, Any]) -> str:
 
 # -- outcomes -----------------------------------------------------------------------------------------
 
+
 # Only what changes from run to run whatever the agent does is masked (see loopwatch.core._masking): timestamps,
 # durations, UUIDs, long hex ids, addresses, PIDs, shell line numbers, temp paths. Counters, dates, prices and
 # short ids are content: "1/10 replicas ready" then "2/10" is progress.
-_BLANKS: Final = b" \t\r\n\x0b\x0c"
-
-
 def outcome_bytes(output: str, masked_output: bytes | None = None) -> bytes:
     """The output as compared for progress: volatile parts removed, blanks dropped (``masked_output``: the
     output's :func:`~loopwatch.core._masking.masked` bytes, when already computed)."""
-    return (masked(output) if masked_output is None else masked_output).translate(None, _BLANKS)
+    return _kernels.blanks_dropped(masked(output) if masked_output is None else masked_output)
 
 
 ASCII_LOWER: Final = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))

@@ -50,6 +50,7 @@ error_lines = _impl.error_lines
 word_hashes = _impl.word_hashes
 line_hashes = _impl.line_hashes
 numbers_marked = _impl.numbers_marked
+blanks_dropped = _impl.blanks_dropped
 alnum_word_pair = _impl.alnum_word_pair
 long_word_hashes = _impl.long_word_hashes
 shared_words = _impl.shared_words

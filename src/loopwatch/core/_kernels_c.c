@@ -22,19 +22,42 @@
 /* -- CRC-32 (zlib's: the IEEE polynomial, reflected) ------------------------------------------------------- */
 
 static uint32_t crc_table[256];
+static uint32_t crc_slices[8][256]; /* crc_slices[k][n]: n's CRC step followed by k zero bytes (slicing-by-8) */
 
 static void crc_init(void) {
     for (uint32_t n = 0; n < 256; n++) {
         uint32_t c = n;
         for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
         crc_table[n] = c;
+        crc_slices[0][n] = c;
     }
+    for (int k = 1; k < 8; k++)
+        for (uint32_t n = 0; n < 256; n++)
+            crc_slices[k][n] = (crc_slices[k - 1][n] >> 8) ^ crc_table[crc_slices[k - 1][n] & 0xFFu];
 }
 
 /* A CRC is carried as its running register (inverted); crc_final turns it into zlib.crc32's value. */
 #define CRC_START 0xFFFFFFFFu
 #define CRC_BYTE(c, b) (crc_table[((c) ^ (uint8_t)(b)) & 0xFFu] ^ ((c) >> 8))
 #define CRC_FINAL(c) ((c) ^ 0xFFFFFFFFu)
+
+/* The little-endian 32-bit value of 4 bytes (one load where the machine is little-endian). */
+static inline uint32_t le32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The running CRC c over n bytes, 8 at a time: the 8 table look-ups of a step are independent of each other, so a
+   step waits for one look-up where byte by byte it waits for eight in a row. */
+static uint32_t crc_bytes(uint32_t c, const unsigned char *p, Py_ssize_t n) {
+    for (; n >= 8; p += 8, n -= 8) {
+        const uint32_t lo = le32(p) ^ c, hi = le32(p + 4);
+        c = crc_slices[7][lo & 0xFFu] ^ crc_slices[6][(lo >> 8) & 0xFFu] ^ crc_slices[5][(lo >> 16) & 0xFFu] ^
+            crc_slices[4][lo >> 24] ^ crc_slices[3][hi & 0xFFu] ^ crc_slices[2][(hi >> 8) & 0xFFu] ^
+            crc_slices[1][(hi >> 16) & 0xFFu] ^ crc_slices[0][hi >> 24];
+    }
+    for (; n > 0; p++, n--) c = CRC_BYTE(c, *p);
+    return c;
+}
 
 /* -- ASCII tables ------------------------------------------------------------------------------------------ */
 
@@ -330,17 +353,19 @@ static PyObject *line_hashes(PyObject *self, PyObject *arg) {
     if (n > LINE_BYTES) n = LINE_BYTES;
     PyObject *out = PyFrozenSet_New(NULL);
     if (out == NULL) return NULL;
-    uint32_t c = CRC_START;
+    unsigned char line[LINE_BYTES]; /* a line lowercased, its blanks dropped */
     for (Py_ssize_t p = 0; p <= n; p++) {
-        if (p == n || s[p] == '\n') {
-            uint32_t crc = CRC_FINAL(c);
-            if (crc != 0 && set_add_crc(out, crc) < 0) {
-                Py_DECREF(out);
-                return NULL;
-            }
-            c = CRC_START;
-        } else if (!byte_blank[s[p]]) {
-            c = CRC_BYTE(c, ascii_lower[s[p]]);
+        const unsigned char *end = memchr(s + p, '\n', (size_t)(n - p));
+        const Py_ssize_t stop = end == NULL ? n : end - s;
+        Py_ssize_t kept = 0;
+        for (; p < stop; p++) { /* every byte written, a blank overwritten by the next: no branch to mispredict */
+            line[kept] = ascii_lower[s[p]];
+            kept += 1 - byte_blank[s[p]];
+        }
+        const uint32_t crc = CRC_FINAL(crc_bytes(CRC_START, line, kept));
+        if (crc != 0 && set_add_crc(out, crc) < 0) { /* 0: an empty line */
+            Py_DECREF(out);
+            return NULL;
         }
     }
     return out;
@@ -384,6 +409,36 @@ static PyObject *numbers_marked(PyObject *self, PyObject *arg) {
         p = digit + 1;
         while (p < n && (unsigned)(s[p] - '0') < 10u) p++;
         digit = next_digit(s, n, p);
+    }
+    if (_PyBytes_Resize(&out, kept) < 0) return NULL;
+    return out;
+}
+
+/* -- blanks_dropped ---------------------------------------------------------------------------------------- */
+
+PyDoc_STRVAR(blanks_dropped_doc, "blanks_dropped(data: bytes) -> bytes\n--\n\n"
+                                 "``data`` without its blanks (space, tab, CR, LF, VT, FF): "
+                                 "``data.translate(None, b\" \\t\\r\\n\\x0b\\x0c\")``.");
+
+static PyObject *blanks_dropped(PyObject *self, PyObject *arg) {
+    if (!PyBytes_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "blanks_dropped() expects bytes, not %.100s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n); /* never longer than data */
+    if (out == NULL) return NULL;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t p = 0; p < n; p++) { /* every byte written, a blank overwritten by the next: no branch */
+        o[kept] = s[p];
+        kept += 1 - byte_space[s[p]];
+    }
+    if (kept == n) { /* nothing dropped: the same object, as translate gives */
+        Py_DECREF(out);
+        Py_INCREF(arg);
+        return arg;
     }
     if (_PyBytes_Resize(&out, kept) < 0) return NULL;
     return out;
@@ -493,20 +548,40 @@ static inline int word_scan_next(WordScan *scan, uint32_t *crc, int *number) {
     return 1;
 }
 
-/* Insert crc into the sorted vals[0..*count) unless there. */
-static void sorted_insert(uint32_t *vals, Py_ssize_t *count, uint32_t crc) {
-    Py_ssize_t lo = 0, hi = *count;
-    while (lo < hi) {
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        if (vals[mid] < crc)
-            lo = mid + 1;
-        else
-            hi = mid;
+/* A set of CRC-32s by open addressing (linear probing), for telling a word seen before: one probe per word
+   instead of a binary search whose branches a processor cannot predict. ``slots`` holds ``mask + 1`` entries (a
+   power of two, at least twice the most it will hold), 0 for an empty one, else the CRC with bit 32 set. */
+typedef struct {
+    uint64_t *slots;
+    size_t mask;
+} CrcSet;
+
+/* Add crc to the set: 1 when it was not there. */
+static inline int crc_set_add(CrcSet *set, uint32_t crc) {
+    const uint64_t key = (uint64_t)crc | ((uint64_t)1 << 32);
+    size_t i = (size_t)crc & set->mask; /* a CRC-32 is already well mixed */
+    for (;;) {
+        const uint64_t slot = set->slots[i];
+        if (slot == key) return 0;
+        if (slot == 0) {
+            set->slots[i] = key;
+            return 1;
+        }
+        i = (i + 1) & set->mask;
     }
-    if (lo < *count && vals[lo] == crc) return;
-    memmove(vals + lo + 1, vals + lo, sizeof(uint32_t) * (size_t)(*count - lo));
-    vals[lo] = crc;
-    (*count)++;
+}
+
+/* Sort vals[0..count) in place (insertion sort: the arrays are a few dozen values). */
+static void sort_crcs(uint32_t *vals, Py_ssize_t count) {
+    for (Py_ssize_t i = 1; i < count; i++) {
+        const uint32_t v = vals[i];
+        Py_ssize_t j = i;
+        while (j > 0 && vals[j - 1] > v) {
+            vals[j] = vals[j - 1];
+            j--;
+        }
+        vals[j] = v;
+    }
 }
 
 PyDoc_STRVAR(alnum_word_pair_doc,
@@ -520,21 +595,33 @@ static PyObject *alnum_word_pair(PyObject *self, PyObject *const *args, Py_ssize
     WordScan scan;
     if (word_scan_start("alnum_word_pair", args, nargs, &scan) < 0) return NULL;
     Py_ssize_t room = scan.limit < scan.n / 2 + 1 ? scan.limit : scan.n / 2 + 1;
-    uint32_t small[256];
-    uint32_t *vals = room <= 128 ? small : (uint32_t *)malloc(sizeof(uint32_t) * 2 * (size_t)room);
-    if (vals == NULL) {
+    size_t slots = 4; /* per set: a power of two, at least twice ``room`` */
+    while (slots < 2 * (size_t)room) slots *= 2;
+    uint32_t small[128];
+    uint64_t small_slots[2 * 128];
+    uint32_t *vals = room <= 64 ? small : (uint32_t *)malloc(sizeof(uint32_t) * 2 * (size_t)room);
+    uint64_t *table = slots <= 128 ? small_slots : (uint64_t *)malloc(sizeof(uint64_t) * 2 * slots);
+    if (vals == NULL || table == NULL) {
+        if (vals != NULL && vals != small) free(vals);
+        if (table != NULL && table != small_slots) free(table);
         Py_DECREF(scan.text);
         return PyErr_NoMemory();
     }
+    memset(table, 0, sizeof(uint64_t) * 2 * slots);
+    CrcSet seen = {table, slots - 1}, seen_named = {table + slots, slots - 1};
     uint32_t *words = vals, *names = vals + room;
     Py_ssize_t count = 0, named = 0;
     uint32_t crc;
     int number;
+    /* the first ``limit`` distinct words (and distinct words that are not numbers) in the text's order, sorted
+       once at the end */
     while ((count < scan.limit || named < scan.limit) && word_scan_next(&scan, &crc, &number)) {
-        if (count < scan.limit) sorted_insert(words, &count, crc);
-        if (!number && named < scan.limit) sorted_insert(names, &named, crc);
+        if (count < scan.limit && crc_set_add(&seen, crc)) words[count++] = crc;
+        if (!number && named < scan.limit && crc_set_add(&seen_named, crc)) names[named++] = crc;
     }
     Py_DECREF(scan.text);
+    sort_crcs(words, count);
+    sort_crcs(names, named);
     PyObject *all = PyBytes_FromStringAndSize((const char *)words, (Py_ssize_t)sizeof(uint32_t) * count);
     PyObject *out = NULL;
     if (all != NULL) {
@@ -550,6 +637,7 @@ static PyObject *alnum_word_pair(PyObject *self, PyObject *const *args, Py_ssize
         Py_DECREF(all);
     }
     if (vals != small) free(vals);
+    if (table != small_slots) free(table);
     return out;
 }
 
@@ -722,6 +810,19 @@ static int compare_u64(const void *a, const void *b) {
 
 /* The k smallest distinct values folded into words[0:nwords]. For a small k they are kept sorted as they come (most
    values are larger than the k-th smallest so far and cost one comparison); otherwise all are sorted. */
+/* The first place in the sorted values[0..n) whose value is >= v: a binary search whose steps are conditional moves,
+   not branches a processor mispredicts half the time (the number of steps depends on n alone). */
+static inline Py_ssize_t lower_bound_u64(const uint64_t *values, Py_ssize_t n, uint64_t v) {
+    if (n == 0) return 0;
+    const uint64_t *base = values;
+    while (n > 1) {
+        Py_ssize_t half = n / 2;
+        base = base[half] < v ? base + half : base;
+        n -= half;
+    }
+    return (base - values) + (*base < v);
+}
+
 static void fold_bottom_k(uint64_t *values, Py_ssize_t n, Py_ssize_t k, uint64_t *words, Py_ssize_t nwords) {
     uint64_t mask = (uint64_t)nwords * 64 - 1;
     memset(words, 0, sizeof(uint64_t) * (size_t)nwords);
@@ -731,14 +832,7 @@ static void fold_bottom_k(uint64_t *values, Py_ssize_t n, Py_ssize_t k, uint64_t
         for (Py_ssize_t i = 0; i < n; i++) {
             uint64_t v = values[i];
             if (taken == k && v >= best[k - 1]) continue;
-            Py_ssize_t lo = 0, hi = taken; /* the first place whose value is >= v */
-            while (lo < hi) {
-                Py_ssize_t mid = (lo + hi) / 2;
-                if (best[mid] < v)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
+            Py_ssize_t lo = lower_bound_u64(best, taken, v);
             if (lo < taken && best[lo] == v) continue;
             Py_ssize_t last = taken < k ? taken : k - 1;
             memmove(best + lo + 1, best + lo, sizeof(uint64_t) * (size_t)(last - lo));
@@ -1390,6 +1484,7 @@ static PyMethodDef methods[] = {
     {"word_hashes", (PyCFunction)word_hashes, METH_O, word_hashes_doc},
     {"line_hashes", (PyCFunction)line_hashes, METH_O, line_hashes_doc},
     {"numbers_marked", (PyCFunction)numbers_marked, METH_O, numbers_marked_doc},
+    {"blanks_dropped", (PyCFunction)blanks_dropped, METH_O, blanks_dropped_doc},
     {"alnum_word_pair", (PyCFunction)(void (*)(void))alnum_word_pair, METH_FASTCALL, alnum_word_pair_doc},
     {"shared_words", (PyCFunction)(void (*)(void))shared_words, METH_FASTCALL, shared_words_doc},
     {"long_word_hashes", (PyCFunction)long_word_hashes, METH_O, long_word_hashes_doc},

@@ -153,6 +153,20 @@ def numbers_marked(data: bytes) -> bytes:
     return (b"" if parts[0] else b"#") + b"#".join(between) + (b"" if parts[-1] else b"#")
 
 
+BYTE_KERNELS: Final = (
+    "error_lines", "word_hashes", "long_word_hashes", "line_hashes", "numbers_marked", "blanks_dropped",
+)  # fmt: skip
+"""The kernels that take one ``bytes`` argument (what the tests, the corpus check and the fuzzer call alike)."""
+
+BLANKS: Final = b" \t\r\n\x0b\x0c"
+"""The bytes :func:`blanks_dropped` drops (those ``bytes.split()`` splits at)."""
+
+
+def blanks_dropped(data: bytes) -> bytes:
+    """``data`` without its blanks (:data:`BLANKS`)."""
+    return data.translate(None, BLANKS)
+
+
 ALNUM_WORD: Final = re.compile(r"[^\W_]+")
 """What a word is to :func:`alnum_word_pair`: a run of Unicode letters and digits (``str.isalnum``; ``_``
 separates words). The definition, which the tests compare both kernels with."""
