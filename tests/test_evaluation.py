@@ -233,6 +233,44 @@ def test_leave_one_source_out_chooses_on_the_other_sources_and_scores_the_one_le
     assert choose([(1.0, _synthetic(2).report.overall)])[0] == 1.0
 
 
+def _one_large_source_flagged(value: int) -> Evaluation:
+    """A large source ``big`` (60 clean runs) whose healthy runs a detector at threshold 2 flags twice (3.3%), and a
+    larger one, ``calm`` (200 clean runs), it never flags; each has 4 loops of 2 repeats and 4 of 3."""
+    lines, outcomes = [], []
+    for source, clean in (("big", 60), ("calm", 200)):
+        for n in range(8):
+            reps = 2 if n < 4 else 3
+            run_id = f"{source}/loop-{n}"
+            lines.append(json.dumps({"id": run_id, "verdict": "stuck", "confidence": "high", "episodes": [
+                {"start": 0, "detectable_at": 1, "end": reps - 1, "unit_len": 1, "pattern": "repeat", "reps": reps,
+                 "note": ""}]}))  # fmt: skip
+            found = (Detection(value - 1, "nudge", 1, "repeat", 0),) if reps >= value else ()
+            outcomes.append(RunOutcome(run_id, source, 10, None, found))
+        for n in range(clean):
+            clean_id = f"{source}/clean-{n}"
+            lines.append(json.dumps({"id": clean_id, "verdict": "clean", "confidence": "high", "episodes": []}))
+            alarm = (Detection(1, "nudge", 1, "repeat", 0),) if source == "big" and n < 2 and value <= 2 else ()
+            outcomes.append(RunOutcome(clean_id, source, 10, None, alarm))
+    labels = parse_labels(lines)
+    return Evaluation(preset("default"), evaluate(outcomes, labels), (), tuple(outcomes), labels)
+
+
+def test_a_threshold_is_chosen_within_the_false_alarm_budget_on_each_large_source() -> None:
+    points = [(float(value), _one_large_source_flagged(value)) for value in (2, 3)]
+    at_two = points[0][1].report
+    assert at_two.overall.false_alarm_rate.rate is not None and at_two.overall.false_alarm_rate.rate < 0.025
+    assert at_two.by_source["big"].false_alarm_rate.rate == 2 / 60  # over the budget on that source alone
+    # 2 catches every loop, 3 only half of them; 2 is within the budget overall, but not on `big`
+    assert choose([(value, e.report.overall) for value, e in points])[0] == 2
+    overall, held = leave_one_source_out(points)
+    assert overall == 3
+    by_source = {h.source: h for h in held}
+    # chosen without `big`, 2 is best; on `big`, left out, it flags 3.3% of the healthy runs: what LOSO is to show
+    assert by_source["big"].value == 2 and by_source["big"].metrics.false_alarm_rate.rate == 2 / 60
+    assert by_source["calm"].value == 3
+    assert "3 chosen on all the sources" in held_out_table("repeat.threshold", overall, held)
+
+
 def test_rule_shares_credit_each_rule_with_what_only_it_catches() -> None:
     looping = [ToolCall("bash", {"command": "make"}, id=f"c{n}") for n in range(4)]
     events: list[Any] = []
