@@ -124,6 +124,15 @@ def _runs_commands(tool: str, args: Mapping[str, Any]) -> bool:
     )
 
 
+def first_word(command: str) -> str:
+    """``command.split(None, 1)[0]`` (``""`` for a blank command), without copying the rest of a long command."""
+    head = command[:80].split(None, 1)
+    if len(head) == 2 or len(command) <= 80:
+        return head[0] if head else ""
+    words = command.split(None, 1)  # a first word longer than the head, or blanks all through it
+    return words[0] if words else ""
+
+
 def tool_key(tool: str, args: Mapping[str, Any], *, command: str | None = None) -> str:
     """Which "tool" a call really uses: the tool name, or ``tool:program`` for shell-like tools.
 
@@ -133,10 +142,8 @@ def tool_key(tool: str, args: Mapping[str, Any], *, command: str | None = None) 
     command = command if command is not None else command_of(args)
     if not command:
         return tool
-    if not is_shell_tool(tool):
-        first = command.split(None, 1)[0] if command.strip() else ""
-        if first != tool and not _runs_commands(tool, args):
-            return tool
+    if not is_shell_tool(tool) and first_word(command) != tool and not _runs_commands(tool, args):
+        return tool
     program = program_of(command)
     if not program or program == tool:
         return tool
@@ -417,9 +424,12 @@ _POLL_WORDS: Final = ("sleep", "wait", "watch", "tail", "gh", "kubectl", "docker
 
 def is_poll(tool: str, command: str | None) -> bool:
     """Is this call a wait or a status check (polling a job, tailing a log)? Repeating it is expected."""
-    if command is not None and (is_shell_tool(tool) or command.split(None, 1)[:1] == [tool]):
+    if command is not None and (is_shell_tool(tool) or first_word(command) == tool):
         head = command[:400]
-        return any(word in head for word in _POLL_WORDS) and bool(_POLL_COMMAND.search(head))
+        for word in _POLL_WORDS:  # a plain loop: cheaper than any() over a generator for these few words
+            if word in head:
+                return bool(_POLL_COMMAND.search(head))
+        return False
     return bool(_POLL_TOOLS.search(tool))
 
 
