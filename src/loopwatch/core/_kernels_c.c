@@ -435,7 +435,7 @@ static PyObject *blanks_dropped(PyObject *self, PyObject *arg) {
         o[kept] = s[p];
         kept += 1 - byte_space[s[p]];
     }
-    if (kept == n) { /* nothing dropped: the same object, as translate gives */
+    if (kept == n && PyBytes_CheckExact(arg)) { /* nothing dropped: the same object, as translate gives */
         Py_DECREF(out);
         Py_INCREF(arg);
         return arg;
