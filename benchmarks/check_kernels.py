@@ -78,6 +78,12 @@ def check(text: str, differences: Counter[str], regex: bool) -> int:
     calls += 1
     if compiled.shared_words(packed, other) != pure.shared_words(packed, other):
         differences["shared_words"] += 1
+    sketches = b"".join(pure.word_sketch(part, 48, 1024).to_bytes(128, "big") for part in data.split(b"\n")[:6])
+    calls += 1
+    if compiled.best_similarity(sketches, sketches[-128:] or bytes(128)) != pure.best_similarity(
+        sketches, sketches[-128:] or bytes(128)
+    ):
+        differences["best_similarity"] += 1
     words, lines = pure.word_hashes(data), pure.line_hashes(data)
     for hashes in (words, lines):
         for k, bits in ((8, 1024), (32, 1024), (48, 512), (1_000_000, 4096)):

@@ -147,6 +147,12 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
         if compiled.shared_words(packed, other) != pure.shared_words(packed, other):
             differences += 1
             print(f"DIFFERENCE in shared_words: {data[:200]!r}", file=sys.stderr)
+        size = rng.choice((1, 8, 16, 128))
+        sketches, sketch = data[: len(data) // size * size], data[:size].ljust(size, b"\x00")
+        calls += 1
+        if compiled.best_similarity(sketches, sketch) != pure.best_similarity(sketches, sketch):
+            differences += 1
+            print(f"DIFFERENCE in best_similarity: {data[:200]!r}", file=sys.stderr)
         hashes: list[int] = pure.word_hashes(data)
         if rng.random() < 0.2:
             hashes += [rng.randint(-(2**70), 2**70) for _ in range(rng.randint(0, 5))]

@@ -171,6 +171,25 @@ def test_shared_words_counts_what_two_packed_sets_share(a: list[int], b: list[in
 
 
 @settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=6), st.integers(0, 2**64 - 1), st.sampled_from([1, 3, 8, 16]))
+def test_best_similarity_is_the_highest_jaccard_of_the_packed_sets(history: list[int], sketch: int, size: int) -> None:
+    mask = (1 << (8 * size)) - 1
+    sets = [h & mask for h in history]
+    packed = b"".join(h.to_bytes(size, "big") for h in sets)
+    bits = (sketch & mask).to_bytes(size, "big")
+
+    def jaccard(a: int, b: int) -> float:
+        return (a & b).bit_count() / (a | b).bit_count() if a | b else 0.0
+
+    expected = max((jaccard(h, sketch & mask) for h in sets), default=None)
+    assert _kernels_py.best_similarity(packed, bits) == expected
+    if _kernels_c is not None:
+        assert _kernels_c.best_similarity(packed, bits) == expected
+        cut = packed[1:]  # not a whole number of sketches, unless empty or one byte each
+        assert outcome(_kernels_c.best_similarity, cut, bits) == outcome(_kernels_py.best_similarity, cut, bits)
+
+
+@settings(max_examples=300, deadline=None)
 @given(any_bytes)
 def test_the_pure_long_words_are_the_split_words_of_two_bytes_or_more(data: bytes) -> None:
     words = data.translate(_kernels_py.ASCII_LOWER).split()
@@ -218,6 +237,9 @@ def test_compiled_kernels_refuse_what_the_pure_ones_refuse() -> None:
     for bad_pair in (("text", b""), (b"", None), (b"abc", b""), (b"", b"abcde")):
         assert outcome(c.shared_words, *bad_pair)[0] == outcome(_kernels_py.shared_words, *bad_pair)[0] == "error"
         assert outcome(c.shared_words, *bad_pair)[1] == outcome(_kernels_py.shared_words, *bad_pair)[1]
+    for bad_pair in (("text", b"a"), (b"", None), (b"abc", b"ab"), (b"", b"")):
+        assert outcome(c.best_similarity, *bad_pair) == outcome(_kernels_py.best_similarity, *bad_pair)
+        assert outcome(c.best_similarity, *bad_pair)[0] == "error"
     for bad_hashes in ([1.5], ["a"], [None], 7):
         assert outcome(c.fold, bad_hashes, 1024)[0] == outcome(_kernels_py.fold, bad_hashes, 1024)[0] == "error"
         assert outcome(c.sketch_of, bad_hashes, 3, 1024)[0] == "error"

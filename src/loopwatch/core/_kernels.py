@@ -54,6 +54,7 @@ blanks_dropped = _impl.blanks_dropped
 alnum_word_pair = _impl.alnum_word_pair
 long_word_hashes = _impl.long_word_hashes
 shared_words = _impl.shared_words
+best_similarity = _impl.best_similarity
 fold = _impl.fold
 bottom_k = _impl.bottom_k
 sketch_of = _impl.sketch_of

@@ -716,6 +716,57 @@ static PyObject *shared_words(PyObject *self, PyObject *const *args, Py_ssize_t 
     return Py_BuildValue("(nnn)", shared, na, nb);
 }
 
+/* -- best_similarity --------------------------------------------------------------------------------------- */
+
+PyDoc_STRVAR(best_similarity_doc,
+             "best_similarity(history: bytes, sketch: bytes) -> float | None\n--\n\n"
+             "The highest Jaccard similarity of the folded set ``sketch`` (big-endian bytes) to each of the sets "
+             "packed one after another in ``history`` (each as long as ``sketch``); 0.0 for two empty sets, ``None`` "
+             "when ``history`` is empty.");
+
+static PyObject *best_similarity(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "best_similarity() takes exactly 2 arguments");
+        return NULL;
+    }
+    static const char *const names[2] = {"history", "sketch"};
+    for (int i = 0; i < 2; i++) {
+        if (!PyBytes_Check(args[i])) {
+            PyErr_Format(PyExc_TypeError, "best_similarity() expects bytes for %s, not %.100s", names[i],
+                         Py_TYPE(args[i])->tp_name);
+            return NULL;
+        }
+    }
+    const unsigned char *h = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(args[1]);
+    const Py_ssize_t nh = PyBytes_GET_SIZE(args[0]), size = PyBytes_GET_SIZE(args[1]);
+    if (size == 0 || nh % size) {
+        PyErr_SetString(PyExc_ValueError,
+                        "best_similarity(): history is not a whole number of sketches as long as the one given");
+        return NULL;
+    }
+    if (nh == 0) Py_RETURN_NONE;
+    double best = -1.0;
+    for (Py_ssize_t at = 0; at < nh; at += size) {
+        uint64_t both = 0, either = 0;
+        Py_ssize_t i = 0;
+        for (; i + 8 <= size; i += 8) { /* bit counts do not care for the byte order */
+            uint64_t x, y;
+            memcpy(&x, h + at + i, 8);
+            memcpy(&y, b + i, 8);
+            both += (uint64_t)__builtin_popcountll(x & y);
+            either += (uint64_t)__builtin_popcountll(x | y);
+        }
+        for (; i < size; i++) {
+            both += (uint64_t)__builtin_popcount((unsigned)(h[at + i] & b[i]));
+            either += (uint64_t)__builtin_popcount((unsigned)(h[at + i] | b[i]));
+        }
+        const double similarity = either ? (double)both / (double)either : 0.0;
+        if (similarity > best) best = similarity;
+    }
+    return PyFloat_FromDouble(best);
+}
+
 /* -- fold, bottom_k, sketch_of ----------------------------------------------------------------------------- */
 
 #define MAX_BITS 4096
@@ -1485,6 +1536,7 @@ static PyMethodDef methods[] = {
     {"line_hashes", (PyCFunction)line_hashes, METH_O, line_hashes_doc},
     {"numbers_marked", (PyCFunction)numbers_marked, METH_O, numbers_marked_doc},
     {"blanks_dropped", (PyCFunction)blanks_dropped, METH_O, blanks_dropped_doc},
+    {"best_similarity", (PyCFunction)(void (*)(void))best_similarity, METH_FASTCALL, best_similarity_doc},
     {"alnum_word_pair", (PyCFunction)(void (*)(void))alnum_word_pair, METH_FASTCALL, alnum_word_pair_doc},
     {"shared_words", (PyCFunction)(void (*)(void))shared_words, METH_FASTCALL, shared_words_doc},
     {"long_word_hashes", (PyCFunction)long_word_hashes, METH_O, long_word_hashes_doc},

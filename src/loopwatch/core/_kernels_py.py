@@ -226,6 +226,27 @@ def shared_words(a: bytes, b: bytes) -> tuple[int, int, int]:
 # -- sketches ------------------------------------------------------------------------------------------------
 
 
+def best_similarity(history: bytes, sketch: bytes) -> float | None:
+    """The highest Jaccard similarity of the folded set ``sketch`` (big-endian bytes) to each of the sets packed one
+    after another in ``history`` (each as long as ``sketch``): ``|a & b| / |a | b|``, 0.0 for two empty sets;
+    ``None`` when ``history`` is empty."""
+    for which, packed in (("history", history), ("sketch", sketch)):
+        if not isinstance(packed, bytes):
+            raise TypeError(f"best_similarity() expects bytes for {which}, not {type(packed).__name__}")
+    size = len(sketch)
+    if not size or len(history) % size:
+        raise ValueError("best_similarity(): history is not a whole number of sketches as long as the one given")
+    bits = int.from_bytes(sketch, "big")
+    best: float | None = None
+    for at in range(0, len(history), size):
+        other = int.from_bytes(history[at : at + size], "big")
+        union = (other | bits).bit_count()
+        similarity = (other & bits).bit_count() / union if union else 0.0
+        if best is None or similarity > best:
+            best = similarity
+    return best
+
+
 def fold(hashes: Iterable[int], bits: int) -> int:
     """The set of ``hashes`` folded into ``bits`` bits (a power of two), as an integer: bit ``h % bits`` set for
     each hash ``h``."""

@@ -217,18 +217,12 @@ class SimilarTextDetector(Detector):
         if bits and self.actions and step.kind == "call":
             # the action's words, numbers aside: sorted, so the first k are its bottom-k sketch
             bits |= fold(word_values(numberless_argument_words(step))[:k])
-        recent = history[-_SKETCH_BYTES * self.window :]
-        best: float | None = None
-        read = int.from_bytes
-        for at in range(0, len(recent), _SKETCH_BYTES):  # the best bits_similarity, each sketch read in turn
-            prev = read(recent[at : at + _SKETCH_BYTES], "big")
-            union = (prev | bits).bit_count()
-            similarity = (prev & bits).bit_count() / union if union else 0.0
-            if best is None or similarity > best:
-                best = similarity
+        packed = bits.to_bytes(_SKETCH_BYTES, "big")
+        # the best bits_similarity to the last `window` sketches, read from the packed bytes as they are
+        best = _kernels.best_similarity(history[-_SKETCH_BYTES * self.window :], packed)
         if len(history) >= _SKETCH_BYTES * self.history:
             history = history[len(history) - _SKETCH_BYTES * (self.history - 1) :]
-        return history + bits.to_bytes(_SKETCH_BYTES, "big"), best
+        return history + packed, best
 
     def observe(self, state: SimilarTextState, step: Step) -> Finding | None:
         if step.kind == "result":
