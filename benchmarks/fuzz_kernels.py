@@ -147,6 +147,11 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
         if compiled.shared_words(packed, other) != pure.shared_words(packed, other):
             differences += 1
             print(f"DIFFERENCE in shared_words: {data[:200]!r}", file=sys.stderr)
+        bits = rng.choice((64, 1024, 4096, 3))
+        calls += 1
+        if compiled.line_bits(data, bits) != pure.line_bits(data, bits):
+            differences += 1
+            print(f"DIFFERENCE in line_bits: {data[:200]!r}", file=sys.stderr)
         size = rng.choice((1, 8, 16, 128))
         sketches, sketch = data[: len(data) // size * size], data[:size].ljust(size, b"\x00")
         calls += 1

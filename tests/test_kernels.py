@@ -171,6 +171,16 @@ def test_shared_words_counts_what_two_packed_sets_share(a: list[int], b: list[in
 
 
 @settings(max_examples=300, deadline=None)
+@given(any_bytes, st.sampled_from([64, 128, 1024, 4096, 3, 100, 8192]))
+def test_line_bits_fold_the_line_hashes(data: bytes, bits: int) -> None:
+    assert outcome(_kernels_py.line_bits, data, bits) == outcome(
+        lambda d, b: _kernels_py.fold(_kernels_py.line_hashes(d), b), data, bits
+    )
+    if _kernels_c is not None:
+        assert outcome(_kernels_c.line_bits, data, bits) == outcome(_kernels_py.line_bits, data, bits)
+
+
+@settings(max_examples=300, deadline=None)
 @given(st.lists(st.integers(0, 2**64 - 1), max_size=6), st.integers(0, 2**64 - 1), st.sampled_from([1, 3, 8, 16]))
 def test_best_similarity_is_the_highest_jaccard_of_the_packed_sets(history: list[int], sketch: int, size: int) -> None:
     mask = (1 << (8 * size)) - 1
@@ -237,6 +247,9 @@ def test_compiled_kernels_refuse_what_the_pure_ones_refuse() -> None:
     for bad_pair in (("text", b""), (b"", None), (b"abc", b""), (b"", b"abcde")):
         assert outcome(c.shared_words, *bad_pair)[0] == outcome(_kernels_py.shared_words, *bad_pair)[0] == "error"
         assert outcome(c.shared_words, *bad_pair)[1] == outcome(_kernels_py.shared_words, *bad_pair)[1]
+    for bad_bits in (("text", 64), (None, 64), (b"a", None), (b"a", "64")):
+        assert outcome(c.line_bits, *bad_bits)[0] == outcome(_kernels_py.line_bits, *bad_bits)[0]
+    assert outcome(c.line_bits, "text", 64)[0] == "error"
     for bad_pair in (("text", b"a"), (b"", None), (b"abc", b"ab"), (b"", b"")):
         assert outcome(c.best_similarity, *bad_pair) == outcome(_kernels_py.best_similarity, *bad_pair)
         assert outcome(c.best_similarity, *bad_pair)[0] == "error"
@@ -256,6 +269,7 @@ def test_compiled_kernels_match_the_pure_ones_on_huge_inputs() -> None:
         assert getattr(c, name)(data) == getattr(_kernels_py, name)(data), name
     for limit in (0, 64, 10**9):
         assert c.alnum_word_pair(text, limit) == _kernels_py.alnum_word_pair(text, limit)
+    assert c.line_bits(data, 4096) == _kernels_py.line_bits(data, 4096)
     hashes = _kernels_py.word_hashes(data)
     assert c.sketch_of(hashes, 10**6, 4096) == _kernels_py.sketch_of(hashes, 10**6, 4096)
 

@@ -49,6 +49,7 @@ COMPILED: bool = _impl is not _kernels_py
 error_lines = _impl.error_lines
 word_hashes = _impl.word_hashes
 line_hashes = _impl.line_hashes
+line_bits = _impl.line_bits
 numbers_marked = _impl.numbers_marked
 blanks_dropped = _impl.blanks_dropped
 alnum_word_pair = _impl.alnum_word_pair

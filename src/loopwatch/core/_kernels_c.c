@@ -343,17 +343,11 @@ PyDoc_STRVAR(line_hashes_doc,
              "CRC-32s of the distinct lines of the first 2,000 bytes of ``data``, ASCII-lowercased and without "
              "blanks, the empty line's CRC (0) left out.");
 
-static PyObject *line_hashes(PyObject *self, PyObject *arg) {
-    if (!PyBytes_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "line_hashes() expects bytes, not %.100s", Py_TYPE(arg)->tp_name);
-        return NULL;
-    }
-    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(arg);
-    Py_ssize_t n = PyBytes_GET_SIZE(arg);
-    if (n > LINE_BYTES) n = LINE_BYTES;
-    PyObject *out = PyFrozenSet_New(NULL);
-    if (out == NULL) return NULL;
+/* The CRCs of the lines of s[0..n) (n at most LINE_BYTES), each lowercased and without its blanks, in order, the
+   empty lines' (0) left out: into crcs (room for n + 1); returns how many. */
+static Py_ssize_t line_crcs(const unsigned char *s, Py_ssize_t n, uint32_t *crcs) {
     unsigned char line[LINE_BYTES]; /* a line lowercased, its blanks dropped */
+    Py_ssize_t count = 0;
     for (Py_ssize_t p = 0; p <= n; p++) {
         const unsigned char *end = memchr(s + p, '\n', (size_t)(n - p));
         const Py_ssize_t stop = end == NULL ? n : end - s;
@@ -363,7 +357,24 @@ static PyObject *line_hashes(PyObject *self, PyObject *arg) {
             kept += 1 - byte_blank[s[p]];
         }
         const uint32_t crc = CRC_FINAL(crc_bytes(CRC_START, line, kept));
-        if (crc != 0 && set_add_crc(out, crc) < 0) { /* 0: an empty line */
+        if (crc != 0) crcs[count++] = crc; /* 0: an empty line */
+    }
+    return count;
+}
+
+static PyObject *line_hashes(PyObject *self, PyObject *arg) {
+    if (!PyBytes_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "line_hashes() expects bytes, not %.100s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t n = PyBytes_GET_SIZE(arg);
+    if (n > LINE_BYTES) n = LINE_BYTES;
+    uint32_t crcs[LINE_BYTES + 1];
+    const Py_ssize_t count = line_crcs((const unsigned char *)PyBytes_AS_STRING(arg), n, crcs);
+    PyObject *out = PyFrozenSet_New(NULL);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (set_add_crc(out, crcs[i]) < 0) {
             Py_DECREF(out);
             return NULL;
         }
@@ -1001,6 +1012,42 @@ static PyObject *sketch_of(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return sketch_kernel(args, nargs, 1, AS_TEXT, "sketch_of");
 }
 
+PyDoc_STRVAR(line_bits_doc, "line_bits(data: bytes, bits: int) -> int\n--\n\n"
+                            "fold(line_hashes(data), bits): the lines' CRCs folded into ``bits`` bits, without a set.");
+
+static PyObject *line_bits(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "line_bits() takes exactly 2 arguments");
+        return NULL;
+    }
+    if (!PyBytes_Check(args[0])) {
+        PyErr_Format(PyExc_TypeError, "line_bits() expects bytes, not %.100s", Py_TYPE(args[0])->tp_name);
+        return NULL;
+    }
+    Py_ssize_t bits = PyLong_Check(args[1]) ? PyLong_AsSsize_t(args[1]) : 0;
+    if (PyErr_Occurred()) PyErr_Clear();
+    if (!bits_supported(bits)) { /* what the C code does not fold: the twin decides */
+        PyObject *call_args = PyTuple_Pack(2, args[0], args[1]);
+        if (call_args == NULL) return NULL;
+        PyObject *result = call_pure("line_bits", call_args);
+        Py_DECREF(call_args);
+        return result;
+    }
+    Py_ssize_t n = PyBytes_GET_SIZE(args[0]);
+    if (n > LINE_BYTES) n = LINE_BYTES;
+    uint32_t crcs[LINE_BYTES + 1];
+    const Py_ssize_t count = line_crcs((const unsigned char *)PyBytes_AS_STRING(args[0]), n, crcs);
+    uint64_t words[MAX_WORDS];
+    const Py_ssize_t nwords = bits / 64;
+    const uint64_t mask = (uint64_t)bits - 1;
+    memset(words, 0, sizeof(words));
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const uint64_t bit = crcs[i] & mask;
+        words[bit >> 6] |= (uint64_t)1 << (bit & 63);
+    }
+    return words_to_int(words, nwords);
+}
+
 PyDoc_STRVAR(word_sketch_doc,
              "word_sketch(data: bytes, k: int, bits: int) -> int\n--\n\n"
              "bottom_k(word_hashes(data), k, bits): the sketch of a text's words, without a list of their hashes.");
@@ -1537,6 +1584,7 @@ static PyMethodDef methods[] = {
     {"numbers_marked", (PyCFunction)numbers_marked, METH_O, numbers_marked_doc},
     {"blanks_dropped", (PyCFunction)blanks_dropped, METH_O, blanks_dropped_doc},
     {"best_similarity", (PyCFunction)(void (*)(void))best_similarity, METH_FASTCALL, best_similarity_doc},
+    {"line_bits", (PyCFunction)(void (*)(void))line_bits, METH_FASTCALL, line_bits_doc},
     {"alnum_word_pair", (PyCFunction)(void (*)(void))alnum_word_pair, METH_FASTCALL, alnum_word_pair_doc},
     {"shared_words", (PyCFunction)(void (*)(void))shared_words, METH_FASTCALL, shared_words_doc},
     {"long_word_hashes", (PyCFunction)long_word_hashes, METH_O, long_word_hashes_doc},

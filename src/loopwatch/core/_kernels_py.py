@@ -268,6 +268,11 @@ def sketch_of(hashes: Iterable[int], k: int, bits: int) -> str:
     return binascii.b2a_base64(value.to_bytes(bits // 8, "big"), newline=False).decode("ascii")
 
 
+def line_bits(data: bytes, bits: int) -> int:
+    """``fold(line_hashes(data), bits)``: the lines' CRCs folded into ``bits`` bits."""
+    return fold(line_hashes(data), bits)
+
+
 def word_sketch(data: bytes, k: int, bits: int) -> int:
     """``bottom_k(word_hashes(data), k, bits)``: the sketch of a text's words."""
     return bottom_k(word_hashes(data), k, bits)

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from .._fingerprint import ASCII_LOWER
-from .._kernels import long_word_hashes
-from ._base import EMPTY_LINE, Step, line_hashes, lines_of, masked_of
+from .._kernels import line_bits, long_word_hashes
+from ._base import EMPTY_LINE, Step, fold, lines_of, masked_of
 
 _NOT_LETTERS: Final = bytes(c if 65 <= c <= 90 or 97 <= c <= 122 or c >= 128 else 32 for c in range(256))
 """Every ASCII byte that is not a letter becomes a space (UTF-8 bytes of other scripts stay: word parts)."""
@@ -70,13 +70,15 @@ def line_set(masked_text: bytes) -> frozenset[int]:
     return frozenset(map(zlib.crc32, lines)) - {EMPTY_LINE}
 
 
-def observation_lines(step: Step) -> frozenset[int]:
-    """:func:`line_set` of a result's output or a reply's text, reusing the lines other rules hashed when the
-    text is long (quoted strings stay: they tell lines apart)."""
+def observation_bits(step: Step, bits: int) -> int:
+    """:func:`line_set` of a result's output or a reply's text folded into ``bits`` bits. A long text's lines keep
+    their quoted strings (they tell lines apart): they are the lines other rules hash, reused when one did, else
+    folded straight from the text (:func:`~loopwatch.core._kernels_py.line_bits`, no set made)."""
     masked_text = masked_of(step)
     if len(masked_text) > _SHORT:
-        return line_hashes(step)
-    return line_set(masked_text)
+        hashed = step.lines
+        return line_bits(masked_text, bits) if hashed is None else fold(hashed, bits)
+    return fold(line_set(masked_text), bits)
 
 
 def word_set(text: str, limit: int) -> list[int]:

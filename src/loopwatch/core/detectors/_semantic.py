@@ -34,7 +34,7 @@ from .._fingerprint import preview
 from .._ladder import Ladder
 from .._patterns import Pattern
 from .._tools import moves
-from ._base import Detector, Finding, Step, bits_similarity, bottom_k, fold, mutates, pushed
+from ._base import Detector, Finding, Step, bits_similarity, bottom_k, mutates, pushed
 from ._rephrase_state import _REPLIES, _SEEN_BITS, _SKETCH_BITS, NO_CHANNEL, remembered, state_from_json, state_json
 from ._rephrase_state import Channel as Channel
 from ._rephrase_state import Rep as Rep
@@ -43,7 +43,7 @@ from ._rephrase_text import collapsed as collapsed
 from ._rephrase_text import instruction_of as instruction_of
 from ._rephrase_text import intent_text as intent_text
 from ._rephrase_text import line_set as line_set
-from ._rephrase_text import observation_lines as observation_lines
+from ._rephrase_text import observation_bits
 from ._rephrase_text import quantize as quantize
 from ._rephrase_text import quantized_cosine as quantized_cosine
 from ._rephrase_text import word_set as word_set
@@ -255,7 +255,7 @@ class RephraseDetector(Detector):
         seen = state.seen or 0
         if seen.bit_count() >= _SEEN_FULL:
             seen = 0
-        lines = fold(observation_lines(step), _SEEN_BITS)
+        lines = observation_bits(step, _SEEN_BITS)
         new = (lines & ~seen).bit_count()
         seen |= lines
         state.gain += min(new, self.gain_cap)
