@@ -80,7 +80,9 @@ def program_of(command: str) -> str:
     several: bool | None = None  # more than one non-blank segment? (counted only when it matters)
     for segment in segments:
         words = _words(segment.split("|", 1)[0])
-        while words and (words[0] in _PREFIX_WORDS or words[0].isdigit() or _ASSIGNMENT.match(words[0])):
+        while words and (
+            words[0] in _PREFIX_WORDS or words[0].isdigit() or ("=" in words[0] and _ASSIGNMENT.match(words[0]))
+        ):
             words = words[1:]
         if not words:
             continue
