@@ -1026,13 +1026,7 @@ static PyObject *line_bits(PyObject *self, PyObject *const *args, Py_ssize_t nar
     }
     Py_ssize_t bits = PyLong_Check(args[1]) ? PyLong_AsSsize_t(args[1]) : 0;
     if (PyErr_Occurred()) PyErr_Clear();
-    if (!bits_supported(bits)) { /* what the C code does not fold: the twin decides */
-        PyObject *call_args = PyTuple_Pack(2, args[0], args[1]);
-        if (call_args == NULL) return NULL;
-        PyObject *result = call_pure("line_bits", call_args);
-        Py_DECREF(call_args);
-        return result;
-    }
+    if (!bits_supported(bits)) return pure_with("line_bits", args[0], args, nargs); /* the twin decides */
     Py_ssize_t n = PyBytes_GET_SIZE(args[0]);
     if (n > LINE_BYTES) n = LINE_BYTES;
     uint32_t crcs[LINE_BYTES + 1];
@@ -1064,13 +1058,7 @@ static PyObject *word_sketch(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_ssize_t k = PyLong_Check(args[1]) ? PyLong_AsSsize_t(args[1]) : -1;
     Py_ssize_t bits = PyLong_Check(args[2]) ? PyLong_AsSsize_t(args[2]) : 0;
     if (PyErr_Occurred()) PyErr_Clear();
-    if (k < 0 || !bits_supported(bits)) { /* what the C code does not fold: the twin decides */
-        PyObject *call_args = PyTuple_Pack(3, args[0], args[1], args[2]);
-        if (call_args == NULL) return NULL;
-        PyObject *result = call_pure("word_sketch", call_args);
-        Py_DECREF(call_args);
-        return result;
-    }
+    if (k < 0 || !bits_supported(bits)) return pure_with("word_sketch", args[0], args, nargs); /* the twin decides */
     const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(args[0]);
     Py_ssize_t n = PyBytes_GET_SIZE(args[0]);
     uint64_t *values = (uint64_t *)malloc(sizeof(uint64_t) * (size_t)(n / 2 + 1));
