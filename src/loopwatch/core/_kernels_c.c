@@ -872,6 +872,12 @@ static int compare_u64(const void *a, const void *b) {
 
 /* The k smallest distinct values folded into words[0:nwords]. For a small k they are kept sorted as they come (most
    values are larger than the k-th smallest so far and cost one comparison); otherwise all are sorted. */
+/* Sets the bit of ``value`` in a folded set of ``mask + 1`` bits (``words``): bit ``value & mask``, as fold does. */
+static inline void fold_in(uint64_t *words, uint64_t value, uint64_t mask) {
+    const uint64_t bit = value & mask;
+    words[bit >> 6] |= (uint64_t)1 << (bit & 63);
+}
+
 /* The first place in the sorted values[0..n) whose value is >= v: a binary search whose steps are conditional moves,
    not branches a processor mispredicts half the time (the number of steps depends on n alone). */
 static inline Py_ssize_t lower_bound_u64(const uint64_t *values, Py_ssize_t n, uint64_t v) {
@@ -901,14 +907,13 @@ static void fold_bottom_k(uint64_t *values, Py_ssize_t n, Py_ssize_t k, uint64_t
             best[lo] = v;
             if (taken < k) taken++;
         }
-        for (Py_ssize_t i = 0; i < taken; i++) words[(best[i] & mask) >> 6] |= (uint64_t)1 << (best[i] & mask & 63);
+        for (Py_ssize_t i = 0; i < taken; i++) fold_in(words, best[i], mask);
         return;
     }
     qsort(values, (size_t)n, sizeof(uint64_t), compare_u64);
     for (Py_ssize_t i = 0; i < n && taken < k; i++) {
         if (i > 0 && values[i] == values[i - 1]) continue;
-        uint64_t bit = values[i] & mask;
-        words[bit >> 6] |= (uint64_t)1 << (bit & 63);
+        fold_in(words, values[i], mask);
         taken++;
     }
 }
@@ -982,10 +987,7 @@ static PyObject *sketch_kernel(PyObject *const *args, Py_ssize_t nargs, int with
     } else {
         uint64_t mask = (uint64_t)bits - 1;
         memset(words, 0, sizeof(words));
-        for (Py_ssize_t i = 0; i < n; i++) {
-            uint64_t bit = values[i] & mask;
-            words[bit >> 6] |= (uint64_t)1 << (bit & 63);
-        }
+        for (Py_ssize_t i = 0; i < n; i++) fold_in(words, values[i], mask);
     }
     free(values);
     return output == AS_TEXT ? words_to_text(words, nwords) : words_to_int(words, nwords);
@@ -1035,10 +1037,7 @@ static PyObject *line_bits(PyObject *self, PyObject *const *args, Py_ssize_t nar
     const Py_ssize_t nwords = bits / 64;
     const uint64_t mask = (uint64_t)bits - 1;
     memset(words, 0, sizeof(words));
-    for (Py_ssize_t i = 0; i < count; i++) {
-        const uint64_t bit = crcs[i] & mask;
-        words[bit >> 6] |= (uint64_t)1 << (bit & 63);
-    }
+    for (Py_ssize_t i = 0; i < count; i++) fold_in(words, crcs[i], mask);
     return words_to_int(words, nwords);
 }
 
