@@ -72,20 +72,14 @@ def apply_overrides(
 ) -> tuple[Detector, ...]:
     """``detectors`` with their overrides applied (``enabled = false`` drops one), then the ``retired`` rules that
     ``enabled = true`` brings back, with theirs."""
-    kept: list[Detector] = []
-    for detector in detectors:
-        params = overrides.get(detector.name, {})
-        if params.get(ENABLED, True) is False:
-            continue
-        changes = _without_enabled(params)
-        kept.append(rebuilt(detector, changes) if changes else detector)
+    kept = [d for d in detectors if overrides.get(d.name, {}).get(ENABLED, True) is not False]
     held = {detector.name for detector in kept}
-    for detector in retired:
-        params = overrides.get(detector.name, {})
-        if params.get(ENABLED) is True and detector.name not in held:
-            changes = _without_enabled(params)
-            kept.append(rebuilt(detector, changes) if changes else detector)
-    return tuple(kept)
+    kept += [d for d in retired if overrides.get(d.name, {}).get(ENABLED) is True and d.name not in held]
+    applied: list[Detector] = []
+    for detector in kept:
+        changes = _without_enabled(overrides.get(detector.name, {}))
+        applied.append(rebuilt(detector, changes) if changes else detector)
+    return tuple(applied)
 
 
 def rebuilt(detector: Detector, changes: Mapping[str, Any]) -> Detector:
