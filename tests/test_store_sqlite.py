@@ -28,6 +28,7 @@ from loopwatch.stores import (
     new_token,
     store_from_url,
 )
+from loopwatch.stores._sqlite_wal import AUTO_CHECKPOINT_PAGES, CHECKPOINT_EVERY
 from loopwatch.stores.sqlite import SCHEMA_VERSION, AsyncSqliteStore, SqliteStore, async_from_url, from_url
 
 
@@ -296,6 +297,28 @@ def test_wal_mode_and_schema_version_are_recorded(tmp_path: Path) -> None:
         assert db.execute("SELECT value FROM loopwatch_meta WHERE key = 'schema'").fetchone()[0] == str(SCHEMA_VERSION)
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"loopwatch_sessions", "loopwatch_swarms", "loopwatch_swarm_calls"} <= tables
+    store.close()
+
+
+def test_the_store_checkpoints_its_write_ahead_log_itself(tmp_path: Path) -> None:
+    """Every CHECKPOINT_EVERY writes a connection copies the log into the database and has it start over, instead
+    of SQLite retrying (and syncing) after every commit once the log passes 1,000 pages; SQLite's own threshold
+    stays as a backstop, far above."""
+    path = tmp_path / "state.db"
+    store = SqliteStore(path)
+    state = "x" * 6_000  # two pages and more
+    for n in range(CHECKPOINT_EVERY - 1):
+        assert store.compare_and_set(f"s{n}", "", state, new_token()) is None
+    assert store.checkpoints == 0
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000  # another program's: SQLite's own
+    store.compare_and_set("last", "", state, new_token())
+    assert (store.checkpoints, store.checkpoint_failures) == (1, 0)
+    store.compare_and_set("after", "", state, new_token())
+    with sqlite3.connect(path) as db:
+        busy, frames, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    assert busy == 0 and frames < 10  # only the last write's pages: the log started over (>1,500 without)
+    assert store._conn().execute("PRAGMA wal_autocheckpoint").fetchone()[0] == AUTO_CHECKPOINT_PAGES
     store.close()
 
 

@@ -28,7 +28,8 @@ from . import (
     storable,
 )
 from . import _sqlite_tables as sql
-from ._sqlite_tables import SCHEMA_VERSION, row_count, row_name, row_versioned, row_workers
+from ._sqlite_tables import SCHEMA_VERSION, has_meta, row_count, row_name, row_versioned, row_workers
+from ._sqlite_wal import CHECKPOINT_EVERY, checkpoint, set_up_checkpoints, use_wal
 
 SYNCHRONOUS: Final = ("off", "normal", "full", "extra")
 
@@ -111,6 +112,7 @@ class SqliteStore(Store):
         self._conns: dict[int, tuple[threading.Thread, sqlite3.Connection]] = {}
         self._epoch = object()  # renewed by close() and fork: a thread's connection from another epoch is stale
         self._pid = os.getpid()
+        self.checkpoints = self.checkpoint_failures = 0  # run by the store (_wrote), and failed (nothing lost)
         _STORES.add(self)
 
     # -- connections ---------------------------------------------------------------------------------
@@ -135,7 +137,8 @@ class SqliteStore(Store):
             conn.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")  # setting up may wait as SQLite does
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute("PRAGMA journal_size_limit = 67108864")  # the -wal file shrinks back to 64 MB at most
-            self._use_wal(conn)
+            set_up_checkpoints(conn)  # the store checkpoints itself (_wrote), SQLite only as a backstop
+            use_wal(conn, self._wait_limit(time.monotonic()))
             self._ensure_schema(conn)
             conn.execute("PRAGMA busy_timeout = 0")  # from now on _retry waits, in finer steps
         except BaseException:
@@ -185,28 +188,25 @@ class SqliteStore(Store):
             time.sleep(pause)
             pause = min(pause * 2, 0.002)
 
-    def _use_wal(self, conn: sqlite3.Connection) -> None:
-        """Put the file in WAL mode (persistent: once per file). Switching needs the file to itself and
-        SQLite does not wait for it (no busy handler), so a connection opened while others read retries."""
-        deadline = self._wait_limit(time.monotonic())
-        while True:
-            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # reads the file's journal mode
-            if conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
-                return
-            try:
-                conn.execute("PRAGMA journal_mode = WAL").fetchall()
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() >= deadline:
-                    raise
-            time.sleep(0.005)
+    def _wrote(self, conn: sqlite3.Connection) -> None:
+        """After a committed write: every :data:`~._sqlite_wal.CHECKPOINT_EVERY` of this connection's, a checkpoint
+        (:mod:`._sqlite_wal`); one that fails loses nothing (counted, the next one tries again)."""
+        writes = self._local.writes = getattr(self._local, "writes", 0) + 1
+        if writes % CHECKPOINT_EVERY:
+            return
+        try:
+            checkpoint(conn)
+        except sqlite3.Error:
+            self.checkpoint_failures += 1
+        else:
+            self.checkpoints += 1
 
     def _ensure_schema(self, conn: sqlite3.Connection) -> None:
-        row = conn.execute(sql.READ_SCHEMA).fetchone() if _has_meta(conn) else None
+        row = conn.execute(sql.READ_SCHEMA).fetchone() if has_meta(conn) else None
         if row is None or str(row[0]) == "1":
             self._retry(conn, "BEGIN IMMEDIATE")
             try:
-                row = conn.execute(sql.READ_SCHEMA).fetchone() if _has_meta(conn) else None
+                row = conn.execute(sql.READ_SCHEMA).fetchone() if has_meta(conn) else None
                 if row is None:
                     for statement in sql.SCHEMA:
                         conn.execute(statement)
@@ -286,6 +286,7 @@ class SqliteStore(Store):
                         conn, sql.UPDATE, (text, self._expiry(now), token, key, expected, now)
                     ).rowcount
                 if written:
+                    self._wrote(conn)
                     return None
                 row = self._retry(conn, sql.LOAD, (key, self._clock())).fetchone()
                 if row is not None:
@@ -336,6 +337,7 @@ class SqliteStore(Store):
             except BaseException:
                 _rollback(conn)
                 raise
+            self._wrote(conn)
         except (*_FAILURES, StoreError) as exc:
             raise self._fail(f"swarm_add to swarm {swarm!r}", exc) from exc
         return tally
@@ -480,11 +482,6 @@ def _busy(exc: sqlite3.OperationalError) -> bool:
     if code is not None:
         return bool(code & 0xFF == 5)  # SQLITE_BUSY (the sqlite3 constant is 3.11+)
     return "database is locked" in str(exc)
-
-
-def _has_meta(conn: sqlite3.Connection) -> bool:
-    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'loopwatch_meta'").fetchone()
-    return found is not None
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

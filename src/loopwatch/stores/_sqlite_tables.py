@@ -4,6 +4,7 @@ runs, and how a row reads back whatever types it holds (a damaged row is read as
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -112,3 +113,9 @@ def row_workers(value: object) -> list[str]:
     except ValueError:
         return []
     return [str(name) for name in names] if isinstance(names, list) else []
+
+
+def has_meta(conn: sqlite3.Connection) -> bool:
+    """Does the file hold the store's tables (its ``loopwatch_meta``) yet?"""
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'loopwatch_meta'").fetchone()
+    return found is not None
