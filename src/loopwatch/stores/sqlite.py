@@ -9,7 +9,10 @@ default 5), ``synchronous`` (``normal``, the default, or ``full``, ``extra``, ``
 
 The database runs in WAL mode (readers never wait for the writer) with ``synchronous=NORMAL``: a commit
 survives the process crashing, and only a power loss or OS crash can drop the last commits (never corrupt
-the file); ``synchronous=full`` trades write speed for durability across power loss too. Every write is
+the file); ``synchronous=full`` trades write speed for durability across power loss too. Each connection
+checkpoints the write-ahead log into the database itself, every 512 of its writes (SQLite's automatic checkpoint
+stays as a backstop at 10,000 pages, ~40 MB): retried after every commit while another process writes, SQLite's
+own synced the log nearly every time. Every write is
 one atomic statement (a session's compare-and-set) or one ``BEGIN IMMEDIATE`` transaction (a swarm count),
 so processes sharing the file never lose an update. Each thread and each process (after ``fork``) opens
 its own connection. ``sqlite:///:memory:`` is refused: an in-memory SQLite database lives inside one
