@@ -12,7 +12,7 @@ import re
 import zlib
 from array import array
 from collections.abc import Iterable
-from itertools import islice
+from itertools import filterfalse, islice
 from typing import Final
 
 __all__ = [
@@ -184,12 +184,14 @@ def _alnum_words(text: str) -> dict[bytes, None]:
     return dict.fromkeys(word.encode("utf-8", "surrogatepass") for word in found)
 
 
-def _first_hashes(words: dict[bytes, None], limit: int) -> frozenset[int]:
-    """CRC-32s of the first ``limit`` distinct ``words``; only as many are hashed as the limit needs."""
+def _first_hashes(words: dict[bytes, None], limit: int) -> list[int]:
+    """CRC-32s of the first ``limit`` distinct ``words``, distinct and sorted; only as many are hashed as the limit
+    needs."""
     hashes = dict.fromkeys(map(zlib.crc32, islice(words, limit)))
     if len(hashes) < limit < len(words):  # two words with one hash: read on
         hashes = dict.fromkeys(map(zlib.crc32, words))
-    return frozenset(islice(hashes, limit))
+        return sorted(islice(hashes, limit))
+    return sorted(hashes)
 
 
 def alnum_word_pair(text: str, limit: int) -> tuple[bytes, bytes]:
@@ -203,11 +205,11 @@ def alnum_word_pair(text: str, limit: int) -> tuple[bytes, bytes]:
     if limit < 0:
         raise ValueError("limit must be >= 0")
     words = _alnum_words(text)
-    packed = array(WORD_CODE, sorted(_first_hashes(words, limit))).tobytes()
-    names = {word: None for word in words if not word.isdigit()}  # bytes.isdigit(): ASCII digits only
+    packed = array(WORD_CODE, _first_hashes(words, limit)).tobytes()
+    names = dict.fromkeys(filterfalse(bytes.isdigit, words))  # bytes.isdigit(): ASCII digits only
     if len(names) == len(words):
         return packed, packed
-    rest = array(WORD_CODE, sorted(_first_hashes(names, limit))).tobytes()
+    rest = array(WORD_CODE, _first_hashes(names, limit)).tobytes()
     return (packed, packed) if rest == packed else (packed, rest)
 
 
