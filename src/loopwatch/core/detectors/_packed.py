@@ -24,6 +24,8 @@ Packed = bytes | tuple[str | None, ...]
 
 _NULL: Final = bytes(8)
 _BLANK: Final = b"\xff" * 8
+_NULL_HEX: Final = _NULL.hex()
+_BLANK_HEX: Final = _BLANK.hex()
 
 
 def packed_entry(fingerprint: str | None) -> bytes | None:
@@ -51,10 +53,15 @@ def packed_of(fingerprints: Iterable[str | None]) -> Packed:
 
 
 def packed_list(sequence: Packed) -> list[str | None]:
-    """The fingerprints of a packed sequence, in order (its JSON form)."""
+    """The fingerprints of a packed sequence, in order (its JSON form): one hex text cut in 16-character entries, the
+    entries that stand for ``None`` and ``""`` put back when the text holds them."""
     if isinstance(sequence, tuple):
         return list(sequence)
-    return [_unpacked_entry(sequence[at : at + 8]) for at in range(0, len(sequence), 8)]
+    text = sequence.hex()
+    entries: list[str | None] = [text[at : at + 16] for at in range(0, len(text), 16)]
+    if _NULL_HEX in text or _BLANK_HEX in text:
+        return [None if entry == _NULL_HEX else "" if entry == _BLANK_HEX else entry for entry in entries]
+    return entries
 
 
 def packed_len(sequence: Packed) -> int:

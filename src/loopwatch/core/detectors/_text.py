@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zlib
+from binascii import b2a_base64
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -275,8 +276,11 @@ class SimilarTextDetector(Detector):
         data = fields_json(state)
         data["idx"] = indices_json(state.idx)
         history = state.history
-        if type(history) is bytes:
-            data["history"] = [bits_text(bits) for bits in _unpacked_sketches(history)]
+        if type(history) is bytes:  # each packed sketch is the bytes bits_text writes: encoded as it is
+            data["history"] = [
+                b2a_base64(history[at : at + _SKETCH_BYTES], newline=False).decode("ascii")
+                for at in range(0, len(history), _SKETCH_BYTES)
+            ]
         else:
             data["history"] = [_history_json(h) for h in history]
         data["asked"] = words_json(state.asked)
@@ -304,11 +308,6 @@ def _packed_sketches(history: tuple[Any, ...] | bytes) -> bytes:
     if type(history) is bytes:
         return history
     return b"".join(bits.to_bytes(_SKETCH_BYTES, "big") for bits in history)
-
-
-def _unpacked_sketches(history: bytes) -> list[int]:
-    """The sketches :func:`_packed_sketches` packed, in order."""
-    return [int.from_bytes(history[at : at + _SKETCH_BYTES], "big") for at in range(0, len(history), _SKETCH_BYTES)]
 
 
 def _sketch_bits(text: str) -> int:
