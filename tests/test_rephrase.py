@@ -56,23 +56,6 @@ def test_new_information_in_between_is_progress() -> None:
     assert "nudge" not in _run(rephrase(), _conversation(replies))
 
 
-def test_a_reply_that_hands_over_work_and_one_that_gives_up_are_different_acts() -> None:
-    """The same opening prose, once with a patch and then twice without one, is two restatements, not three:
-    compared with its own kind only. Three replies of one kind stay a loop."""
-    patch = "\n\n```python\n<file>src/marks.py</file>\n<patched>\ndef add_marker(self, marker): ...\n</patched>\n```"
-    attempts = [ASKS[0] + patch, ASKS[1], ASKS[2]]
-    events = [Message("user", SAME_REPLY)]
-    for said in attempts:
-        events += [Message("assistant", said), Message("user", SAME_REPLY)]
-    assert "nudge" not in _run(rephrase(), events)
-    events[1] = Message("assistant", ASKS[0])
-    assert _run(rephrase(), events)[5] == "nudge"
-    with_work = [Message("user", SAME_REPLY)]
-    for said in attempts:
-        with_work += [Message("assistant", said + patch), Message("user", SAME_REPLY)]
-    assert _run(rephrase(), with_work)[5] == "nudge"
-
-
 def test_the_verdict_names_the_intent_and_where_the_loop_began() -> None:
     guard = Guard(policy=_policy(rephrase()), clock=None)
     verdicts = [guard.observe("s", e) for e in _conversation([SAME_REPLY] * 3)]

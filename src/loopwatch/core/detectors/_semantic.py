@@ -87,10 +87,7 @@ class RephraseDetector(Detector):
     repeats short of ``count``, or a similarity within ``margin`` under the threshold with no new
     information): what an LLM judge may be asked about.
 
-    Intents are compared without their code blocks (the call itself, again) and labels (``THOUGHT:``). A message
-    with a code block (work handed over: a patch, a script) is compared only with messages that have one too, and
-    a message without only with messages without: a patch, then two replies saying in the same opening words that
-    no patch can be written, is two restatements, not three. Intents
+    Intents are compared without their code blocks (the call itself, again) and labels (``THOUGHT:``). Intents
     of tool calls are judged when the call's result arrives (the embedding then stays off the call's path); a
     call that changes something (an edit, a write) and works counts as new information. Messages are judged
     when they arrive. User replies do not reset this rule: they are observations (with an embedder, a reply
@@ -200,15 +197,11 @@ class RephraseDetector(Detector):
         if step.kind == "result":
             return self._result(state, step)
         if step.role == "assistant":
-            said = step.text or ""
-            text = intent_text(said, self.max_chars)
+            text = intent_text(step.text or "", self.max_chars)
             if len(text) < self.min_chars:
                 return None
             rule = (self.message_threshold, self.max_gain, self.count)
-            # a reply that hands over work (a code block: a patch, a script) and one that hands over none are
-            # different acts, however alike their prose: each is compared with its own kind
-            channel = ("shows:" if "```" in said else "said:") + (step.event.worker or "")
-            return self._intent(state, channel, text, step.index, step.index, rule)
+            return self._intent(state, f"said:{step.event.worker or ''}", text, step.index, step.index, rule)
         if step.role == "user":
             self._reply(state, step)
         return None
