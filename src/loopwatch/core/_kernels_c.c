@@ -870,8 +870,6 @@ static int compare_u64(const void *a, const void *b) {
 
 #define SMALL_K 128
 
-/* The k smallest distinct values folded into words[0:nwords]. For a small k they are kept sorted as they come (most
-   values are larger than the k-th smallest so far and cost one comparison); otherwise all are sorted. */
 /* Sets the bit of ``value`` in a folded set of ``mask + 1`` bits (``words``): bit ``value & mask``, as fold does. */
 static inline void fold_in(uint64_t *words, uint64_t value, uint64_t mask) {
     const uint64_t bit = value & mask;
@@ -891,6 +889,8 @@ static inline Py_ssize_t lower_bound_u64(const uint64_t *values, Py_ssize_t n, u
     return (base - values) + (*base < v);
 }
 
+/* The k smallest distinct values folded into words[0:nwords]. For a small k they are kept sorted as they come (most
+   values are larger than the k-th smallest so far and cost one comparison); otherwise all are sorted. */
 static void fold_bottom_k(uint64_t *values, Py_ssize_t n, Py_ssize_t k, uint64_t *words, Py_ssize_t nwords) {
     uint64_t mask = (uint64_t)nwords * 64 - 1;
     memset(words, 0, sizeof(uint64_t) * (size_t)nwords);
