@@ -371,7 +371,12 @@ def fold(hashes: Iterable[int], bits: int = SKETCH_BITS) -> int:
 
 def bits_text(value: int, bits: int = SKETCH_BITS) -> str:
     """A folded set of ``bits`` bits as JSON-able base64 text (172 characters for 1,024 bits)."""
-    return binascii.b2a_base64(value.to_bytes(bits // 8, "big"), newline=False).decode("ascii")
+    return packed_bits_text(value.to_bytes(bits // 8, "big"))
+
+
+def packed_bits_text(packed: bytes) -> str:
+    """:func:`bits_text` of a folded set already packed in its big-endian bytes (as rules keep sketches)."""
+    return binascii.b2a_base64(packed, newline=False).decode("ascii")
 
 
 def text_bits(text: str) -> int:

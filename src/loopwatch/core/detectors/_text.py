@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import zlib
-from binascii import b2a_base64
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -27,6 +26,7 @@ from ._base import (
     fold,
     mutates,
     numberless_argument_words,
+    packed_bits_text,
     pushed,
     text_bits,
     word_values,
@@ -276,10 +276,9 @@ class SimilarTextDetector(Detector):
         data = fields_json(state)
         data["idx"] = indices_json(state.idx)
         history = state.history
-        if type(history) is bytes:  # each packed sketch is the bytes bits_text writes: encoded as it is
+        if type(history) is bytes:
             data["history"] = [
-                b2a_base64(history[at : at + _SKETCH_BYTES], newline=False).decode("ascii")
-                for at in range(0, len(history), _SKETCH_BYTES)
+                packed_bits_text(history[at : at + _SKETCH_BYTES]) for at in range(0, len(history), _SKETCH_BYTES)
             ]
         else:
             data["history"] = [_history_json(h) for h in history]
