@@ -17,6 +17,7 @@ from loopwatch._guard import Guard
 from loopwatch.adapters import claude_code as cc
 from loopwatch.adapters.claude_code_server import make_server
 from loopwatch.stores.sqlite import SqliteStore
+from stored_state import stored_index
 
 MODULE = "loopwatch.adapters.claude_code"
 SESSION = "9d2c1b0a-1111-4222-8333-444455556666"
@@ -143,4 +144,4 @@ def test_a_damaged_state_row_does_not_stop_the_prompt_hook(tmp_path: Path) -> No
     assert done.returncode == 0 and b"Traceback" not in done.stderr and b"could not judge" not in done.stderr
     assert b"damaged" in done.stderr  # logged, and the session started afresh (fail open)
     stored = SqliteStore(path).load(SESSION)
-    assert stored is not None and json.loads(stored.state)["state"]["index"] == 1
+    assert stored is not None and stored_index(stored.state) == 1

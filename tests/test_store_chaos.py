@@ -15,7 +15,6 @@ Run with ``pytest tests/test_store_chaos.py -s`` to see the reports.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import sqlite3
 import subprocess
@@ -34,6 +33,7 @@ from loopwatch.stores import store_from_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from redis_server import RedisServer, server_binary_or_fail  # type: ignore[import-not-found]
+from stored_state import stored_index
 
 if not sys.platform.startswith("linux"):
     pytest.skip("the chaos tests fork worker processes", allow_module_level=True)
@@ -142,7 +142,7 @@ def _count(url: str) -> Callable[[], int]:
             stored = store.load("shared")
         finally:
             store.close()
-        return 0 if stored is None else int(json.loads(stored.state)["state"]["index"])
+        return 0 if stored is None else stored_index(stored.state)
 
     return count
 

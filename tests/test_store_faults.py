@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from loopwatch.core._events import ToolCall, ToolResult
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from redis_server import RedisServer  # type: ignore[import-not-found]
+from stored_state import stored_index
 
 CALL = ToolCall("read_file", {"path": "notes.txt"})
 
@@ -42,7 +42,7 @@ def test_fail_open_guard_survives_a_dead_server_and_recovers_by_itself(persisten
         back = _step(guard)
         stored = guard.store.load("run") if guard.store is not None else None
         assert stored is not None
-        index = json.loads(stored.state)["state"]["index"]
+        index = stored_index(stored.state)
         if persistent:
             # intact: the 4 events written before the crash, then this call and its result
             assert index == 6 and back.action == "nudge" and back.count == 3

@@ -23,6 +23,7 @@ from loopwatch.stores.sqlite import SCHEMA_VERSION, SqliteStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from redis_server import RedisServer, server_binary_or_fail  # type: ignore[import-not-found]
+from stored_state import stored_index
 
 LOOP_CALL = ToolCall("read_file", {"path": "notes.txt"})
 LOOP_RESULT = ToolResult("the same notes", tool="read_file")
@@ -53,7 +54,7 @@ def _index(guard: Guard, session: str) -> int:
     assert guard.store is not None
     stored = guard.store.load(session)
     assert stored is not None
-    return int(json.loads(stored.state)["state"]["index"])
+    return stored_index(stored.state)
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from loopwatch.stores import (
     store_from_url,
 )
 from loopwatch.stores.sqlite import SqliteStore
+from stored_state import stored_index
 
 
 def test_urls_name_their_store(tmp_path: Path) -> None:
@@ -166,7 +167,7 @@ def test_a_guard_recovers_when_the_store_does(tmp_path: Path) -> None:
     third = failing.observe("s", call)
     assert third.action == "nudge" and third.pattern == "repeat" and third.count == 3
     stored = fast_fail.load("s")
-    assert stored is not None and json.loads(stored.state)["state"]["index"] == 5
+    assert stored is not None and stored_index(stored.state) == 5
 
 
 def test_store_is_a_real_abstract_contract() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ..errors import StateError
@@ -26,7 +27,16 @@ from ._limits import LimitHit, Limits
 from ._messages import render
 from ._patterns import REGISTRY
 from ._policy import Decision, Policy, decide
-from ._session_state import STATE_VERSION, LadderState, SessionState, read_session, session_json
+from ._session_state import (
+    STATE_VERSION,
+    LadderState,
+    SessionState,
+    packed_layout,
+    read_packed,
+    read_session,
+    session_json,
+    session_packed,
+)
 from ._steps import step_of
 from ._swarm_tally import SwarmCounter
 from ._tools import ignored_keys
@@ -105,6 +115,23 @@ class Engine:
         """The JSON form of a session (the ``doom-loop`` design's toJSON)."""
         states = [d.dump_state(self._state(session, i)) for i, d in enumerate(self._detectors)]
         return session_json(session, states, self.policy.name)
+
+    @cached_property
+    def layout(self) -> str:
+        """The layout of the sessions this engine packs (:func:`~._session_state.packed_layout`)."""
+        return packed_layout(self._detectors)
+
+    def pack(self, session: SessionState) -> tuple[Any, ...]:
+        """The packed form of a session, for a store (:func:`~._session_state.session_packed`)."""
+        return session_packed(session, self._detectors, self.layout)
+
+    def unpack(self, packed: Any) -> SessionState:
+        """A session from its packed form (:meth:`pack`); raises :class:`StateError` when it is not one this engine
+        packs (another policy's rules, a loopwatch whose rules keep other fields, damaged data)."""
+        try:
+            return read_packed(packed, self._detectors, self.layout)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise StateError(f"not a packed session state of this policy: {exc}") from exc
 
     def load(self, data: Mapping[str, Any]) -> SessionState:
         """A session from its JSON form (the ``doom-loop`` design's restoreFrom); raises :class:`StateError`.

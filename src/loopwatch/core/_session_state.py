@@ -11,12 +11,14 @@ one). :func:`session_json` writes the JSON object snapshots have always held, in
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Final
 
 from ._limits import UsageCounters
 from .detectors._state import Flat, flat_items, flat_of, integer, optional_integer, table, text, text_tuple
+from .detectors._state_pack import layout_of, pack_table, record_maker, table_unpacker
 
 STATE_VERSION: Final = 1
 
@@ -114,6 +116,60 @@ def session_json(state: SessionState, detectors: list[Any], policy: str) -> dict
         "refused": None if state.refused is None else list(state.refused),
         "policy": policy,
     }
+
+
+_PACKED: Final = (
+    "index",
+    "ladders",
+    "last_call",
+    "call_ids",
+    "warned",
+    "stopped",
+    "last_user",
+    "last",
+    "refused",
+    "iterations",
+    "cost",
+    "tokens",
+    "failures",
+    "first_ts",
+    "last_ts",
+)
+"""The session's own fields in its packed form, in this order (:func:`session_packed`)."""
+_packed_values: Final = attrgetter(*_PACKED)
+_unpack_ladders: Final = table_unpacker(record_maker(LadderState))
+
+
+def packed_layout(detectors: Sequence[Any]) -> str:
+    """The layout of a policy's packed sessions (see :func:`~.detectors._state_pack.layout_of`): its rules, in order,
+    with the fields of their states' classes, and the session's own fields."""
+    rules = [(f"{type(d).__module__}.{type(d).__qualname__}", [d.state_class(), *d.state_records]) for d in detectors]
+    return layout_of([*rules, ("session " + " ".join(_PACKED), [LadderState])])
+
+
+def session_packed(state: SessionState, detectors: Sequence[Any], layout: str) -> tuple[Any, ...]:
+    """The packed form of ``state`` (for a store: see :mod:`~.detectors._state_pack`), judged by ``detectors`` (the
+    policy's rules): ``layout`` (:func:`packed_layout`), each rule's packed state, then the session's fields."""
+    values = list(_packed_values(state))
+    values[1] = pack_table(state.ladders)
+    rules = tuple(None if s is None else d.pack_state(s) for d, s in zip(detectors, state.detectors, strict=True))
+    return (layout, rules, tuple(values))
+
+
+def read_packed(packed: Any, detectors: Sequence[Any], layout: str) -> SessionState:
+    """A session from :func:`session_packed`'s form; ``ValueError`` or ``TypeError`` when ``packed`` is not of that
+    form, or was written with another ``layout`` or another number of rules."""
+    if not (type(packed) is tuple and len(packed) == 3 and type(packed[1]) is tuple and type(packed[2]) is tuple):
+        raise ValueError("not a packed session state")
+    written, rules, values = packed
+    if written != layout:
+        raise ValueError(f"packed by a loopwatch whose rules keep other fields (layout {written!r}, not {layout!r})")
+    if len(values) != len(_PACKED) or len(rules) != len(detectors):
+        raise ValueError("packed with another number of rules or session fields")
+    fields = dict(zip(_PACKED, values, strict=True))
+    fields["ladders"] = _unpack_ladders(fields["ladders"])
+    states = [None if s is None else d.unpack_state(s) for d, s in zip(detectors, rules, strict=True)]
+    return SessionState(detectors=states, **fields)
 
 
 def read_session(data: Mapping[str, Any], detectors: list[Any]) -> SessionState:

@@ -28,6 +28,7 @@ from .._masking import masked
 from .._patterns import REGISTRY, Pattern
 from .._swarm_tally import SwarmTally
 from .._tools import query_hashes, search_query, search_scopes
+from ._state_pack import pack_fields, unpack_fields
 
 
 def word_bytes(hashes: Iterable[int]) -> bytes:
@@ -154,6 +155,9 @@ class Detector(Configured, ABC):
     step that may change it, and drops it once it is fresh again."""
     fresh_kinds: ClassVar[frozenset[str]] = frozenset()
     """With :attr:`fresh_shared`: the step kinds :meth:`keeps_fresh` says yes to whatever the step (not asked)."""
+    state_records: ClassVar[tuple[type, ...]] = ()
+    """The record classes (dataclasses with slots) the rule's state holds, which :meth:`pack_state` packs: part of
+    the packed state's layout (:func:`~._state_pack.layout_of`)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -193,6 +197,20 @@ class Detector(Configured, ABC):
     def load_state(self, data: dict[str, Any]) -> Any:
         """The state from its JSON form; raises ``KeyError``/``TypeError``/``ValueError`` when malformed."""
         return self.load_dict_state(data)
+
+    def pack_state(self, state: Any) -> Any:
+        """``state`` packed for a store (:mod:`._state_pack`): a dataclass state as its fields' values, a plain JSON
+        dict state and a shared fresh one (``None``) as they are. A rule whose state holds records
+        (:attr:`state_records`) packs them too."""
+        return pack_fields(state)
+
+    def unpack_state(self, packed: Any) -> Any:
+        """:meth:`pack_state` undone; raises ``TypeError``/``ValueError`` when ``packed`` is not such a state."""
+        return unpack_fields(self.state_class(), packed)
+
+    def state_class(self) -> type:
+        """The class of the rule's state (of what :meth:`new_state` makes)."""
+        return type(self.new_state())
 
     def load_dict_state(self, data: dict[str, Any]) -> State:
         """A plain JSON dict state: ``data`` with the keys :meth:`new_state` makes (those of

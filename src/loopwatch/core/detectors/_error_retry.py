@@ -46,6 +46,7 @@ from ._state import (
     words,
     words_json,
 )
+from ._state_pack import pack_table, pack_with, record_maker, table_unpacker, unpack_with
 
 
 @dataclass(slots=True)
@@ -149,6 +150,9 @@ class ErrorRetryState:
         return self.calls[3 * keys.index(key) + 2] if key in keys else None
 
 
+_unpack_streaks = table_unpacker(record_maker(Streak))
+
+
 class ErrorRetryDetector(Detector):
     """The same action of a tool failing again and again with the same (or an equivalent) error.
 
@@ -183,6 +187,7 @@ class ErrorRetryDetector(Detector):
     """
 
     name = "error_retry"
+    state_records = (Streak,)
     kinds = frozenset({"call", "result"})
     patterns = (
         Pattern(
@@ -251,6 +256,12 @@ class ErrorRetryDetector(Detector):
             change=optional_integer(data.get("change"), "error_retry: change"),
             failed=optional_text(data.get("failed"), "error_retry: failed"),
         )
+
+    def pack_state(self, state: ErrorRetryState) -> tuple[Any, ...]:
+        return pack_with(state, streaks=pack_table)
+
+    def unpack_state(self, packed: Any) -> ErrorRetryState:
+        return unpack_with(ErrorRetryState, packed, streaks=_unpack_streaks)
 
     def observe(self, state: ErrorRetryState, step: Step) -> Finding | None:
         streaks = state.streaks

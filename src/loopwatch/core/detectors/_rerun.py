@@ -49,6 +49,7 @@ from ._state import (
     words,
     words_json,
 )
+from ._state_pack import pack_record, pack_table, pack_with, record_maker, table_unpacker, unpack_with
 
 
 @dataclass(slots=True)
@@ -147,6 +148,10 @@ class RerunState:
     versions: Flat = ()
 
 
+_unpack_runs = table_unpacker(record_maker(Run))
+_unpack_versions = table_unpacker(record_maker(Version))
+
+
 class RerunDetector(Detector):
     """The same call re-run after changes, failing the same way or printing nothing each time.
 
@@ -163,6 +168,7 @@ class RerunDetector(Detector):
     """
 
     name = "rerun"
+    state_records = (Run, Version, Pending)
     kinds = frozenset({"call", "result"})
     patterns = (
         Pattern(
@@ -197,6 +203,14 @@ class RerunDetector(Detector):
             "pending": None if pending is None else [pending.index, pending.changes, *pending.look_json()],
             "versions": flat_json(state.versions, Version.to_json),
         }
+
+    def pack_state(self, state: RerunState) -> tuple[Any, ...]:
+        return pack_with(state, runs=pack_table, pending=pack_record, versions=pack_table)
+
+    def unpack_state(self, packed: Any) -> RerunState:
+        return unpack_with(
+            RerunState, packed, runs=_unpack_runs, pending=record_maker(Pending), versions=_unpack_versions
+        )
 
     def load_state(self, data: dict[str, Any]) -> RerunState:
         keys_of("rerun", data, ("runs", "pending"), ("versions",))  # snapshots taken before versions were counted

@@ -31,6 +31,7 @@ from ._state import (
     optional_text,
     table,
 )
+from ._state_pack import pack_table, pack_with, record_maker, table_unpacker, unpack_with
 
 _KEPT: Final = 32
 """Distinct calls remembered per session (the least recently made are forgotten first)."""
@@ -88,6 +89,9 @@ class RevisitState:
     """The last call answered for the first time since the last change."""
 
 
+_unpack_seen = table_unpacker(record_maker(Answered))
+
+
 class RevisitDetector(Detector):
     """A call made again that answers exactly what it answered before, with nothing changed in between.
 
@@ -106,6 +110,7 @@ class RevisitDetector(Detector):
     """
 
     name = "revisit"
+    state_records = (Answered,)
     kinds = frozenset({"call", "result"})
     patterns = (REVISIT,)
 
@@ -125,6 +130,12 @@ class RevisitDetector(Detector):
             "since": state.since,
             "fresh": state.fresh,
         }
+
+    def pack_state(self, state: RevisitState) -> tuple[Any, ...]:
+        return pack_with(state, seen=pack_table)
+
+    def unpack_state(self, packed: Any) -> RevisitState:
+        return unpack_with(RevisitState, packed, seen=_unpack_seen)
 
     def load_state(self, data: dict[str, Any]) -> RevisitState:
         keys_of("revisit", data, ("seen", "polls", "since", "fresh"))

@@ -47,7 +47,8 @@ from ._rephrase_text import observation_bits
 from ._rephrase_text import quantize as quantize
 from ._rephrase_text import quantized_cosine as quantized_cosine
 from ._rephrase_text import word_set as word_set
-from ._state import flat_append, flat_pop
+from ._state import Flat, flat_append, flat_pop
+from ._state_pack import pack_table, pack_with, table_unpacker, unpack_with
 
 _SEEN_FULL: Final = _SEEN_BITS // 2
 """When half the bits of the seen-lines filter are set it starts afresh: "new" means new lately."""
@@ -72,6 +73,13 @@ REPHRASE = Pattern(
     evidence=("similarity", "match"),
 )
 """The same intent reworded while nothing new is learned."""
+
+
+def _pack_channels(channels: Flat) -> tuple[Any, ...]:
+    return pack_table(channels, tuple)  # a Channel is a tuple (of its own class, which marshal does not write)
+
+
+_unpack_channels = table_unpacker(Channel)
 
 
 class RephraseDetector(Detector):
@@ -177,6 +185,12 @@ class RephraseDetector(Detector):
 
     def dump_state(self, state: RephraseState) -> dict[str, Any]:
         return state_json(state)
+
+    def pack_state(self, state: RephraseState) -> tuple[Any, ...]:
+        return pack_with(state, channels=_pack_channels)
+
+    def unpack_state(self, packed: Any) -> RephraseState:
+        return unpack_with(RephraseState, packed, channels=_unpack_channels)
 
     def load_state(self, data: dict[str, Any]) -> RephraseState:
         return state_from_json(data, vectors=self._embedder is not None)

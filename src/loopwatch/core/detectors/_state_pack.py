@@ -1,0 +1,127 @@
+"""A rule's state packed for a store: plain values in tuples, as the rule keeps them in memory.
+
+The JSON form (:meth:`~loopwatch.core.detectors._base.Detector.dump_state`) is what snapshots hold and people read;
+writing it costs a rule a few microseconds (each set of hashes turned into base64 text, each record into a list).
+A store only hands the state back to a process of the same loopwatch, so there a rule's state is written as it is:
+a dataclass state as the tuple of its fields' values, in their order (the packed bytes and integers kept in memory,
+as they are), a record nested in it (a dataclass the rule keeps per call, per tool...) as the tuple of its own.
+Such values are what :mod:`marshal` writes, in C; the engine adds the session's own fields and the layout
+(:func:`layout_of`) that says which fields the values stand for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from itertools import chain
+from operator import attrgetter
+from typing import Any, Final, TypeVar
+
+S = TypeVar("S")
+
+_GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+"""Per dataclass with slots: a getter of all its fields' values at once, in their order."""
+
+
+def _getter(kind: type) -> Callable[[Any], tuple[Any, ...]]:
+    names: tuple[str, ...] = tuple(kind.__slots__)  # type: ignore[attr-defined]
+    if len(names) == 1:
+        name = names[0]
+        getter: Callable[[Any], tuple[Any, ...]] = lambda record: (getattr(record, name),)  # noqa: E731
+    else:
+        getter = attrgetter(*names)
+    _GETTERS[kind] = getter
+    return getter
+
+
+def fields_of(record: Any) -> tuple[Any, ...]:
+    """The values of ``record``'s fields (a dataclass with slots), in their order."""
+    kind = type(record)
+    return (_GETTERS.get(kind) or _getter(kind))(record)
+
+
+def pack_fields(state: Any) -> Any:
+    """A rule's state packed: a dataclass state's field values (:func:`fields_of`); ``None`` and a plain JSON dict
+    state as they are."""
+    if state is None or type(state) is dict:
+        return state
+    return fields_of(state)
+
+
+def unpack_fields(kind: Callable[..., S], packed: Any) -> S | dict[str, Any] | None:
+    """:func:`pack_fields` undone, for a state of class ``kind``."""
+    if packed is None:
+        return None
+    if type(packed) is dict:
+        return packed
+    return kind(*packed)
+
+
+def pack_with(state: Any, **nested: Callable[[Any], Any]) -> tuple[Any, ...]:
+    """``state``'s field values, those named in ``nested`` packed by the function given (records in them)."""
+    values = list(fields_of(state))
+    names = type(state).__slots__
+    for name, pack in nested.items():
+        at = names.index(name)
+        values[at] = pack(values[at])
+    return tuple(values)
+
+
+def unpack_with(kind: Callable[..., S], packed: tuple[Any, ...], **nested: Callable[[Any], Any]) -> S:
+    """:func:`pack_with` undone: a ``kind`` from its field values, those named in ``nested`` unpacked first."""
+    values = list(packed)
+    names = kind.__slots__  # type: ignore[attr-defined]
+    for name, unpack in nested.items():
+        at = names.index(name)
+        values[at] = unpack(values[at])
+    return kind(*values)
+
+
+def pack_record(record: Any) -> tuple[Any, ...] | None:
+    """A record (or ``None``) packed."""
+    return None if record is None else fields_of(record)
+
+
+def record_maker(kind: Callable[..., Any]) -> Callable[[Any], Any]:
+    """A function that makes a ``kind`` record from its packed values (``None`` as it is)."""
+
+    def make(packed: Any) -> Any:
+        return None if packed is None else kind(*packed)
+
+    return make
+
+
+def pack_table(table: tuple[Any, ...], pack: Callable[[Any], Any] = fields_of) -> tuple[Any, ...]:
+    """A small table (key, record, key, record...: :data:`~._state.Flat`) packed: its keys, then its records, each
+    packed by ``pack`` (:func:`fields_of`: a dataclass record's field values)."""
+    return table[::2], tuple(map(pack, table[1::2]))
+
+
+def table_unpacker(make: Callable[[Any], Any]) -> Callable[[Any], tuple[Any, ...]]:
+    """A function that undoes :func:`pack_table`, each record made by ``make`` from its packed form
+    (:func:`record_maker`)."""
+
+    def unpack(packed: Any) -> tuple[Any, ...]:
+        keys, records = packed
+        if len(keys) != len(records):
+            raise ValueError("a packed table's keys and records differ in number")
+        return tuple(chain.from_iterable(zip(keys, map(make, records), strict=True)))
+
+    return unpack
+
+
+LAYOUT_VERSION: Final = 1
+"""The version of this packed form; part of every layout."""
+
+
+def layout_of(parts: Iterable[tuple[str, Iterable[type]]]) -> str:
+    """A short digest naming a packed state's layout: for each part (a rule, the session), its name and the fields
+    of each class its packed state holds, in order. Two loopwatch versions whose rules keep the same fields write
+    the same layout; a state of another layout cannot be read field by field (its JSON form can)."""
+    text = repr(
+        (
+            LAYOUT_VERSION,
+            [(name, [(k.__qualname__, tuple(getattr(k, "__slots__", ()))) for k in kinds]) for name, kinds in parts],
+        )
+    )
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=6).hexdigest()
