@@ -322,6 +322,28 @@ def test_the_store_checkpoints_its_write_ahead_log_itself(tmp_path: Path) -> Non
     store.close()
 
 
+def test_a_checkpoint_that_fails_is_counted_and_logged_and_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+
+    def locked(conn: sqlite3.Connection) -> None:  # what SQLite raises when another process holds the file
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr("loopwatch.stores._sqlite_store.checkpoint", locked)
+    with caplog.at_level("WARNING", logger="loopwatch"):
+        for n in range(CHECKPOINT_EVERY):
+            assert store.compare_and_set(f"s{n}", "", f"state {n}", new_token()) is None
+    assert (store.checkpoints, store.checkpoint_failures) == (0, 1)
+    assert [r.getMessage() for r in caplog.records if "checkpoint" in r.getMessage()] == [
+        f"loopwatch: {store!r} could not checkpoint its write-ahead log (database is locked); nothing is lost, the"
+        f" next checkpoint, {CHECKPOINT_EVERY} writes on, tries again"
+    ]
+    last = store.load(f"s{CHECKPOINT_EVERY - 1}")
+    assert last is not None and last.state == f"state {CHECKPOINT_EVERY - 1}"
+    store.close()
+
+
 def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     first = SqliteStore(path)

@@ -29,7 +29,7 @@ from . import (
 )
 from . import _sqlite_tables as sql
 from ._sqlite_tables import SCHEMA_VERSION, has_meta, row_count, row_name, row_versioned, row_workers
-from ._sqlite_wal import CHECKPOINT_EVERY, checkpoint, set_up_checkpoints, use_wal
+from ._sqlite_wal import CHECKPOINT_EVERY, checkpoint, checkpoint_failed, set_up_checkpoints, use_wal
 
 SYNCHRONOUS: Final = ("off", "normal", "full", "extra")
 
@@ -190,14 +190,15 @@ class SqliteStore(Store):
 
     def _wrote(self, conn: sqlite3.Connection) -> None:
         """After a committed write: every :data:`~._sqlite_wal.CHECKPOINT_EVERY` of this connection's, a checkpoint
-        (:mod:`._sqlite_wal`); one that fails loses nothing (counted, the next one tries again)."""
+        (:mod:`._sqlite_wal`); one that fails loses nothing (counted and logged, the next one tries again)."""
         writes = self._local.writes = getattr(self._local, "writes", 0) + 1
         if writes % CHECKPOINT_EVERY:
             return
         try:
             checkpoint(conn)
-        except sqlite3.Error:
+        except sqlite3.Error as exc:
             self.checkpoint_failures += 1
+            checkpoint_failed(self, exc)
         else:
             self.checkpoints += 1
 

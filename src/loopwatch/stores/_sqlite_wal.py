@@ -33,6 +33,19 @@ def checkpoint(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
 
 
+def checkpoint_failed(store: object, error: sqlite3.Error) -> None:
+    """Log a checkpoint of ``store`` that failed (it loses nothing: the log keeps every page until the next one)."""
+    import logging  # here: only a failed checkpoint logs
+
+    logging.getLogger("loopwatch").warning(
+        "loopwatch: %r could not checkpoint its write-ahead log (%s); nothing is lost, the next checkpoint, %d writes"
+        " on, tries again",
+        store,
+        error,
+        CHECKPOINT_EVERY,
+    )
+
+
 def use_wal(conn: sqlite3.Connection, deadline: float) -> None:
     """Put the file in WAL mode (persistent: once per file). Switching needs the file to itself and SQLite does not
     wait for it (no busy handler), so a connection opened while others read retries until ``deadline``
