@@ -201,3 +201,42 @@ def test_a_state_packed_by_another_release_starts_the_session_afresh(caplog: pyt
     assert verdict.action == "ok" and new.stats["damaged_states"] == 0  # afresh, even failing closed
     assert any("starts afresh" in r.getMessage() and "other fields" in r.getMessage() for r in caplog.records)
     assert new.snapshot("s")["state"]["index"] == 1
+
+
+def test_a_rule_of_ones_own_whose_state_cannot_be_packed_is_stored_as_json() -> None:
+    """A third-party rule whose state is a plain class (or a dict): the store keeps the session as JSON, and judges
+    on from it as from a packed one."""
+    from loopwatch import Policy
+    from loopwatch.core.detectors import Detector, Finding, Step
+
+    class Tally:  # no slots, no dataclass: marshal cannot write it, pack_fields refuses it
+        def __init__(self, calls: int = 0) -> None:
+            self.calls = calls
+
+    class CallCounter(Detector):
+        name = "call_counter"
+        kinds = frozenset({"call"})
+
+        def new_state(self) -> Tally:
+            return Tally()
+
+        def observe(self, state: Tally, step: Step) -> Finding | None:
+            state.calls += 1
+            return None
+
+        def dump_state(self, state: Tally) -> dict[str, Any]:
+            return {"calls": state.calls}
+
+        def load_state(self, data: dict[str, Any]) -> Tally:
+            return Tally(int(data["calls"]))
+
+    base = preset("default-lexical")
+    policy = Policy(name="counted", detectors=(*base.detectors, CallCounter()), ladders=base.ladders)
+    store = MemoryStore()
+    guards = [Guard(policy, store=store, clock=None) for _ in range(2)]
+    for i in range(4):
+        guards[i % 2].observe("s", ToolCall("bash", {"command": f"echo {i}"}))
+    stored = store.load("s")
+    assert stored is not None and stored.state.startswith("{")
+    assert guards[0].snapshot("s")["state"]["detectors"][-1] == {"calls": 4}
+    assert guards[0].stats["damaged_states"] == guards[1].stats["damaged_states"] == 0

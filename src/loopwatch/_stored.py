@@ -87,11 +87,11 @@ PACKED_PREFIX: Final = "lw-packed-1:"
 def state_text(engine: Engine, state: State, swarm: str | None) -> str:
     """What a store keeps of a session: its packed form (:meth:`Engine.pack`) written by :mod:`marshal` (its version
     4, which every Python since 3.4 reads), in base64 after :data:`PACKED_PREFIX`. Several times faster to write
-    and to read than the JSON form, which is written instead for a state holding a value marshal does not write
-    (only a restored snapshot could bring one)."""
+    and to read than the JSON form, which is written instead for a state holding a value marshal does not write (a
+    restored snapshot's, a rule's own state class that is not a dataclass with slots)."""
     try:
         data = marshal.dumps((swarm, engine.pack(state)), 4)
-    except ValueError:  # an object of a class of its own: the JSON form writes what it can
+    except (ValueError, TypeError):  # a value of a class of its own (a rule's own state class...): JSON
         return encode_state({"swarm": swarm, "state": engine.dump(state)})
     return PACKED_PREFIX + binascii.b2a_base64(data, newline=False).decode("ascii")
 

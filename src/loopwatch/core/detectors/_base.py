@@ -206,6 +206,8 @@ class Detector(Configured, ABC):
 
     def unpack_state(self, packed: Any) -> Any:
         """:meth:`pack_state` undone; raises ``TypeError``/``ValueError`` when ``packed`` is not such a state."""
+        if type(packed) is dict:  # a plain JSON dict state: checked as a snapshot's is
+            return self.load_state(packed)
         return unpack_fields(self.state_class(), packed)
 
     def state_class(self) -> type:

@@ -11,6 +11,7 @@ Such values are what :mod:`marshal` writes, in C; the engine adds the session's 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Iterable
 from itertools import chain
@@ -40,11 +41,32 @@ def fields_of(record: Any) -> tuple[Any, ...]:
     return (_GETTERS.get(kind) or _getter(kind))(record)
 
 
+_PACKABLE: dict[type, bool] = {}
+
+
+def packable(kind: type) -> bool:
+    """Is ``kind`` a dataclass with slots made from its fields' values in order (``kind(*values)``)? What
+    :func:`pack_fields` packs; a rule whose state is of another class is kept as JSON."""
+    known = _PACKABLE.get(kind)
+    if known is None:
+        names = getattr(kind, "__slots__", None)
+        fields = dataclasses.fields(kind) if dataclasses.is_dataclass(kind) else ()
+        known = _PACKABLE[kind] = (
+            type(names) is tuple
+            and bool(fields)
+            and tuple(f.name for f in fields) == names
+            and all(f.init and not f.kw_only for f in fields)
+        )
+    return known
+
+
 def pack_fields(state: Any) -> Any:
     """A rule's state packed: a dataclass state's field values (:func:`fields_of`); ``None`` and a plain JSON dict
-    state as they are."""
+    state as they are. ``TypeError`` for a state of a class that is not :func:`packable`."""
     if state is None or type(state) is dict:
         return state
+    if not packable(type(state)):
+        raise TypeError(f"a state of class {type(state).__qualname__} cannot be packed")
     return fields_of(state)
 
 
