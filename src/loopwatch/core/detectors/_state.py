@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from itertools import chain
-from operator import attrgetter
 from typing import Any, Final, TypeGuard, TypeVar
 
 from ._base import SKETCH_BITS, bits_text, text_bits, word_bytes, word_values
+from ._state_pack import fields_of
 
 T = TypeVar("T")
 
@@ -285,22 +285,13 @@ Reader = Callable[[object, str], Any]
 S = TypeVar("S")
 
 
-_FIELDS: dict[type, tuple[tuple[str, ...], Callable[[object], tuple[Any, ...]]]] = {}
-"""Per state class: its field names, and a getter of all their values at once."""
-
-
 def fields_json(state: object) -> dict[str, Any]:
     """A flat state's JSON form: its fields (a dataclass with slots), in their order, as they are (a tuple as a
     list)."""
-    kind = type(state)
-    known = _FIELDS.get(kind)
-    if known is None:
-        names: tuple[str, ...] = tuple(kind.__slots__)  # type: ignore[attr-defined]
-        getter = attrgetter(*names) if len(names) > 1 else lambda x: (getattr(x, names[0]),)
-        known = _FIELDS[kind] = (names, getter)
-    names, values = known
+    names: tuple[str, ...] = type(state).__slots__  # type: ignore[attr-defined]
     return {
-        name: list(value) if type(value) is tuple else value for name, value in zip(names, values(state), strict=True)
+        name: list(value) if type(value) is tuple else value
+        for name, value in zip(names, fields_of(state), strict=True)
     }
 
 
