@@ -25,7 +25,7 @@ from loopwatch.core._engine import Engine
 from loopwatch.core._events import Event, Message, ToolCall, ToolResult
 from loopwatch.core.detectors._repeat import RepeatState
 from loopwatch.core.detectors._state_pack import layout_of
-from loopwatch.errors import StateError
+from loopwatch.errors import OtherLayoutError, StateError
 from loopwatch.stores import MemoryStore
 from test_state_json import PRESETS, _runs
 
@@ -131,7 +131,7 @@ def test_a_state_packed_with_other_rules_or_damaged_is_refused() -> None:
     doom.observe(session, Message("assistant", "Let me look."))
     text = state_text(doom, session, None)
     assert lexical.layout != doom.layout
-    with pytest.raises(StateError, match="layout"):
+    with pytest.raises(OtherLayoutError, match="layout"):
         read_state_text(lexical, text)
     with pytest.raises(ValueError, match="damaged packed state"):
         read_state_text(doom, text[: len(PACKED_PREFIX) + 40])

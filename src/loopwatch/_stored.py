@@ -25,7 +25,7 @@ from ._session_backend import SessionBackend, State, SwarmCounts, evaluate
 from .core._engine import Engine, Evaluation
 from .core._events import Event
 from .core._swarm_tally import SwarmCounter, SwarmTally
-from .errors import StateError, UnsupportedError
+from .errors import OtherLayoutError, StateError, UnsupportedError
 from .stores import NO_STATE, Store, StoreError, Versioned, new_token
 
 _T = TypeVar("_T")
@@ -96,26 +96,17 @@ def state_text(engine: Engine, state: State, swarm: str | None) -> str:
     return PACKED_PREFIX + binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
-class _OtherLayout(StateError):
-    """A state packed by a loopwatch whose rules keep other fields (another release sharing the store)."""
-
-
 def read_state_text(engine: Engine, text: str) -> tuple[State, str | None]:
     """A session's state and its swarm from a store's text: :func:`state_text`'s packed form, or the JSON form
     (written by a loopwatch before the packed form, or by :func:`state_text` itself). Raises ``ValueError``,
     ``KeyError``, ``TypeError`` or :class:`StateError` when the text is neither (a damaged row, another program's
-    data, a state packed by a loopwatch whose rules keep other fields)."""
+    data); :class:`~loopwatch.errors.OtherLayoutError` for a state packed by a loopwatch whose rules keep other
+    fields."""
     if text.startswith(PACKED_PREFIX):
         try:
             swarm, packed = marshal.loads(binascii.a2b_base64(text[len(PACKED_PREFIX) :]))
         except (EOFError, binascii.Error) as exc:
             raise ValueError(f"a damaged packed state: {exc}") from None
-        written = packed[0] if type(packed) is tuple and packed else None
-        if type(written) is str and written != engine.layout:
-            raise _OtherLayout(
-                f"packed by a loopwatch whose rules keep other fields (layout {written!r}, this one's is"
-                f" {engine.layout!r})"
-            )
         state = engine.unpack(packed)
     else:
         data = decode_state(text)
@@ -192,7 +183,9 @@ class StoredSessions(SessionBackend):
             return _Entry("", 0, self.engine.new_session(), None)
         try:
             state, swarm = read_state_text(self.engine, stored.state)
-        except _OtherLayout as exc:  # not damaged: written by another release (an upgrade under way), unreadable here
+        except (
+            OtherLayoutError
+        ) as exc:  # not damaged: written by another release (an upgrade under way), unreadable here
             _logger().warning("loopwatch: session %r starts afresh: its stored state was %s", session, exc)
             return _Entry(stored.token, stored.version, self.engine.new_session(), None)
         except (ValueError, KeyError, TypeError, StateError) as exc:

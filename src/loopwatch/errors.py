@@ -14,7 +14,9 @@ catches those::
     ├── EventError (ValueError)            a malformed event: parse_event, trace readers, Guard.observe with
     │                                      on_error="raise" (else a logged, counted skip)
     ├── StateError (ValueError)            Guard.restore, Engine.load, ChantTracker.from_json given something that
-    │                                      is not a snapshot
+    │   │                                  is not a snapshot
+    │   └── OtherLayoutError               Engine.unpack given a state packed by a loopwatch whose rules keep other
+    │                                      fields (a guard with a store starts that session afresh)
     ├── UnsupportedError                   an operation the guard's session backend cannot do: Guard.evict_idle
     │                                      with a store or the service (they expire sessions by their ttl)
     ├── InputError                         a trace file that cannot be read (path, line): loopwatch scan, eval
@@ -98,6 +100,11 @@ class InputError(LoopwatchError):
 
 class StateError(LoopwatchError, ValueError):
     """A snapshot given to ``restore`` is not a valid loopwatch session state."""
+
+
+class OtherLayoutError(StateError):
+    """A session state packed for a store (``Engine.pack``) with other rules: by another policy, or by a loopwatch
+    whose rules keep other fields (another release sharing the store)."""
 
 
 class UnsupportedError(LoopwatchError):

@@ -127,9 +127,12 @@ class Engine:
 
     def unpack(self, packed: Any) -> SessionState:
         """A session from its packed form (:meth:`pack`); raises :class:`StateError` when it is not one this engine
-        packs (another policy's rules, a loopwatch whose rules keep other fields, damaged data)."""
+        packs (damaged data), :class:`~loopwatch.errors.OtherLayoutError` when it was packed with other rules (another
+        policy's, a loopwatch whose rules keep other fields)."""
         try:
             return read_packed(packed, self._detectors, self.layout)
+        except StateError:  # another layout (OtherLayoutError), said as it is
+            raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StateError(f"not a packed session state of this policy: {exc}") from exc
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, Final
 
+from ..errors import OtherLayoutError
 from ._limits import UsageCounters
 from .detectors._state import Flat, flat_items, flat_of, integer, optional_integer, table, text, text_tuple
 from .detectors._state_pack import layout_of, pack_table, record_maker, table_unpacker
@@ -157,13 +158,15 @@ def session_packed(state: SessionState, detectors: Sequence[Any], layout: str) -
 
 
 def read_packed(packed: Any, detectors: Sequence[Any], layout: str) -> SessionState:
-    """A session from :func:`session_packed`'s form; ``ValueError`` or ``TypeError`` when ``packed`` is not of that
-    form, or was written with another ``layout`` or another number of rules."""
+    """A session from :func:`session_packed`'s form; :class:`~loopwatch.errors.OtherLayoutError` when it was written
+    with another ``layout``, ``ValueError`` or ``TypeError`` when ``packed`` is not of that form."""
     if not (type(packed) is tuple and len(packed) == 3 and type(packed[1]) is tuple and type(packed[2]) is tuple):
         raise ValueError("not a packed session state")
     written, rules, values = packed
     if written != layout:
-        raise ValueError(f"packed by a loopwatch whose rules keep other fields (layout {written!r}, not {layout!r})")
+        raise OtherLayoutError(
+            f"packed by a loopwatch whose rules keep other fields (layout {written!r}, this one's is {layout!r})"
+        )
     if len(values) != len(_PACKED) or len(rules) != len(detectors):
         raise ValueError("packed with another number of rules or session fields")
     fields = dict(zip(_PACKED, values, strict=True))
