@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._async_guard import AsyncGuard as AsyncGuard
 from ._guard_inputs import _event_of, _name, _policy_of, _safe_repr, _stamp, _store_of
-from ._session_backend import InProcessSessions, JudgingError, SessionBackend
+from ._session_backend import InProcessSessions, JudgingError, SessionBackend, _logger
 from ._stored import DamagedStateError, StoredSessions
 from .core._audit import damaged_state_record, judge_record, state_reset_record, store_error_record
 from .core._engine import Engine, Evaluation
@@ -34,13 +34,6 @@ from .stores import Store, StoreError
 if TYPE_CHECKING:
     from .core._judge import JudgeMemory, LoopJudge
     from .redact import Redactor
-
-
-def _logger() -> Any:
-    """The ``loopwatch`` logger (``logging`` is imported on first use: a hook process rarely logs)."""
-    import logging
-
-    return logging.getLogger("loopwatch")
 
 
 Listener = Callable[[dict[str, Any]], None]

@@ -36,6 +36,13 @@ SwarmCounts = dict[str, tuple[int, list[str], str]]
 """A swarm's counts as snapshots show them: ``{fingerprint: (calls, workers, tool)}``."""
 
 
+def _logger() -> Any:
+    """The ``loopwatch`` logger (``logging`` is imported on first use: a hook process rarely logs)."""
+    import logging
+
+    return logging.getLogger("loopwatch")
+
+
 class JudgingError(LoopwatchError):
     """The engine raised while judging an event on a session's state (``error``: what it raised), as opposed
     to a store or another part failing: the guard then tries the event on a fresh state."""

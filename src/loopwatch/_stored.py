@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any, Final, NamedTuple, TypeVar
 
 from ._session_backend import JudgingError as JudgingError
-from ._session_backend import SessionBackend, State, SwarmCounts, evaluate
+from ._session_backend import SessionBackend, State, SwarmCounts, _logger, evaluate
 from .core._engine import Engine, Evaluation
 from .core._events import Event
 from .core._swarm_tally import SwarmCounter, SwarmTally
@@ -113,12 +113,6 @@ def read_state_text(engine: Engine, text: str) -> tuple[State, str | None]:
         state = engine.load(data["state"])
         swarm = data.get("swarm")
     return state, swarm if isinstance(swarm, str) else None
-
-
-def _logger() -> Any:
-    import logging  # here: a process whose states all read never imports it
-
-    return logging.getLogger("loopwatch")
 
 
 class DamagedStateError(StoreError):

@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import quote, urlsplit
 
-from ._guard import Guard, OnStoreError, _logger
+from ._guard import Guard, OnStoreError
+from ._session_backend import _logger
 from .core._events import Event, ToolCall, event_to_json
 from .core._policy import Policy
 from .core._verdict import Verdict
