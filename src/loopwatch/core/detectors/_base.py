@@ -28,7 +28,7 @@ from .._masking import masked
 from .._patterns import REGISTRY, Pattern
 from .._swarm_tally import SwarmTally
 from .._tools import query_hashes, search_query, search_scopes
-from ._state_pack import pack_fields, unpack_fields
+from ._state_pack import pack_fields
 
 
 def word_bytes(hashes: Iterable[int]) -> bytes:
@@ -200,15 +200,15 @@ class Detector(Configured, ABC):
 
     def pack_state(self, state: Any) -> Any:
         """``state`` packed for a store (:mod:`._state_pack`): a dataclass state as its fields' values, a plain JSON
-        dict state and a shared fresh one (``None``) as they are. A rule whose state holds records
-        (:attr:`state_records`) packs them too."""
+        dict state as it is (the engine keeps a shared fresh state, ``None``, as it is). A rule whose state holds
+        records (:attr:`state_records`) packs them too."""
         return pack_fields(state)
 
     def unpack_state(self, packed: Any) -> Any:
         """:meth:`pack_state` undone; raises ``TypeError``/``ValueError`` when ``packed`` is not such a state."""
         if type(packed) is dict:  # a plain JSON dict state: checked as a snapshot's is
             return self.load_state(packed)
-        return unpack_fields(self.state_class(), packed)
+        return self.state_class()(*packed)
 
     def state_class(self) -> type:
         """The class of the rule's state (of what :meth:`new_state` makes)."""

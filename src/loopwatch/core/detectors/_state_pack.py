@@ -61,22 +61,13 @@ def packable(kind: type) -> bool:
 
 
 def pack_fields(state: Any) -> Any:
-    """A rule's state packed: a dataclass state's field values (:func:`fields_of`); ``None`` and a plain JSON dict
-    state as they are. ``TypeError`` for a state of a class that is not :func:`packable`."""
-    if state is None or type(state) is dict:
+    """A rule's state packed: a dataclass state's field values (:func:`fields_of`; ``kind(*values)`` makes it again), a
+    plain JSON dict state as it is. ``TypeError`` for a state of a class that is not :func:`packable`."""
+    if type(state) is dict:
         return state
     if not packable(type(state)):
         raise TypeError(f"a state of class {type(state).__qualname__} cannot be packed")
     return fields_of(state)
-
-
-def unpack_fields(kind: Callable[..., S], packed: Any) -> S | dict[str, Any] | None:
-    """:func:`pack_fields` undone, for a state of class ``kind``."""
-    if packed is None:
-        return None
-    if type(packed) is dict:
-        return packed
-    return kind(*packed)
 
 
 def pack_with(state: Any, **nested: Callable[[Any], Any]) -> tuple[Any, ...]:
