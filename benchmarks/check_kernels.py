@@ -79,6 +79,9 @@ def check(text: str, differences: Counter[str], regex: bool) -> int:
     if compiled.shared_words(packed, other) != pure.shared_words(packed, other):
         differences["shared_words"] += 1
     calls += 1
+    if compiled.rest_hash(data, other) != pure.rest_hash(data, other):
+        differences["rest_hash"] += 1
+    calls += 1
     if compiled.line_bits(data, 4096) != pure.line_bits(data, 4096):
         differences["line_bits"] += 1
     sketches = b"".join(pure.word_sketch(part, 48, 1024).to_bytes(128, "big") for part in data.split(b"\n")[:6])

@@ -147,6 +147,10 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
         if compiled.shared_words(packed, other) != pure.shared_words(packed, other):
             differences += 1
             print(f"DIFFERENCE in shared_words: {data[:200]!r}", file=sys.stderr)
+        calls += 1
+        if compiled.rest_hash(data, packed) != pure.rest_hash(data, packed):
+            differences += 1
+            print(f"DIFFERENCE in rest_hash: {data[:200]!r}", file=sys.stderr)
         bits = rng.choice((64, 1024, 4096, 3))
         calls += 1
         if compiled.line_bits(data, bits) != pure.line_bits(data, bits):

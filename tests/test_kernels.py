@@ -170,6 +170,39 @@ def test_shared_words_counts_what_two_packed_sets_share(a: list[int], b: list[in
         assert outcome(_kernels_c.shared_words, cut, packed_b) == outcome(_kernels_py.shared_words, cut, packed_b)
 
 
+def _rest_by_definition(data: bytes, known: list[int]) -> int:
+    """What :func:`rest_hash` stands for: the regular expression's words of the decoded, lowercased text, without
+    the known ones, joined by spaces and hashed."""
+    words = _kernels_py.ALNUM_WORD.findall(data.decode("utf-8", "replace").lower())
+    rest = " ".join(w for w in words if zlib.crc32(w.encode("utf-8", "surrogatepass")) not in set(known))
+    return zlib.crc32(rest.encode("utf-8", "surrogatepass"))
+
+
+@settings(max_examples=400, deadline=None)
+@given(any_bytes, st.lists(st.integers(0, 2**32 - 1), max_size=40), st.integers(0, 40))
+def test_rest_hash_hashes_the_words_beyond_the_known_ones(data: bytes, noise: list[int], taken: int) -> None:
+    said = [zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in _kernels_py.ALNUM_WORD.findall(
+        data.decode("utf-8", "replace").lower())]  # fmt: skip
+    known = said[:taken] + noise  # some of the text's own words (repeats and all), and others
+    packed = array(WORD_CODE, known).tobytes()
+    expected = _rest_by_definition(data, known)
+    assert _kernels_py.rest_hash(data, packed) == expected
+    if _kernels_c is not None:
+        assert _kernels_c.rest_hash(data, packed) == expected
+    if said and taken >= len(said):  # every word known: nothing said beyond them
+        assert expected == zlib.crc32(b"")
+
+
+def test_rest_hash_keeps_what_the_call_did_not_ask_for() -> None:
+    asked = array(WORD_CODE, [zlib.crc32(b"echo"), zlib.crc32(b"step"), zlib.crc32(b"7")]).tobytes()
+    rest_hash = _kernels.rest_hash
+    assert rest_hash(b"Step 7", asked) == rest_hash(b"step   7\n", asked) == zlib.crc32(b"")
+    assert rest_hash(b"step 7 done", asked) == rest_hash(b"STEP 7: Done.", asked) == zlib.crc32(b"done")
+    assert rest_hash(b"step 8", asked) == zlib.crc32(b"8")  # another count is something else said
+    assert rest_hash(b"done done", asked) == zlib.crc32(b"done done")  # repeats kept
+    assert rest_hash("naïve Step".encode(), asked) == zlib.crc32("naïve".encode())
+
+
 @settings(max_examples=300, deadline=None)
 @given(any_bytes, st.sampled_from([64, 128, 1024, 4096, 3, 100, 8192]))
 def test_line_bits_fold_the_line_hashes(data: bytes, bits: int) -> None:
@@ -250,6 +283,10 @@ def test_compiled_kernels_refuse_what_the_pure_ones_refuse() -> None:
     for bad_bits in (("text", 64), (None, 64), (b"a", None), (b"a", "64")):
         assert outcome(c.line_bits, *bad_bits)[0] == outcome(_kernels_py.line_bits, *bad_bits)[0]
     assert outcome(c.line_bits, "text", 64)[0] == "error"
+    for bad_pair in (("text", b""), (b"", "text"), (b"", b"abc"), (None, b""), (b"\xc3", b"abcde")):
+        assert outcome(c.rest_hash, *bad_pair) == outcome(_kernels_py.rest_hash, *bad_pair)
+        assert outcome(c.rest_hash, *bad_pair)[0] == "error"
+    assert outcome(c.rest_hash, b"a")[0] == "error"
     for bad_pair in (("text", b"a"), (b"", None), (b"abc", b"ab"), (b"", b"")):
         assert outcome(c.best_similarity, *bad_pair) == outcome(_kernels_py.best_similarity, *bad_pair)
         assert outcome(c.best_similarity, *bad_pair)[0] == "error"
@@ -270,6 +307,10 @@ def test_compiled_kernels_match_the_pure_ones_on_huge_inputs() -> None:
     for limit in (0, 64, 10**9):
         assert c.alnum_word_pair(text, limit) == _kernels_py.alnum_word_pair(text, limit)
     assert c.line_bits(data, 4096) == _kernels_py.line_bits(data, 4096)
+    known = _kernels_py.alnum_word_pair(text, 5)[0]
+    ascii_data = data.decode("ascii", "replace").encode("ascii", "replace")
+    for sample in (data, ascii_data):
+        assert c.rest_hash(sample, known) == _kernels_py.rest_hash(sample, known)
     hashes = _kernels_py.word_hashes(data)
     assert c.sketch_of(hashes, 10**6, 4096) == _kernels_py.sketch_of(hashes, 10**6, 4096)
 

@@ -23,6 +23,7 @@ __all__ = [
     "long_word_hashes",
     "masked_bytes",
     "numbers_marked",
+    "rest_hash",
     "shared_words",
     "sketch_of",
     "word_hashes",
@@ -55,6 +56,7 @@ blanks_dropped = _impl.blanks_dropped
 alnum_word_pair = _impl.alnum_word_pair
 long_word_hashes = _impl.long_word_hashes
 shared_words = _impl.shared_words
+rest_hash = _impl.rest_hash
 best_similarity = _impl.best_similarity
 fold = _impl.fold
 bottom_k = _impl.bottom_k

@@ -582,6 +582,16 @@ static inline int crc_set_add(CrcSet *set, uint32_t crc) {
     }
 }
 
+/* Is crc in the set? */
+static inline int crc_set_has(const CrcSet *set, uint32_t crc) {
+    const uint64_t key = (uint64_t)crc | ((uint64_t)1 << 32);
+    for (size_t i = (size_t)crc & set->mask;; i = (i + 1) & set->mask) {
+        const uint64_t slot = set->slots[i];
+        if (slot == key) return 1;
+        if (slot == 0) return 0;
+    }
+}
+
 /* Sort vals[0..count) in place (insertion sort: the arrays are a few dozen values). */
 static void sort_crcs(uint32_t *vals, Py_ssize_t count) {
     for (Py_ssize_t i = 1; i < count; i++) {
@@ -725,6 +735,70 @@ static PyObject *shared_words(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (own_a) free(a);
     if (own_b) free(b);
     return Py_BuildValue("(nnn)", shared, na, nb);
+}
+
+/* -- rest_hash -------------------------------------------------------------------------------------------- */
+
+PyDoc_STRVAR(rest_hash_doc,
+             "rest_hash(data: bytes, known: bytes) -> int\n--\n\n"
+             "The CRC-32 of the words (runs of letters and digits) of ``data`` decoded as UTF-8 and lowercased, "
+             "without those whose hash is among ``known`` (packed 4 bytes each, as alnum_word_pair packs them), "
+             "joined by single spaces: what a text says beyond the words it was asked with.");
+
+static PyObject *rest_hash(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "rest_hash() takes exactly 2 arguments");
+        return NULL;
+    }
+    PyObject *data = args[0], *known = args[1];
+    if (!PyBytes_Check(data) || !PyBytes_Check(known) || PyBytes_GET_SIZE(known) % 4) {
+        PyObject *pair = PyTuple_Pack(2, data, known); /* the twin names the argument at fault */
+        if (pair == NULL) return NULL;
+        PyObject *out = call_pure("rest_hash", pair);
+        Py_DECREF(pair);
+        return out;
+    }
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(data);
+    const Py_ssize_t n = PyBytes_GET_SIZE(data);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] >= 0x80) { /* UTF-8 text: Unicode's letters, digits and lowercase are the twin's */
+            PyObject *pair = PyTuple_Pack(2, data, known);
+            if (pair == NULL) return NULL;
+            PyObject *out = call_pure("rest_hash", pair);
+            Py_DECREF(pair);
+            return out;
+        }
+    }
+    const Py_ssize_t nknown = PyBytes_GET_SIZE(known) / 4;
+    size_t slots = 4; /* a power of two, at least twice the values held */
+    while (slots < 2 * (size_t)nknown) slots *= 2;
+    uint64_t small_slots[128];
+    uint64_t *table = slots <= 128 ? small_slots : (uint64_t *)malloc(sizeof(uint64_t) * slots);
+    if (table == NULL) return PyErr_NoMemory();
+    memset(table, 0, sizeof(uint64_t) * slots);
+    CrcSet asked = {table, slots - 1};
+    const char *raw = PyBytes_AS_STRING(known);
+    for (Py_ssize_t i = 0; i < nknown; i++) {
+        uint32_t value;
+        memcpy(&value, raw + 4 * i, 4); /* the machine's order, as array('I') packs; maybe unaligned */
+        crc_set_add(&asked, value);
+    }
+    uint32_t rest = CRC_START;
+    int first = 1;
+    Py_ssize_t p = 0;
+    while (p < n) {
+        while (p < n && !byte_alnum[s[p]]) p++;
+        if (p == n) break;
+        const Py_ssize_t start = p;
+        uint32_t c = CRC_START;
+        while (p < n && byte_alnum[s[p]]) c = CRC_BYTE(c, ascii_lower[s[p++]]);
+        if (crc_set_has(&asked, CRC_FINAL(c))) continue; /* a word the text was asked with */
+        if (!first) rest = CRC_BYTE(rest, ' ');
+        first = 0;
+        for (Py_ssize_t i = start; i < p; i++) rest = CRC_BYTE(rest, ascii_lower[s[i]]);
+    }
+    if (table != small_slots) free(table);
+    return PyLong_FromUnsignedLong(CRC_FINAL(rest));
 }
 
 /* -- best_similarity --------------------------------------------------------------------------------------- */
@@ -1574,6 +1648,7 @@ static PyMethodDef methods[] = {
     {"line_bits", (PyCFunction)(void (*)(void))line_bits, METH_FASTCALL, line_bits_doc},
     {"alnum_word_pair", (PyCFunction)(void (*)(void))alnum_word_pair, METH_FASTCALL, alnum_word_pair_doc},
     {"shared_words", (PyCFunction)(void (*)(void))shared_words, METH_FASTCALL, shared_words_doc},
+    {"rest_hash", (PyCFunction)(void (*)(void))rest_hash, METH_FASTCALL, rest_hash_doc},
     {"long_word_hashes", (PyCFunction)long_word_hashes, METH_O, long_word_hashes_doc},
     {"fold", (PyCFunction)(void (*)(void))fold, METH_FASTCALL, fold_doc},
     {"bottom_k", (PyCFunction)(void (*)(void))bottom_k, METH_FASTCALL, bottom_k_doc},

@@ -11,7 +11,7 @@ tables below cover the tools of Claude Code, OpenHands, SWE-agent and MCP; a pol
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from ._lazy_re import lazy_compile
@@ -148,10 +148,13 @@ def search_scopes(tool: str, args: Mapping[str, Any], command: str | None = None
 _TOKEN: Final = lazy_compile(r"[^\W_]+")
 
 
-def search_query(tool: str, args: Mapping[str, Any], command: str | None = None) -> frozenset[str]:
+def search_query(
+    tool: str, args: Mapping[str, Any], command: str | None = None, *, places: Iterable[str] | None = None
+) -> frozenset[str]:
     """What a look-up looks for: the lowercased words of its arguments without the places it looks in, the program
-    or tool name and option flags (``grep -rn "def foo" src/`` -> ``{"def", "foo"}``)."""
-    places = set(search_scopes(tool, args, command))
+    or tool name and option flags (``grep -rn "def foo" src/`` -> ``{"def", "foo"}``). ``places``: the call's
+    :func:`search_scopes`, when already known."""
+    places = set(search_scopes(tool, args, command) if places is None else places)
     names = {tool.lower()}
     texts: list[str] = []
     if command:

@@ -21,7 +21,6 @@ from .._canonical import canonical_json
 from .._configured import Configured
 from .._events import Event
 from .._fingerprint import error_signature, is_mutation, is_poll, is_search, preview
-from .._kernels_py import ALNUM_WORD
 from .._kernels_py import WORD_CODE as WORD_CODE  # how rules keep sets of word hashes (unsigned 32-bit integers)
 from .._kernels_py import lines_of as lines_of  # what the lines of a masked text are
 from .._masking import masked
@@ -314,16 +313,15 @@ _ECHO_BYTES: Final = 2_000
 """Outputs longer than this say more than their call asked: they are not read word by word for echoes."""
 
 
-def beyond_echo(step: Step, asked: frozenset[int] | None) -> str:
+def beyond_echo(step: Step, asked: bytes | None) -> str:
     """The fingerprint of what a result says beyond the words of the call that asked for it (``asked``: its
-    :func:`argument_word_bytes` as a set): ``echo step 7`` answered ``step 7`` says nothing new, whatever the counter.
+    :func:`argument_word_bytes`): ``echo step 7`` answered ``step 7`` says nothing new, whatever the counter (the
+    words of the masked output not among the call's, hashed by :func:`~loopwatch.core._kernels_py.rest_hash`).
     Long outputs, and results whose call is unknown, are taken whole (their outcome fingerprint)."""
     output = masked_of(step)
     if asked is None or len(output) > _ECHO_BYTES:
         return step.outcome_fp or ""
-    words = ALNUM_WORD.findall(output.decode("utf-8", "replace").lower())
-    rest = " ".join(w for w in words if zlib.crc32(w.encode("utf-8", "surrogatepass")) not in asked)
-    return f"{zlib.crc32(rest.encode('utf-8', 'surrogatepass')):08x}:{step.failed:d}"
+    return f"{_kernels.rest_hash(output, asked):08x}:{step.failed:d}"
 
 
 def call_label(step: Step, limit: int = 120) -> str:
@@ -377,7 +375,8 @@ def query_of(step: Step) -> list[int]:
     :func:`loopwatch.core._tools.search_query`, computed once per step."""
     cached = step.query
     if cached is None:
-        cached = step.query = query_hashes(search_query(step.tool or "", step.args or {}, step.command))
+        places = scopes_of(step)  # computed once for both
+        cached = step.query = query_hashes(search_query(step.tool or "", step.args or {}, step.command, places=places))
     return list(cached)
 
 

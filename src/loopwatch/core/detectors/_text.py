@@ -232,7 +232,7 @@ class SimilarTextDetector(Detector):
             # what a change answers shows what was written, not something learned: an edit undone and redone
             # answers something different each time
             if state.asked is not None:
-                said = beyond_echo(step, frozenset(word_values(state.asked)))
+                said = beyond_echo(step, state.asked)
                 if said not in state.seen:  # a result unlike the recent ones: something learned
                     state.news = True
                     state.seen = pushed(state.seen, said, _SEEN)
