@@ -751,23 +751,18 @@ static PyObject *rest_hash(PyObject *self, PyObject *const *args, Py_ssize_t nar
         return NULL;
     }
     PyObject *data = args[0], *known = args[1];
-    if (!PyBytes_Check(data) || !PyBytes_Check(known) || PyBytes_GET_SIZE(known) % 4) {
-        PyObject *pair = PyTuple_Pack(2, data, known); /* the twin names the argument at fault */
+    /* bad arguments (the twin names the one at fault), and text that is not ASCII (Unicode's letters, digits and
+       lowercase), go to the twin */
+    int twin = !PyBytes_Check(data) || !PyBytes_Check(known) || PyBytes_GET_SIZE(known) % 4;
+    const unsigned char *s = twin ? NULL : (const unsigned char *)PyBytes_AS_STRING(data);
+    const Py_ssize_t n = twin ? 0 : PyBytes_GET_SIZE(data);
+    for (Py_ssize_t i = 0; i < n && !twin; i++) twin = s[i] >= 0x80;
+    if (twin) {
+        PyObject *pair = PyTuple_Pack(2, data, known);
         if (pair == NULL) return NULL;
         PyObject *out = call_pure("rest_hash", pair);
         Py_DECREF(pair);
         return out;
-    }
-    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(data);
-    const Py_ssize_t n = PyBytes_GET_SIZE(data);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (s[i] >= 0x80) { /* UTF-8 text: Unicode's letters, digits and lowercase are the twin's */
-            PyObject *pair = PyTuple_Pack(2, data, known);
-            if (pair == NULL) return NULL;
-            PyObject *out = call_pure("rest_hash", pair);
-            Py_DECREF(pair);
-            return out;
-        }
     }
     const Py_ssize_t nknown = PyBytes_GET_SIZE(known) / 4;
     size_t slots = 4; /* a power of two, at least twice the values held */
