@@ -80,6 +80,83 @@ def test_parallel_scan_reports_bad_input_and_goes_on(tmp_path: Path, capsys: pyt
     assert f"{tmp_path / 'b.jsonl'}:2: invalid JSON" in err
 
 
+def _event_stream(tmp_path: Path, bad_at: int | None = None) -> Path:
+    """The example trajectories as one event stream, a session each, their events interleaved (round robin), with
+    the example event stream's sessions ahead; ``bad_at``: an event without a tool name at that line."""
+    from loopwatch.core._events import event_to_json
+    from loopwatch.formats._dispatch import read_runs
+
+    queues = [
+        [json.dumps(event_to_json(event, run.id)) for event in run.events]
+        for run in read_runs(sorted(str(p) for p in EXAMPLES.glob("*.jsonl") if p.name != "events-stream.jsonl"))
+    ]
+    lines = (EXAMPLES / "events-stream.jsonl").read_text(encoding="utf-8").splitlines()
+    while any(queues):
+        lines += [queue.pop(0) for queue in queues if queue]
+    if bad_at is not None:
+        lines.insert(bad_at, json.dumps({"type": "tool_call", "session": "late", "args": {}}))
+    path = tmp_path / "stream.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_parallel_scan_shares_an_event_stream_between_workers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream = _event_stream(tmp_path)
+    code, single, err = run(capsys, "scan", str(stream), "--json", "--format", "events")
+    assert code == 0, err
+    sessions = [json.loads(line)["id"] for line in single.splitlines()]
+    assert len(sessions) == 2 + 5 and sessions[:2] == ["agent-a", "agent-b"]  # in the order of their first events
+    assert sum(bool(json.loads(line)["detections"]) for line in single.splitlines()) >= 4
+    monkeypatch.setattr(batch, "_SPLIT_BYTES", 1)  # share the file between the workers
+    for jobs in ("2", "3"):
+        code, shared, err = run(capsys, "scan", str(stream), "--json", "-j", jobs)
+        assert code == 0, err
+        assert shared == single  # every session once, in its place, judged on all its events
+
+
+def test_each_worker_reads_its_share_of_an_event_streams_sessions(tmp_path: Path) -> None:
+    from loopwatch.errors import InputError
+    from loopwatch.formats._dispatch import read_file
+
+    def sessions(path: Path, part: tuple[int, int] | None) -> tuple[list[tuple[str, int]], list[InputError]]:
+        errors: list[InputError] = []
+        runs = read_file(str(path), on_error=errors.append, part=part)
+        return [(r.id, len(r.events)) for r in runs], errors
+
+    stream = _event_stream(tmp_path)
+    whole, errors = sessions(stream, None)
+    assert len(whole) == 7 and not errors
+    first, second = sessions(stream, (0, 2))[0], sessions(stream, (1, 2))[0]
+    assert first == whole[0::2] and second == whole[1::2]  # every other session, each with all its events
+    thirds = [sessions(stream, (k, 3))[0] for k in range(3)]
+    assert [thirds[k] for k in range(3)] == [whole[k::3] for k in range(3)]
+    # a bad record: every share stops there, and only share 0 reports it
+    (tmp_path / "bad").mkdir()
+    bad = _event_stream(tmp_path / "bad", bad_at=40)
+    before, errors = sessions(bad, None)
+    assert len(errors) == 1 and errors[0].line == 41
+    zero, errors0 = sessions(bad, (0, 2))
+    one, errors1 = sessions(bad, (1, 2))
+    assert zero == before[0::2] and one == before[1::2]
+    assert len(errors0) == 1 and errors1 == []
+
+
+def test_workers_sharing_an_event_stream_stop_at_the_same_bad_record_and_report_it_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream = _event_stream(tmp_path, bad_at=40)
+    code, single, err = run(capsys, "scan", str(stream), "--json")
+    assert code == 2 and err.count(f"{stream}:41:") == 1
+    assert len(single.splitlines()) >= 3  # the sessions read before the bad record are judged
+    monkeypatch.setattr(batch, "_SPLIT_BYTES", 1)
+    code, shared, err = run(capsys, "scan", str(stream), "--json", "-j", "2")
+    assert code == 2
+    assert shared == single
+    assert err.count(f"{stream}:41:") == 1, err
+
+
 def test_jobs_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "scan", str(EXAMPLES), "-j", "0")
     assert code == 2 and "-j must be at least 1" in err

@@ -32,8 +32,17 @@ def sniff_canonical(record: Any) -> Format | None:
     return None
 
 
-def event_stream(path: str, records: Iterable[tuple[int, Any]], on_error: ErrorHandler) -> Iterator[Run]:
+def event_stream(
+    path: str, records: Iterable[tuple[int, Any]], on_error: ErrorHandler, share: tuple[int, int] | None = None
+) -> Iterator[Run]:
+    """The sessions of an event stream, one run each, in the order of their first events.
+
+    ``share=(k, n)``: only the sessions numbered k, k + n, k + 2n... (from 0, in the order of their first events), for
+    the k-th of n workers sharing one file: together they give every session once, each in its place. Every event is
+    still checked, so each worker stops at the same bad record."""
+    part, parts = share or (0, 1)
     runs: dict[str, Run] = {}
+    others: set[str] = set()
     for lineno, record in records:
         try:
             session = session_of(record) if isinstance(record, Mapping) else "default"
@@ -43,6 +52,9 @@ def event_stream(path: str, records: Iterable[tuple[int, Any]], on_error: ErrorH
             break
         run = runs.get(session)
         if run is None:
+            if parts > 1 and (session in others or (len(runs) + len(others)) % parts != part):
+                others.add(session)  # another worker's session
+                continue
             run = runs[session] = Run(id=session, path=path)
         run.events.append(event)
     yield from runs.values()

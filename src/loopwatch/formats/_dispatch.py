@@ -56,36 +56,49 @@ def read_file(
 
     ``part=(k, n)`` reads only the k-th of n interleaved shares of the file's runs, for n workers sharing
     one big file: for a JSONL trajectory file (one run per line) the k-th worker parses only lines
-    k, k + n, k + 2n...; any other file is read whole by share 0 and skipped by the others.
+    k, k + n, k + 2n...; of a JSONL event stream, every worker reads every event (each stops at the same bad
+    record) and keeps the k-th, (k + n)-th... session in the order of their first events; any other file is read
+    whole by share 0 and skipped by the others. A bad record is reported once: by the share that parses its line
+    (a trajectory file's), else by share 0.
     """
     if format is not None and format not in FORMATS:
         on_error(InputError(f"unknown format {format!r} (expected one of {', '.join(FORMATS)})", path=path))
         return
+    shared = part is not None and part[1] > 1
+    quiet = shared and part is not None and part[0] != 0  # another share reports what share 0 reads too
+
+    def _ignore(error: InputError) -> None:
+        pass
+
+    handler: ErrorHandler = _ignore if quiet else on_error
     skip: list[int] = []
-    records = read_records(path, on_error, skip)
+    records = read_records(path, lambda error: handler(error), skip)
     first = next(records, None)
     if first is None:
         return
     kind = format or sniff_format(first[1], path)
     if kind is None:
-        on_error(InputError(f"not a trace format loopwatch knows ({', '.join(FORMATS)})", path=path, line=first[0]))
+        handler(InputError(f"not a trace format loopwatch knows ({', '.join(FORMATS)})", path=path, line=first[0]))
         return
-    if part is not None and part[1] > 1:
-        if kind != "trajectory" or isinstance(first[1], list):
-            if part[0] != 0:
-                return  # not splittable: share 0 reads it all
-        else:
+    share: tuple[int, int] | None = None
+    if part is not None and shared:
+        if kind == "trajectory" and not isinstance(first[1], list):
             skip[:] = part
+            handler = on_error  # each share parses lines of its own
             if part[0] != 0:
                 first = next(records, None)  # the first line is share 0's
                 if first is None:
                     return
+        elif kind == "events" and not isinstance(first[1], list):
+            share = part  # sessions shared out; every share reads every event
+        elif part[0] != 0:
+            return  # not splittable: share 0 reads it all
     seen = [first[0]]
     chained = _chain(first, records, seen)
     if kind == "trajectory":
-        runs = trajectories(path, _flatten(chained), on_error)
+        runs = trajectories(path, _flatten(chained), handler)
     elif kind == "events":
-        runs = event_stream(path, _flatten(chained), on_error)
+        runs = event_stream(path, _flatten(chained), handler, share)
     else:
         from .. import formats
 
@@ -93,8 +106,8 @@ def read_file(
         if module is None:
             on_error(InputError(f"no reader is registered for format {kind!r}", path=path))
             return
-        runs = module.read(kind, chained, path, on_error)
-    yield from _guarded(runs, path, seen, on_error)
+        runs = module.read(kind, chained, path, handler)
+    yield from _guarded(runs, path, seen, handler)
 
 
 def _guarded(runs: Iterator[Run], path: str, seen: list[int], on_error: ErrorHandler) -> Iterator[Run]:
