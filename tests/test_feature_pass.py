@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import zlib
 from array import array
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopwatch import Message, ToolCall, ToolResult, preset
+from loopwatch.core import _tools
 from loopwatch.core._engine import Engine
 from loopwatch.core._kernels import alnum_word_pair, error_lines
 from loopwatch.core._kernels_py import ERROR_LINE as _ERROR_LINE
@@ -88,12 +90,14 @@ def _counting(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> lis
 
 def test_a_call_is_read_once_for_its_words_scopes_and_query(monkeypatch: pytest.MonkeyPatch) -> None:
     words = _counting(monkeypatch, base._kernels, "alnum_word_pair")
-    scopes = _counting(monkeypatch, base, "search_scopes")
+    scopes = _counting(monkeypatch, _tools, "search_scopes")
+    monkeypatch.setattr(base, "search_scopes", _tools.search_scopes)  # the counted one, wherever it is called from
     query = _counting(monkeypatch, base, "search_query")
     engine = Engine(preset("default-lexical"))
     session = engine.new_session()
     engine.observe(session, ToolCall("bash", {"command": "grep -rn 'def load' src/"}, thought="Look for the loader."))
     # error_retry, feedback_repeat, rerun and similar_text keep the words; no_progress and failure_streak the search
+    # (where it looks found once: what it looks for is the rest of its words)
     assert (len(words), len(scopes), len(query)) == (1, 1, 1)
     states = dict(zip((d.name for d in engine.policy.detectors), session.detectors, strict=True))
     places, query_words, _ = states["no_progress"].current
@@ -102,6 +106,23 @@ def test_a_call_is_read_once_for_its_words_scopes_and_query(monkeypatch: pytest.
     # the call's words are one bytes object, shared by the rules that keep them (error_retry keeps them numbers
     # aside: the same object when the call names no number)
     assert states["error_retry"].action("bash:grep") is states["feedback_repeat"].attempt
+
+
+def test_a_call_several_rules_report_is_quoted_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = Engine(preset("default-lexical"))
+    session = engine.new_session()
+    encoded = _counting(monkeypatch, base, "canonical_json")
+    call = ToolCall("bash", {"command": "cat config/settings.yaml", "description": "read the settings"})
+    quoted, messages = [], []
+    for n in range(6):  # repeat, revisit and cycle each quote the call as they report it
+        before = len(encoded)
+        verdict = engine.observe(session, dataclasses.replace(call, id=str(n)))
+        quoted.append(len(encoded) - before)
+        messages.append(verdict.message or "")
+        engine.observe(session, ToolResult("port: 8080\nhost: localhost", id=str(n)))
+    assert any("cat config/settings.yaml" in message for message in messages)
+    # the label (`bash({"command": ...})`) is made at most once per call, however many rules quote it
+    assert max(quoted) == 1 and sum(quoted) >= 3, quoted  # (before: 3 a call, one per rule)
 
 
 def test_a_failure_and_a_reply_are_read_once(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -109,6 +109,10 @@ class Step:
     """:func:`loopwatch.core.detectors._progress.fruitless`."""
     loose_fp: str | None = None
     """:func:`loopwatch.core.detectors._repeat.loose_fp`."""
+    labels: dict[int, str] | None = None
+    """:func:`call_label` by its ``limit`` (every rule that reports a call quotes it)."""
+    label_head: str | None = None
+    """The head of the canonical arguments the labels are cut from (see :func:`call_label`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,16 +329,41 @@ def beyond_echo(step: Step, asked: bytes | None) -> str:
 
 
 def call_label(step: Step, limit: int = 120) -> str:
-    """``tool(args...)`` for messages and evidence: a preview of the canonical arguments.
+    """``tool(args...)`` for messages and evidence: a preview of the canonical arguments, computed once per step and
+    ``limit`` (the rules that report the same call quote the same label).
 
     Only the first ``4 * limit`` characters of the canonical JSON can show, so for flat arguments each
     string is cut to that length before encoding (the same prefix, a fraction of the work).
     """
-    if step.canonical is None and step.payload is not None and step.projected is not None:
-        edge = 4 * limit
-        head = {k: v[:edge] if type(v) is str else v for k, v in step.projected.items()}
-        return f"{step.tool}({preview(canonical_json(head)[:edge], limit)})"
-    return f"{step.tool}({preview(canonical_of(step), limit)})"
+    labels = step.labels
+    if labels is None:
+        labels = step.labels = {}
+    label = labels.get(limit)
+    if label is None:
+        if step.canonical is None and step.payload is not None and step.projected is not None:
+            edge = 4 * limit
+            if edge <= _LABEL_EDGE:
+                # one head for every label up to _LABEL_EDGE characters: its first ``edge`` characters are those of
+                # the head cut at ``edge`` (a string cut shorter is a prefix, and its JSON already reaches ``edge``)
+                text = step.label_head
+                if text is None:
+                    text = step.label_head = canonical_json(_cut(step.projected, _LABEL_EDGE))[:_LABEL_EDGE]
+            else:
+                text = canonical_json(_cut(step.projected, edge))
+            label = f"{step.tool}({preview(text[:edge], limit)})"
+        else:
+            label = f"{step.tool}({preview(canonical_of(step), limit)})"
+        labels[limit] = label
+    return label
+
+
+_LABEL_EDGE: Final = 480
+"""Characters of the canonical arguments the labels of up to 120 characters are cut from."""
+
+
+def _cut(args: Mapping[str, Any], edge: int) -> dict[str, Any]:
+    """The arguments with each string cut to ``edge`` characters."""
+    return {k: v[:edge] if type(v) is str else v for k, v in args.items()}
 
 
 def mutates(step: Step) -> bool:
