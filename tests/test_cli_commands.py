@@ -157,6 +157,34 @@ def test_workers_sharing_an_event_stream_stop_at_the_same_bad_record_and_report_
     assert err.count(f"{stream}:41:") == 1, err
 
 
+def _trajectories(tmp_path: Path, copies: int) -> list[dict[str, object]]:
+    """The example trajectories, ``copies`` times each under other ids."""
+    runs = []
+    for path in sorted(EXAMPLES.glob("*.jsonl")):
+        first = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+        if "steps" in first:
+            runs += [{**first, "id": f"{first['id']}-{n}"} for n in range(copies)]
+    return runs
+
+
+@pytest.mark.parametrize("pretty", [False, True], ids=["jsonl", "pretty-printed documents"])
+def test_workers_sharing_a_trajectory_file_report_a_bad_record_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, pretty: bool
+) -> None:
+    runs = _trajectories(tmp_path, 2)
+    texts = [json.dumps(run, indent=1 if pretty else None) for run in runs]
+    texts.insert(4, '{"id": "broken", "steps": [' if pretty else "{not json")  # a record of share 1 of 3
+    path = tmp_path / "runs.jsonl"
+    path.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    code, _, err = run(capsys, "scan", str(path), "--json")
+    assert code == 2 and err.count("invalid JSON") == 1, err
+    monkeypatch.setattr(batch, "_SPLIT_BYTES", 1)
+    code, out, err = run(capsys, "scan", str(path), "--json", "-j", "3")
+    assert code == 2
+    assert err.count("invalid JSON") == 1, err  # by the share that parses it (each parses every document)
+    assert [json.loads(line)["id"] for line in out.splitlines()][:4] == [run["id"] for run in runs[:4]]
+
+
 def test_jobs_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "scan", str(EXAMPLES), "-j", "0")
     assert code == 2 and "-j must be at least 1" in err

@@ -125,6 +125,26 @@ def test_a_call_several_rules_report_is_quoted_once(monkeypatch: pytest.MonkeyPa
     assert max(quoted) == 1 and sum(quoted) >= 3, quoted  # (before: 3 a call, one per rule)
 
 
+def test_a_label_is_kept_by_its_limit_and_cut_from_one_head(monkeypatch: pytest.MonkeyPatch) -> None:
+    from loopwatch.core._canonical import canonical_json
+    from loopwatch.core._fingerprint import preview
+    from loopwatch.core._steps import step_of
+
+    engine = Engine(preset("default-lexical"))
+    args = {"command": "python run.py --seed 7 " + "x" * 900, "cwd": "/work", "n": 3, "verbose": True}
+    step = step_of(engine.new_session(), ToolCall("bash", args), 0, engine._projected)
+    encoded = _counting(monkeypatch, base, "canonical_json")
+    labels = {limit: base.call_label(step, limit) for limit in (120, 60, 30, 120, 200, 200)}
+    assert len(encoded) == 2  # one head for 120, 60 and 30; one more for 200 (past the head)
+    for limit, label in labels.items():  # what each limit's own cut gives
+        edge = 4 * limit
+        head = {k: v[:edge] if type(v) is str else v for k, v in step.projected.items()}  # type: ignore[union-attr]
+        assert label == f"bash({preview(canonical_json(head)[:edge], limit)})"
+        assert base.call_label(step, limit) is label  # kept, not made again
+    assert len(encoded) == 2
+    assert len({labels[120], labels[60], labels[30], labels[200]}) == 4
+
+
 def test_a_failure_and_a_reply_are_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
     sketches = _counting(monkeypatch, _failure_text, "error_bits")
     signatures = _counting(monkeypatch, base, "error_signature")

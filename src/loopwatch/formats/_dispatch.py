@@ -59,7 +59,8 @@ def read_file(
     k, k + n, k + 2n...; of a JSONL event stream, every worker reads every event (each stops at the same bad
     record) and keeps the k-th, (k + n)-th... session in the order of their first events; any other file is read
     whole by share 0 and skipped by the others. A bad record is reported once: by the share that parses its line
-    (a trajectory file's), else by share 0.
+    (a JSONL trajectory file's), else by share 0 (every share parses the events of a stream, and the documents of
+    a file of pretty-printed JSON).
     """
     if format is not None and format not in FORMATS:
         on_error(InputError(f"unknown format {format!r} (expected one of {', '.join(FORMATS)})", path=path))
@@ -72,7 +73,8 @@ def read_file(
 
     handler: ErrorHandler = _ignore if quiet else on_error
     skip: list[int] = []
-    records = read_records(path, lambda error: handler(error), skip)
+    documents: list[bool] = []
+    records = read_records(path, lambda error: handler(error), skip, documents)
     first = next(records, None)
     if first is None:
         return
@@ -84,7 +86,8 @@ def read_file(
     if part is not None and shared:
         if kind == "trajectory" and not isinstance(first[1], list):
             skip[:] = part
-            handler = on_error  # each share parses lines of its own
+            if not documents:
+                handler = on_error  # each share parses lines of its own (of JSON documents, share 0 reports)
             if part[0] != 0:
                 first = next(records, None)  # the first line is share 0's
                 if first is None:

@@ -123,14 +123,18 @@ class _Metered(io.RawIOBase):
         super().close()
 
 
-def read_records(path: str, on_error: ErrorHandler, skip: list[int] | None = None) -> Iterator[tuple[int, Any]]:
+def read_records(
+    path: str, on_error: ErrorHandler, skip: list[int] | None = None, documents: list[bool] | None = None
+) -> Iterator[tuple[int, Any]]:
     """(line number, parsed JSON) per record; a bad record is reported and ends the file.
 
     JSONL is streamed, one record per non-blank line. When the first non-blank line is the unfinished start
     of a longer value (``{`` or ``[`` of a pretty-printed document), the file is one JSON document instead
     (or several concatenated ones), each a record numbered by the line it starts on.
     ``skip`` (``[part, parts]``, set by the caller once it knows the lines are independent records): after
-    the first record, only lines whose ordinal is ``part`` modulo ``parts`` are parsed and yielded.
+    the first record, only lines whose ordinal is ``part`` modulo ``parts`` are parsed and yielded (of JSON
+    documents, every one is parsed and only those are yielded). ``documents`` gets ``True`` appended, before the
+    first record is yielded, when the file is read as JSON documents rather than line by line.
     """
     try:
         handle = open_text(path)
@@ -153,6 +157,8 @@ def read_records(path: str, on_error: ErrorHandler, skip: list[int] | None = Non
                     value = _loads(line)
                 except json.JSONDecodeError as exc:
                     if first and exc.pos >= len(line.rstrip()):  # the line ended before the value did
+                        if documents is not None:
+                            documents.append(True)
                         yield from _documents(path, line + "\n" + handle.read(), lineno, on_error, skip)
                         return
                     on_error(InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=lineno))
