@@ -177,9 +177,8 @@ class StoredSessions(SessionBackend):
             return _Entry("", 0, self.engine.new_session(), None)
         try:
             state, swarm = read_state_text(self.engine, stored.state)
-        except (
-            OtherLayoutError
-        ) as exc:  # not damaged: written by another release (an upgrade under way), unreadable here
+        except OtherLayoutError as exc:
+            # not damaged: written by another release (an upgrade under way), unreadable here
             _logger().warning("loopwatch: session %r starts afresh: its stored state was %s", session, exc)
             return _Entry(stored.token, stored.version, self.engine.new_session(), None)
         except (ValueError, KeyError, TypeError, StateError) as exc:

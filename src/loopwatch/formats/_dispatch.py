@@ -65,13 +65,13 @@ def read_file(
     if format is not None and format not in FORMATS:
         on_error(InputError(f"unknown format {format!r} (expected one of {', '.join(FORMATS)})", path=path))
         return
-    shared = part is not None and part[1] > 1
-    quiet = shared and part is not None and part[0] != 0  # another share reports what share 0 reads too
+    share, shares = part or (0, 1)
 
     def _ignore(error: InputError) -> None:
         pass
 
-    handler: ErrorHandler = _ignore if quiet else on_error
+    # share 0 reports what every share reads (the first record, a stream's events, JSON documents)
+    handler: ErrorHandler = _ignore if share != 0 and shares > 1 else on_error
     skip: list[int] = []
     documents: list[bool] = []
     records = read_records(path, lambda error: handler(error), skip, documents)
@@ -82,26 +82,26 @@ def read_file(
     if kind is None:
         handler(InputError(f"not a trace format loopwatch knows ({', '.join(FORMATS)})", path=path, line=first[0]))
         return
-    share: tuple[int, int] | None = None
-    if part is not None and shared:
+    sessions: tuple[int, int] | None = None
+    if shares > 1:
         if kind == "trajectory" and not isinstance(first[1], list):
-            skip[:] = part
+            skip[:] = share, shares
             if not documents:
                 handler = on_error  # each share parses lines of its own (of JSON documents, share 0 reports)
-            if part[0] != 0:
+            if share != 0:
                 first = next(records, None)  # the first line is share 0's
                 if first is None:
                     return
         elif kind == "events" and not isinstance(first[1], list):
-            share = part  # sessions shared out; every share reads every event
-        elif part[0] != 0:
+            sessions = share, shares  # sessions shared out; every share reads every event
+        elif share != 0:
             return  # not splittable: share 0 reads it all
     seen = [first[0]]
     chained = _chain(first, records, seen)
     if kind == "trajectory":
         runs = trajectories(path, _flatten(chained), handler)
     elif kind == "events":
-        runs = event_stream(path, _flatten(chained), handler, share)
+        runs = event_stream(path, _flatten(chained), handler, sessions)
     else:
         from .. import formats
 
