@@ -55,7 +55,7 @@ def fold_string(text: str, limit: int = MAX_STRING) -> str:
     return f"{text[:_FOLD_EDGE]}…[{len(text)} chars #{digest(sample)}]…{text[-_FOLD_EDGE:]}"
 
 
-def _is_flat(args: Mapping[str, Any]) -> bool:
+def _is_flat(args: Mapping[Any, Any]) -> bool:
     """True when ``json`` can encode ``args`` directly, quickly and safely."""
     if len(args) > _FAST_KEYS:
         return False
@@ -74,7 +74,7 @@ def _is_flat(args: Mapping[str, Any]) -> bool:
     return True
 
 
-def flat_payload(args: Mapping[str, Any]) -> bytes | None:
+def flat_payload(args: Mapping[Any, Any]) -> bytes | None:
     """An unambiguous byte encoding of a flat mapping, keys sorted; ``None`` when ``args`` is not flat.
 
     Flat: at most 64 string keys whose values are short strings, ints, finite floats, booleans or

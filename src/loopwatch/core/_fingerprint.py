@@ -58,7 +58,7 @@ def is_shell_tool(tool: str) -> bool:
     return tool.lower() in SHELL_TOOLS
 
 
-def command_of(args: Mapping[str, Any]) -> str | None:
+def command_of(args: Mapping[Any, Any]) -> str | None:
     """The command string of a shell-like call, if it has one."""
     for key in _COMMAND_KEYS:
         value = args.get(key)
@@ -116,7 +116,7 @@ def _name_with_subcommand(words: list[str]) -> str:
     return program
 
 
-def _runs_commands(tool: str, args: Mapping[str, Any]) -> bool:
+def _runs_commands(tool: str, args: Mapping[Any, Any]) -> bool:
     """A tool whose one argument is a command line runs whatever it is given (a harness's ``command`` or ``run``
     action): each program it runs is a tool of its own, as for ``bash``."""
     return (
@@ -135,7 +135,7 @@ def first_word(command: str) -> str:
     return words[0] if words else ""
 
 
-def tool_key(tool: str, args: Mapping[str, Any], *, command: str | None = None) -> str:
+def tool_key(tool: str, args: Mapping[Any, Any], *, command: str | None = None) -> str:
     """Which "tool" a call really uses: the tool name, or ``tool:program`` for shell-like tools.
 
     Agents whose "tool" is the first word of a shell command (SWE-agent's ``cd``, ``python``...) are
@@ -153,7 +153,7 @@ def tool_key(tool: str, args: Mapping[str, Any], *, command: str | None = None) 
 
 
 def project(
-    args: Mapping[str, Any], *, ignore_keys: Collection[str] = (), keep_keys: Collection[str] | None = None
+    args: Mapping[Any, Any], *, ignore_keys: Collection[str] = (), keep_keys: Collection[str] | None = None
 ) -> Mapping[str, Any]:
     """The arguments a fingerprint sees: without ``ignore_keys``; only ``keep_keys`` when given."""
     if keep_keys is not None:
@@ -165,7 +165,7 @@ def project(
 
 def call_fingerprint(
     tool: str,
-    args: Mapping[str, Any],
+    args: Mapping[Any, Any],
     *,
     ignore_keys: Collection[str] = (),
     keep_keys: Collection[str] | None = None,
@@ -175,7 +175,7 @@ def call_fingerprint(
     return payload_fingerprint(tool, payload)
 
 
-def call_payload(args: Mapping[str, Any]) -> tuple[bytes, str | None]:
+def call_payload(args: Mapping[Any, Any]) -> tuple[bytes, str | None]:
     """(what a call fingerprint hashes, the canonical JSON when it had to be built).
 
     Flat arguments (short strings, numbers, booleans) are encoded by :func:`~loopwatch.core._canonical.flat_payload`
@@ -215,7 +215,7 @@ def bash_file_read(command: str) -> str | None:
     return match.group(3) if match else None
 
 
-def primary_fingerprint(tool: str, args: Mapping[str, Any]) -> str:
+def primary_fingerprint(tool: str, args: Mapping[Any, Any]) -> str:
     """The ``doom-loop`` design's structural fingerprint: primary keys only (all arguments when the call has none of
     them, as the ``doom-loop`` design's ``computeToolFingerprint`` does), ``bash:file_read:X`` for plain reads."""
     if is_shell_tool(tool):
@@ -227,7 +227,7 @@ def primary_fingerprint(tool: str, args: Mapping[str, Any]) -> str:
     return f"{tool}:{canonical_json(primary or args)}"
 
 
-def exact_serialized(tool: str, args: Mapping[str, Any]) -> str:
+def exact_serialized(tool: str, args: Mapping[Any, Any]) -> str:
     """The ``doom-loop`` design's exact fingerprint: tool name + identical serialised arguments."""
     return f"{tool}:{canonical_json(args)}"
 
@@ -299,7 +299,7 @@ def _put(text: str, parts: list[str], room: list[int]) -> None:
         raise _Written
 
 
-def normalized_args(args: Mapping[str, Any]) -> str:
+def normalized_args(args: Mapping[Any, Any]) -> str:
     """Arguments normalised as the ``behavioral`` design does: lowercase, paths to basenames, UUIDs/timestamps/numeric
     ids removed, keys sorted, 200 chars.
 
@@ -392,7 +392,7 @@ _SEARCH_PROGRAMS: Final = frozenset(
 )  # fmt: skip
 
 
-def is_mutation(tool: str, args: Mapping[str, Any], *, command: str | None = None) -> bool:
+def is_mutation(tool: str, args: Mapping[Any, Any], *, command: str | None = None) -> bool:
     """Does this call (probably) change something: edit a file, install, write, submit?"""
     if reads_only(tool, args):  # an editor's view command
         return False
@@ -406,7 +406,7 @@ def is_mutation(tool: str, args: Mapping[str, Any], *, command: str | None = Non
     return bool(_MUTATING_TOOLS.search(tool))
 
 
-def _is_command_line(tool: str, args: Mapping[str, Any]) -> bool:
+def _is_command_line(tool: str, args: Mapping[Any, Any]) -> bool:
     """Is the command a call carries a shell command line (a shell tool's, a ``command``/``cmd`` argument) rather
     than code (``code``, ``script``, ``input`` of a tool that runs Python, a notebook cell...)?"""
     return is_shell_tool(tool) or isinstance(args.get("command"), str) or isinstance(args.get("cmd"), str)
@@ -438,7 +438,7 @@ def is_poll(tool: str, command: str | None) -> bool:
 def is_search(
     tool: str,
     key: str | None,
-    args: Mapping[str, Any],
+    args: Mapping[Any, Any],
     *,
     command: str | None = None,
     changes: Callable[[], bool] | None = None,

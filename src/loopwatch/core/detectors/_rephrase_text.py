@@ -92,7 +92,7 @@ def word_set(text: str, limit: int) -> list[int]:
     return long_word_hashes(data)
 
 
-def instruction_of(args: Mapping[str, Any] | None, min_chars: int) -> str | None:
+def instruction_of(args: Mapping[Any, Any] | None, min_chars: int) -> str | None:
     """The prose a call's arguments hand over (the longest top-level string of at least ``min_chars`` characters
     not under a code key such as ``command``, if it has six words and four fifths of its head are letters and
     spaces), or ``None``."""
