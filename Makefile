@@ -30,15 +30,18 @@ lint: $(STAMP_TEST)
 typecheck: $(STAMP_TEST)
 	$(BIN)/mypy
 
-# the optional compiled text kernels, built next to the source (a compiler warning is an error here)
+# the optional compiled parts, built next to the source: the text kernels (a compiler warning is an error here) and the
+# per-event path compiled by mypyc (loopwatch._native.MODULES)
 kernels: $(STAMP_TEST)
 	$(BIN)/python hatch_build.py --strict
+	$(BIN)/python hatch_build.py --core
 
-# the whole suite with the compiled kernels (a test fails if they are not in use), then the rules' tests again with
-# their pure-Python twins forced
+# the whole suite with the compiled kernels and core (a test fails if they are not in use), then the rules' tests
+# again from their source, with the kernels' pure-Python twins
 unit: kernels
 	LOOPWATCH_REQUIRE_COMPILED=1 $(BIN)/pytest
-	LOOPWATCH_PURE_PYTHON=1 $(BIN)/pytest tests/test_kernels.py tests/test_detectors.py tests/test_fingerprint.py
+	LOOPWATCH_PURE_PYTHON=1 $(BIN)/pytest tests/test_kernels.py tests/test_detectors.py tests/test_fingerprint.py \
+		tests/test_feature_pass.py
 
 docs: $(STAMP_TEST)
 	$(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site

@@ -1,19 +1,25 @@
-"""Builds loopwatch's optional compiled text kernels (``src/loopwatch/core/_kernels_c.c``) when a C compiler is there.
+"""Builds loopwatch's optional compiled parts when a C compiler is there: the text kernels
+(``src/loopwatch/core/_kernels_c.c``) and, with mypyc, each event's features and the text helpers the rules share (the
+modules :data:`loopwatch._native.MODULES` names, compiled from their own typed source).
 
 Used by hatchling as a build hook (``[tool.hatch.build.targets.wheel.hooks.custom]`` in ``pyproject.toml``): a
 wheel gets the compiled module and a platform tag; an editable install (``pip install -e .``) gets it built next to
 the source. Without a compiler, or with ``LOOPWATCH_NO_EXTENSION=1``, nothing is compiled and the wheel is the
 pure-Python one (``py3-none-any``): loopwatch then uses the pure-Python twins of the kernels, which give the same
-results. The compiler is called directly (the one Python was built with, from ``sysconfig``), so building needs no
-other package.
+results. The kernels' compiler is called directly (the one Python was built with, from ``sysconfig``); the modules
+are compiled by mypyc (it comes with mypy, a build requirement), through setuptools, with the same compiler. Either part
+that cannot be built is left out with a warning, and the source runs in its place.
 
 Also a script: ``python hatch_build.py [--strict] [--sanitize] [OUTPUT_DIR]`` compiles the module into
 ``OUTPUT_DIR`` (default: ``src/loopwatch/core``); ``--strict`` turns the compiler's warnings into errors (``make test``
 builds this way); ``--sanitize`` builds with AddressSanitizer and UBSan (see ``benchmarks/fuzz_kernels.py``).
+``python hatch_build.py --core [OUTPUT_DIR]`` compiles the modules with mypyc into ``OUTPUT_DIR`` (default: ``src``,
+the folder that holds the package; ``make kernels`` builds both).
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import shlex
 import shutil
@@ -21,12 +27,17 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent
 SOURCE = ROOT / "src" / "loopwatch" / "core" / "_kernels_c.c"
 MODULE = "_kernels_c"
+NATIVE = ROOT / "src" / "loopwatch" / "_native.py"
+GROUP = "loopwatch_core"
+"""The name of the compiled modules' shared library (``loopwatch_core__mypyc`` and the extension suffix), installed
+beside the ``loopwatch`` package."""
 SANITIZE_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-g"]
 
 
@@ -68,6 +79,78 @@ def build(out_dir: Path, *, sanitize: bool = False, strict: bool = False, source
     return target
 
 
+def core_modules() -> list[str]:
+    """The modules mypyc compiles: :data:`loopwatch._native.MODULES`, read from its source (the build cannot import
+    the package it builds)."""
+    for node in ast.parse(NATIVE.read_text("utf-8")).body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "MODULES":
+            return list(ast.literal_eval(node.value))  # type: ignore[arg-type]
+    raise RuntimeError(f"no MODULES tuple in {NATIVE}")
+
+
+def build_core(out_dir: Path) -> list[Path]:
+    """Compiles :func:`core_modules` with mypyc into ``out_dir`` (the folder that holds the ``loopwatch`` package: the
+    checkout's ``src``, or a wheel's root), each beside where its source is, and the shared library they use beside
+    the package; returns the files made. Raises ``RuntimeError`` (with mypyc's or the compiler's output) when mypyc or
+    a compiler is missing or the build fails.
+
+    The package is copied to a scratch folder and compiled there (mypyc writes C, objects and modules next to what it
+    compiles), then each module is moved into place in one step."""
+    cc = compiler()
+    if cc is None:
+        raise RuntimeError("no C compiler found (set CC, or install gcc or clang)")
+    try:
+        import mypyc.build  # noqa: F401  (only whether it is there: the build runs in its own process)
+    except ImportError as error:
+        raise RuntimeError("mypyc is not installed (it comes with mypy: pip install mypy)") from error
+    paths = [name.replace(".", "/") + ".py" for name in core_modules()]
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        junk = shutil.ignore_patterns("__pycache__", "*.so", "*.pyd", "*.c")
+        shutil.copytree(NATIVE.parent, work / "loopwatch", ignore=junk)
+        script = f"""
+            from setuptools import setup
+            from mypyc.build import mypycify
+
+            modules = mypycify({paths!r}, opt_level="3", group_name={GROUP!r})
+            setup(name="loopwatch-core", ext_modules=modules, script_args=["build_ext", "--inplace"])
+        """
+        (work / "setup_core.py").write_text(textwrap.dedent(script), "utf-8")
+        done = subprocess.run(
+            [sys.executable, "setup_core.py"],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "CC": shlex.join(cc)},
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"compiling the core with mypyc failed:\n{done.stdout[-4000:]}{done.stderr[-4000:]}")
+        made = [p for p in work.rglob(f"*{suffix}") if "build" not in p.relative_to(work).parts]
+        targets = []
+        for built in made:
+            target = out_dir / built.relative_to(work)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            staged = target.with_name(target.name + ".new")
+            shutil.copyfile(built, staged)
+            os.replace(staged, target)  # a running process never sees half a file
+            targets.append(target)
+    if len(targets) != len(paths) + 1:
+        raise RuntimeError(f"mypyc made {len(targets)} modules for {len(paths)} sources and their library")
+    _drop_strays(out_dir / "loopwatch", set(targets), suffix)
+    return targets
+
+
+def _drop_strays(package: Path, made: set[Path], suffix: str) -> None:
+    """Removes compiled modules an earlier build left beside a source that is no longer compiled: Python would import
+    them instead of the source."""
+    for found in package.rglob(f"*{suffix}"):
+        source = found.with_name(found.name[: -len(suffix)] + ".py")
+        if found not in made and source.exists():
+            found.unlink()
+
+
 def wanted() -> bool:
     """False when ``LOOPWATCH_NO_EXTENSION`` asks for the pure-Python build."""
     return os.environ.get("LOOPWATCH_NO_EXTENSION", "") in ("", "0")
@@ -87,16 +170,21 @@ class KernelsBuildHook(BuildHookInterface):  # type: ignore[misc,valid-type,type
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         if self.target_name != "wheel" or not wanted():
             return
+        editable = version == "editable"
+        out_dir = Path(self.directory) / "kernels-build"
+        made: list[Path] = []
         try:
-            if version == "editable":
-                build(SOURCE.parent)
-                return
-            out_dir = Path(self.directory) / "kernels-build"
-            built = build(out_dir)
+            made.append(build(SOURCE.parent if editable else out_dir / "loopwatch" / "core"))
         except RuntimeError as error:
             self.app.display_warning(f"loopwatch: the compiled kernels are not built ({error}); pure Python is used")
+        try:
+            made += build_core(SOURCE.parents[2] if editable else out_dir)
+        except RuntimeError as error:
+            self.app.display_warning(f"loopwatch: the compiled core is not built ({error}); its source runs instead")
+        if editable or not made:
             return
-        build_data["force_include"][str(built)] = f"loopwatch/core/{built.name}"
+        for built in made:
+            build_data["force_include"][str(built)] = built.relative_to(out_dir).as_posix()
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
 
@@ -104,5 +192,8 @@ class KernelsBuildHook(BuildHookInterface):  # type: ignore[misc,valid-type,type
 if __name__ == "__main__":
     args = sys.argv[1:]
     rest = [a for a in args if not a.startswith("--")]
-    target = Path(rest[0]) if rest else SOURCE.parent
-    print(build(target, sanitize="--sanitize" in args, strict="--strict" in args))
+    if "--core" in args:
+        for made in build_core(Path(rest[0]) if rest else SOURCE.parents[2]):
+            print(made)
+    else:
+        print(build(Path(rest[0]) if rest else SOURCE.parent, sanitize="--sanitize" in args, strict="--strict" in args))

@@ -10,6 +10,10 @@ the preset's engine, as ``loopwatch scan`` judges them (a run ends at its first 
 rule's time), around making each event's step (``step_of``: the call's fingerprint, the result's outcome, masking),
 and around the whole ``Engine.observe``. The timers cost ~0.1 us each, so the shares, not the absolute times, are
 what to read; ``bench_scan.py`` measures a scan as a user runs it.
+
+The rules run from their source here, as :func:`loopwatch._native.use_source` makes them (timers cannot be put
+inside compiled ones), with the compiled text kernels when they are built: the shares are those of the source's
+Python code, which mypyc compiles for ``Guard`` and ``loopwatch scan`` (``bench_guard.py`` times those).
 """
 
 from __future__ import annotations
@@ -24,11 +28,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from loopwatch import preset
-from loopwatch.core import _engine
-from loopwatch.core._engine import Engine
-from loopwatch.errors import InputError
-from loopwatch.formats._dispatch import read_runs
+import loopwatch._native
+
+loopwatch._native.use_source()  # before the engine and the rules are imported
+
+from loopwatch import preset  # noqa: E402
+from loopwatch.core import _engine  # noqa: E402
+from loopwatch.core._engine import Engine  # noqa: E402
+from loopwatch.errors import InputError  # noqa: E402
+from loopwatch.formats._dispatch import read_runs  # noqa: E402
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 STEP = "(the step's features)"

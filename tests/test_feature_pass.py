@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopwatch import Message, ToolCall, ToolResult, preset
+from loopwatch import Message, ToolCall, ToolResult, _native, preset
 from loopwatch.core import _tools
 from loopwatch.core._engine import Engine
 from loopwatch.core._kernels import alnum_word_pair, error_lines
@@ -145,6 +145,11 @@ def test_a_label_is_kept_by_its_limit_and_cut_from_one_head(monkeypatch: pytest.
     assert len({labels[120], labels[60], labels[30], labels[200]}) == 4
 
 
+@pytest.mark.skipif(
+    _native.compiled(),
+    reason="counts calls by patching a compiled module, which its compiled callers do not see: `make unit` runs this"
+    " file again from the source (LOOPWATCH_PURE_PYTHON=1)",
+)
 def test_a_failure_and_a_reply_are_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
     sketches = _counting(monkeypatch, _failure_text, "error_bits")
     signatures = _counting(monkeypatch, base, "error_signature")

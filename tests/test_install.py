@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import loopwatch
+from loopwatch import _native
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -85,16 +86,17 @@ def test_the_wheel_installed_outside_the_checkout_scans_the_examples(dist: Path,
     assert installed.returncode == 0, installed.stderr
     work = tmp_path / "project"
     shutil.copytree(REPO / "examples", work / "examples")
+    code = (
+        "import loopwatch, loopwatch._native as n, loopwatch.core._steps as e; "
+        "print(loopwatch.__version__); print(loopwatch.__file__); print(n.compiled(), e.__file__)"
+    )
     imported = subprocess.run(
-        [str(python), "-c", "import loopwatch; print(loopwatch.__version__); print(loopwatch.__file__)"],
-        capture_output=True,
-        text=True,
-        cwd=work,
-        env=env,
-        check=True,
+        [str(python), "-c", code], capture_output=True, text=True, cwd=work, env=env, check=True
     ).stdout.splitlines()
     assert imported[0] == loopwatch.__version__
     assert Path(imported[1]).is_relative_to(venv) and not Path(imported[1]).is_relative_to(REPO)
+    if _native.compiled():  # built here with mypyc: so is the wheel, and its compiled core runs without mypy
+        assert imported[2].startswith("True ") and imported[2].endswith(sysconfig.get_config_var("EXT_SUFFIX"))
     scanned = subprocess.run(
         [str(bin_dir / "loopwatch"), "scan", "examples", "--json", "--no-config"],
         capture_output=True,
@@ -157,9 +159,15 @@ def test_with_a_compiler_the_wheel_carries_the_compiled_kernels(dist: Path) -> N
         "LOOPWATCH_REQUIRE_COMPILED"
     ):  # pragma: no cover - no compiler here
         pytest.skip("no C compiler: the wheel is pure Python")
-    assert compiled == [f"loopwatch/core/_kernels_c{sysconfig.get_config_var('EXT_SUFFIX')}"]
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    assert compiled == [f"loopwatch/core/_kernels_c{suffix}"]
     assert "-py3-none-any" not in wheel.name  # a platform wheel
     assert not any(n.endswith(".c") for n in names)
+    # the per-event path compiled by mypyc, each module beside its source, and the library they share
+    for module in _native.MODULES:
+        path = module.replace(".", "/")
+        assert f"{path}{suffix}" in names and f"{path}.py" in names, module
+    assert f"loopwatch_core__mypyc{suffix}" in names
 
 
 def test_without_a_compiler_the_wheel_is_pure_python_and_scans_the_same(tmp_path: Path) -> None:
@@ -177,16 +185,17 @@ def test_without_a_compiler_the_wheel_is_pure_python_and_scans_the_same(tmp_path
     wheel = _one(out, "loopwatch-*.whl")
     assert wheel.name.endswith("-py3-none-any.whl")
     with zipfile.ZipFile(wheel) as archive:
-        assert not any("_kernels_c" in n for n in archive.namelist())
+        suffix = sysconfig.get_config_var("EXT_SUFFIX")
+        assert not any("_kernels_c" in n or n.endswith(suffix) for n in archive.namelist())
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     python = venv / ("Scripts" if os.name == "nt" else "bin") / "python"
     subprocess.run([str(python), "-m", "pip", "install", "--no-index", "--quiet", str(wheel)], env=env, check=True)
     work = tmp_path / "project"
     shutil.copytree(REPO / "examples", work / "examples")
-    code = "from loopwatch.core import _kernels; print(_kernels.COMPILED)"
+    code = "import loopwatch._native as n; from loopwatch.core import _kernels; print(_kernels.COMPILED, n.compiled())"
     assert subprocess.run([str(python), "-c", code], capture_output=True, text=True, cwd=work, env=env).stdout == (
-        "False\n"
+        "False False\n"
     )
     scan = ["-m", "loopwatch", "scan", "examples", "--json", "--no-config"]
     pure = subprocess.run([str(python), *scan], capture_output=True, text=True, cwd=work, env=env, check=True)

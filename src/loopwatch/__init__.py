@@ -7,6 +7,10 @@ pure: no I/O, no clock, and imports nothing else of loopwatch but its error tree
 
 from __future__ import annotations
 
+from . import _native
+
+_native.install()  # the per-event path's compiled modules, or their source (see loopwatch._native)
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the names below, as mypy and editors see them; at run time each is imported on first use
     from typing import Any

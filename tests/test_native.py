@@ -1,0 +1,106 @@
+"""The compiled step features (``loopwatch._native``): mypyc's modules run when they are built and current, their
+source otherwise, with the same results either way.
+
+``LOOPWATCH_REQUIRE_COMPILED=1`` (``make test`` sets it, after ``make kernels`` built them) makes their absence a
+failure instead of a skip."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from loopwatch import _native
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "src" / "loopwatch"
+SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
+BUILT = all((PACKAGE.parent / (name.replace(".", "/") + SUFFIX)).exists() for name in _native.MODULES)
+
+needs_build = pytest.mark.skipif(
+    not BUILT and not os.environ.get("LOOPWATCH_REQUIRE_COMPILED"),
+    reason="the compiled step features are not built here (make kernels builds them)",
+)
+
+WHERE = "import loopwatch._native as n, loopwatch.core._steps as s; print(n.compiled(), s.__file__.endswith('.py'))"
+
+
+def _python(code: str, *, env: dict[str, str] | None = None, path: Path | None = None) -> str:
+    base = {k: v for k, v in os.environ.items() if k not in ("LOOPWATCH_PURE_PYTHON", "PYTHONPATH")}
+    if path is not None:
+        base["PYTHONPATH"] = str(path)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**base, **(env or {})}, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@needs_build
+def test_the_compiled_modules_are_in_use() -> None:
+    assert _native.compiled(), "the compiled step features are not in use (LOOPWATCH_REQUIRE_COMPILED is set)"
+    from loopwatch.core import _steps
+
+    assert _steps.__file__ is not None and _steps.__file__.endswith(SUFFIX)
+    assert _python(WHERE) == "True False\n"
+
+
+def test_pure_python_runs_their_source() -> None:
+    assert _python(WHERE, env={"LOOPWATCH_PURE_PYTHON": "1"}) == "False True\n"
+
+
+@needs_build
+def test_a_source_edited_since_the_build_runs_instead_all_of_them(tmp_path: Path) -> None:
+    """A checkout edited after ``make kernels``: the compiled modules would run old code, so none of them runs."""
+    shutil.copytree(PACKAGE, tmp_path / "loopwatch", ignore=shutil.ignore_patterns("__pycache__"))
+    for library in PACKAGE.parent.glob(f"loopwatch_core__mypyc*{SUFFIX}"):
+        shutil.copy2(library, tmp_path / library.name)
+    assert _python(WHERE, path=tmp_path) == "True False\n"
+    edited = tmp_path / "loopwatch" / "core" / "detectors" / "_packed.py"
+    later = (tmp_path / "loopwatch" / "core" / f"_steps{SUFFIX}").stat().st_mtime + 10
+    os.utime(edited, (later, later))
+    assert _python(WHERE, path=tmp_path) == "False True\n"
+    code = "import loopwatch._native as n, loopwatch.core.detectors._packed as p; print(p.__file__.endswith('.py'))"
+    assert _python(code, path=tmp_path) == "True\n"
+
+
+def test_use_source_before_any_of_them_is_imported() -> None:
+    code = "import loopwatch._native as n; n.use_source(); " + WHERE
+    assert _python(code) == "False True\n"
+
+
+def test_compiled_or_not_a_scan_says_the_same() -> None:
+    scan = [sys.executable, "-m", "loopwatch", "scan", "examples", "--json", "--no-config"]
+    env = {k: v for k, v in os.environ.items() if k != "LOOPWATCH_PURE_PYTHON"}
+    compiled = subprocess.run(scan, capture_output=True, text=True, cwd=ROOT, env=env, check=True, timeout=300)
+    source = subprocess.run(
+        scan,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**env, "LOOPWATCH_PURE_PYTHON": "1"},
+        check=True,
+        timeout=300,
+    )
+    assert compiled.stdout == source.stdout and '"detections": [{' in compiled.stdout
+
+
+def test_a_build_drops_compiled_modules_left_beside_a_source_no_longer_compiled(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("hatch_build_under_test", ROOT / "hatch_build.py")
+    assert spec is not None and spec.loader is not None
+    hatch_build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hatch_build)
+    package = tmp_path / "loopwatch" / "core"
+    package.mkdir(parents=True)
+    for name in ("_engine.py", f"_engine{SUFFIX}", "_steps.py", f"_steps{SUFFIX}", f"_kernels_c{SUFFIX}"):
+        (package / name).write_text("")
+    hatch_build._drop_strays(tmp_path / "loopwatch", {package / f"_steps{SUFFIX}"}, SUFFIX)
+    left = sorted(p.name for p in package.iterdir())
+    assert left == sorted(["_engine.py", "_steps.py", f"_steps{SUFFIX}", f"_kernels_c{SUFFIX}"])
+    assert hatch_build.core_modules() == list(_native.MODULES)
