@@ -5,10 +5,11 @@
     python benchmarks/bench_kernels.py --base /tmp/loopwatch-base/src --rounds 5 --preset default
 
 Runs ``bench_guard.py --quick`` (1,000 sessions x 50 events, the same traffic each time) in turn for: the
-``--base`` source tree (the release to compare with), this checkout with its compiled kernels, and this checkout
-with ``LOOPWATCH_PURE_PYTHON=1``; ``--rounds`` times, alternating, so that a slower spell of a shared machine falls
-on all three. Prints the median over the rounds of each event type's median latency, and each one's ratio to the
-base's. The compiled kernels must be built (``python hatch_build.py``).
+``--base`` source tree (the release to compare with), this checkout with its compiled parts (the text kernels and the
+step features mypyc compiles), and this checkout with ``LOOPWATCH_PURE_PYTHON=1`` (the kernels' pure-Python twins and
+the step features' source); ``--rounds`` times, alternating, so that a slower spell of a shared machine falls on all
+three. Prints the median over the rounds of each event type's median latency, and each one's ratio to the base's.
+The compiled parts must be built (``make kernels``).
 """
 
 from __future__ import annotations
