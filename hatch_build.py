@@ -35,9 +35,17 @@ ROOT = Path(__file__).resolve().parent
 SOURCE = ROOT / "src" / "loopwatch" / "core" / "_kernels_c.c"
 MODULE = "_kernels_c"
 NATIVE = ROOT / "src" / "loopwatch" / "_native.py"
-GROUP = "loopwatch_core"
-"""The name of the compiled modules' shared library (``loopwatch_core__mypyc`` and the extension suffix), installed
-beside the ``loopwatch`` package."""
+GROUP = "loopwatch.core._compiled"
+"""The compiled modules' shared library: ``loopwatch/core/_compiled__mypyc`` and the extension suffix, inside the
+package (found beside the modules that use it, whatever else is on ``sys.path``)."""
+MYPY_CONFIG = """[mypy]
+ignore_missing_imports = True
+"""
+"""The scratch build's own mypy settings: the optional extras' packages (rapidfuzz, orjson...) are not in a build's
+environment, and a user's mypy configuration must not change what is compiled."""
+CORE_REQUIRES = ["mypy>=2.4", "setuptools>=61"]
+"""What building the compiled modules needs (mypy brings mypyc; mypyc builds through setuptools); asked of the build
+front end only when a compiler is there."""
 SANITIZE_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-g"]
 
 
@@ -113,10 +121,11 @@ def build_core(out_dir: Path) -> list[Path]:
             from setuptools import setup
             from mypyc.build import mypycify
 
-            modules = mypycify({paths!r}, opt_level="3", group_name={GROUP!r})
+            modules = mypycify(["--config-file", "mypy.ini", *{paths!r}], opt_level="3", group_name={GROUP!r})
             setup(name="loopwatch-core", ext_modules=modules, script_args=["build_ext", "--inplace"])
         """
         (work / "setup_core.py").write_text(textwrap.dedent(script), "utf-8")
+        (work / "mypy.ini").write_text(MYPY_CONFIG, "utf-8")
         done = subprocess.run(
             [sys.executable, "setup_core.py"],
             cwd=work,
@@ -167,11 +176,17 @@ class KernelsBuildHook(BuildHookInterface):  # type: ignore[misc,valid-type,type
 
     PLUGIN_NAME = "custom"
 
+    def dependencies(self) -> list[str]:
+        """mypy and setuptools for the compiled modules, when they can be built (a compiler is there, and the build
+        is not asked to be pure Python)."""
+        return CORE_REQUIRES if self.target_name == "wheel" and wanted() and compiler() is not None else []
+
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         if self.target_name != "wheel" or not wanted():
             return
         editable = version == "editable"
-        out_dir = Path(self.directory) / "kernels-build"
+        self.scratch = tempfile.mkdtemp(prefix="loopwatch-build-")  # removed by finalize, once the wheel is written
+        out_dir = Path(self.scratch)
         made: list[Path] = []
         try:
             made.append(build(SOURCE.parent if editable else out_dir / "loopwatch" / "core"))
@@ -187,6 +202,11 @@ class KernelsBuildHook(BuildHookInterface):  # type: ignore[misc,valid-type,type
             build_data["force_include"][str(built)] = built.relative_to(out_dir).as_posix()
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
+
+    def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
+        scratch = getattr(self, "scratch", None)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

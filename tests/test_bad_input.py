@@ -6,14 +6,13 @@ import json
 import logging
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from loopwatch import EventError, Guard, Message, TextDelta, ToolCall, ToolResult, Verdict, preset
-from loopwatch.core.detectors import Detector, Finding, Step
+import loopwatch.core._engine
+from loopwatch import EventError, Guard, Message, TextDelta, ToolCall, ToolResult, Verdict
 from loopwatch.sinks import JsonlAuditSink, MemorySink
 
 LOOP = "read_file"
@@ -207,38 +206,22 @@ def test_arguments_that_cannot_be_read_are_described_and_the_call_judged(caplog:
         assert normal_loop(guard, "other") == FRESH
 
 
-class _Faulty(Detector):
-    """A rule with a bug: it raises on every step while ``armed``."""
+def test_internal_errors_are_contained(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    guard = Guard()
 
-    name = "faulty"
-    kinds = frozenset({"call", "result", "message"})
+    def explode(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("kaboom")
 
-    def __init__(self) -> None:
-        self.armed = True
-
-    def new_state(self) -> dict[str, Any]:
-        return {}
-
-    def observe(self, state: dict[str, Any], step: Step) -> Finding | None:
-        if self.armed:
-            raise RuntimeError("kaboom")
-        return None
-
-
-def test_internal_errors_are_contained(caplog: pytest.LogCaptureFixture) -> None:
-    faulty = _Faulty()
-    base = preset("default")
-    policy = replace(base, detectors=(*base.detectors, faulty))
-    guard = Guard(policy)
+    monkeypatch.setattr(loopwatch.core._engine, "step_of", explode)  # what every event goes through first
     with caplog.at_level(logging.ERROR, logger="loopwatch"):
         verdict = guard.observe("s", ToolCall("tool", {}))
     assert verdict.ok and "internal error" in (verdict.reason or "")
     assert guard.stats["errors"] == 1
     assert "internal error" in caplog.text
-    faulty.armed = False
+    monkeypatch.undo()
     assert normal_loop(guard, "s") == FRESH
-    faulty.armed = True
-    raising = Guard(policy, on_error="raise")
+    raising = Guard(on_error="raise")
+    monkeypatch.setattr(loopwatch.core._engine, "step_of", explode)
     with pytest.raises(RuntimeError, match="kaboom"):
         raising.observe("s", ToolCall("tool", {}))
 

@@ -167,7 +167,9 @@ def test_with_a_compiler_the_wheel_carries_the_compiled_kernels(dist: Path) -> N
     for module in _native.MODULES:
         path = module.replace(".", "/")
         assert f"{path}{suffix}" in names and f"{path}.py" in names, module
-    assert f"loopwatch_core__mypyc{suffix}" in names
+    assert f"loopwatch/core/_compiled__mypyc{suffix}" in names and not any(
+        "__mypyc" in n for n in names if "/" not in n
+    )
 
 
 def test_without_a_compiler_the_wheel_is_pure_python_and_scans_the_same(tmp_path: Path) -> None:

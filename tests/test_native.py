@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -55,19 +56,64 @@ def test_pure_python_runs_their_source() -> None:
     assert _python(WHERE, env={"LOOPWATCH_PURE_PYTHON": "1"}) == "False True\n"
 
 
+def _checkout_copy(tmp_path: Path) -> Path:
+    """A copy of the checkout's ``src`` (the package, beside a ``pyproject.toml`` as in the checkout)."""
+    shutil.copytree(PACKAGE, tmp_path / "src" / "loopwatch", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path / "src"
+
+
 @needs_build
 def test_a_source_edited_since_the_build_runs_instead_all_of_them(tmp_path: Path) -> None:
     """A checkout edited after ``make kernels``: the compiled modules would run old code, so none of them runs."""
-    shutil.copytree(PACKAGE, tmp_path / "loopwatch", ignore=shutil.ignore_patterns("__pycache__"))
-    for library in PACKAGE.parent.glob(f"loopwatch_core__mypyc*{SUFFIX}"):
-        shutil.copy2(library, tmp_path / library.name)
-    assert _python(WHERE, path=tmp_path) == "True False\n"
-    edited = tmp_path / "loopwatch" / "core" / "detectors" / "_packed.py"
-    later = (tmp_path / "loopwatch" / "core" / f"_steps{SUFFIX}").stat().st_mtime + 10
+    checkout = _checkout_copy(tmp_path)
+    assert _python(WHERE, path=checkout) == "True False\n"
+    # any source counts, not only the compiled ones: mypyc compiles the constants a module imports into it
+    edited = checkout / "loopwatch" / "core" / "detectors" / "_base.py"
+    later = (checkout / "loopwatch" / "core" / f"_steps{SUFFIX}").stat().st_mtime + 10
     os.utime(edited, (later, later))
-    assert _python(WHERE, path=tmp_path) == "False True\n"
+    assert _python(WHERE, path=checkout) == "False True\n"
     code = "import loopwatch._native as n, loopwatch.core.detectors._packed as p; print(p.__file__.endswith('.py'))"
-    assert _python(code, path=tmp_path) == "True\n"
+    assert _python(code, path=checkout) == "True\n"
+
+
+@needs_build
+def test_an_installed_package_trusts_its_build_whatever_the_file_times(tmp_path: Path) -> None:
+    """Outside a checkout nobody edits the sources, and an installer may write them in any order."""
+    shutil.copytree(PACKAGE, tmp_path / "loopwatch", ignore=shutil.ignore_patterns("__pycache__"))
+    later = (tmp_path / "loopwatch" / "core" / f"_steps{SUFFIX}").stat().st_mtime + 10
+    os.utime(tmp_path / "loopwatch" / "core" / "_steps.py", (later, later))
+    assert _python(WHERE, path=tmp_path) == "True False\n"
+
+
+@needs_build
+def test_without_their_library_the_source_runs(tmp_path: Path) -> None:
+    shutil.copytree(PACKAGE, tmp_path / "loopwatch", ignore=shutil.ignore_patterns("__pycache__"))
+    for library in (tmp_path / "loopwatch" / "core").glob(f"_compiled__mypyc*{SUFFIX}"):
+        library.unlink()
+    assert _python(WHERE, path=tmp_path) == "False True\n"
+
+
+def test_a_zipped_package_imports_as_python_does(tmp_path: Path) -> None:
+    """No file to run from (a zip on ``sys.path``): the finder leaves the import to the import system."""
+    archive = tmp_path / "loopwatch.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for path in PACKAGE.rglob("*.py"):
+            zipped.write(path, path.relative_to(PACKAGE.parent).as_posix())
+    code = "import loopwatch._native as n, loopwatch.core._steps as s; print(n.compiled(), '.zip' in s.__file__)"
+    assert _python(code, path=archive) == "False True\n"
+
+
+def test_a_reload_keeps_one_finder_and_its_decision() -> None:
+    code = (
+        "import importlib, os, sys, loopwatch._native as n, loopwatch.core._canonical\n"
+        "first = n.compiled(); os.environ['LOOPWATCH_PURE_PYTHON'] = '1'\n"
+        "importlib.reload(n); importlib.reload(sys.modules['loopwatch'])\n"
+        "import loopwatch.core._steps as s\n"
+        "finders = [f for f in sys.meta_path if getattr(f, 'loopwatch_native', False)]\n"
+        "print(len(finders), n.compiled() == first, s.__file__.endswith('.py') != first)"
+    )
+    assert _python(code) == "1 True True\n"
 
 
 def test_use_source_before_any_of_them_is_imported() -> None:
@@ -75,7 +121,9 @@ def test_use_source_before_any_of_them_is_imported() -> None:
     assert _python(code) == "False True\n"
 
 
+@needs_build
 def test_compiled_or_not_a_scan_says_the_same() -> None:
+    assert _python(WHERE) == "True False\n"  # the first scan runs the compiled modules
     scan = [sys.executable, "-m", "loopwatch", "scan", "examples", "--json", "--no-config"]
     env = {k: v for k, v in os.environ.items() if k != "LOOPWATCH_PURE_PYTHON"}
     compiled = subprocess.run(scan, capture_output=True, text=True, cwd=ROOT, env=env, check=True, timeout=300)

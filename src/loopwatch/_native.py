@@ -12,12 +12,14 @@ keeps neither.)
 The source runs instead, all of it (the modules are compiled together, against each other):
 
 - with ``LOOPWATCH_PURE_PYTHON=1`` in the environment (which also selects the text kernels' pure-Python twins);
-- when a compiled module is missing, or a source file is newer than its compiled module (a checkout edited since it
-  was built: ``make kernels`` builds again).
+- when a compiled module or their shared library is missing;
+- in a checkout, when a source file of the package is newer than the build (edited since: ``make kernels`` builds
+  again). Any source file counts, since mypyc compiles into a module the constants it imports from others.
 
 :func:`install` (``import loopwatch`` calls it) puts a finder first on ``sys.meta_path`` that does nothing until one
-of :data:`MODULES` is imported; then it decides once, with a few ``stat`` calls, and from then on hands those
-modules' source to the import system, or leaves them to it.
+of :data:`MODULES` is imported; then it decides once (a few ``stat`` calls, one per source file in a checkout) and
+from then on hands those modules' source to the import system, or leaves them to it. Where there is nothing compiled
+to step around, or no source file (a zip, bytecode only), it leaves the import to the import system.
 """
 
 from __future__ import annotations
@@ -47,6 +49,12 @@ MODULES: tuple[str, ...] = (
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _NAMES = frozenset(MODULES)
+LIBRARY = "core/_compiled__mypyc"
+"""The library the compiled modules share (mypyc's runtime and their code), inside the package, without its
+extension suffix."""
+_CHECKOUT = os.path.join(os.path.dirname(os.path.dirname(_HERE)), "pyproject.toml")
+"""Beside ``src/loopwatch`` in a checkout: there sources may be edited after a build (an installed package's are
+not looked at)."""
 
 
 def _source(name: str) -> str:
@@ -54,64 +62,100 @@ def _source(name: str) -> str:
     return os.path.join(_HERE, *name.split(".")[1:]) + ".py"
 
 
-def _built(name: str) -> str | None:
-    """The compiled module of one of :data:`MODULES` (the first extension suffix this Python imports), or ``None``."""
+def _extension(stem: str) -> str | None:
+    """The extension module at ``stem`` (a path without suffix) for this Python, or ``None``."""
     from importlib.machinery import EXTENSION_SUFFIXES
 
-    stem = os.path.join(_HERE, *name.split(".")[1:])
     for suffix in EXTENSION_SUFFIXES:
-        if os.path.exists(stem + suffix):
+        if os.path.isfile(stem + suffix):
             return stem + suffix
     return None
 
 
+def _built(name: str) -> str | None:
+    """The compiled module of one of :data:`MODULES`, or ``None``."""
+    return _extension(os.path.join(_HERE, *name.split(".")[1:]))
+
+
+def _edited_since(moment: float) -> bool:
+    """Is a source file of the package newer than ``moment``? Any of them counts, not only :data:`MODULES`: mypyc
+    compiles into a module the constants it imports from others."""
+    folders = [_HERE]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        folders.append(entry.path)
+                elif entry.name.endswith(".py") and entry.stat().st_mtime > moment:
+                    return True
+    return False
+
+
 def _compiled_usable() -> bool:
-    """Are all of :data:`MODULES` compiled, none older than its source, and not refused by the environment?"""
+    """Are all of :data:`MODULES` and their library compiled, not refused by the environment, and (in a checkout)
+    built after the last edit of any source?"""
     if os.environ.get("LOOPWATCH_PURE_PYTHON", "") not in ("", "0"):
         return False
-    for name in MODULES:
-        built = _built(name)
-        if built is None:
-            return False
+    built = [_built(name) for name in MODULES]
+    built.append(_extension(os.path.join(_HERE, *LIBRARY.split("/"))))
+    found = [path for path in built if path is not None]
+    if len(found) < len(built):
+        return False
+    if os.path.isfile(_CHECKOUT):
         try:
-            if os.stat(_source(name)).st_mtime > os.stat(built).st_mtime:
-                return False
-        except OSError:  # a source not shipped (an install of compiled modules only): the compiled ones it is
-            continue
+            return not _edited_since(min(os.stat(path).st_mtime for path in found))
+        except OSError:  # a checkout changing under us: its sources then
+            return False
     return True
 
 
 class _SourceFinder:
     """A meta path finder that imports :data:`MODULES` from their source when the compiled ones must not run."""
 
+    loopwatch_native = True
+    """How :func:`install` recognises it (a module reloaded makes a new class, not a new decision)."""
+
     def __init__(self) -> None:
         self.use_compiled: bool | None = None  # decided on the first import of one of MODULES
 
-    def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
-        if name not in _NAMES:
-            return None
+    def decided(self) -> bool:
         if self.use_compiled is None:
             self.use_compiled = _compiled_usable()
-        if self.use_compiled:
-            return None  # the import system finds the compiled module before the source
+        return self.use_compiled
+
+    def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
+        if name not in _NAMES or self.decided():
+            return None
+        source = _source(name)
+        if _built(name) is None or not os.path.isfile(source):
+            return None  # nothing compiled to step around, or no source file to run: the import system's own way
         from importlib.util import spec_from_file_location
 
-        return spec_from_file_location(name, _source(name))
+        return spec_from_file_location(name, source)
 
 
-_FINDER = _SourceFinder()
+def _existing() -> _SourceFinder | None:
+    """The finder an earlier import of this module installed (a reload must not add a second one)."""
+    for finder in sys.meta_path:
+        if getattr(finder, "loopwatch_native", False):
+            return finder  # type: ignore[return-value]
+    return None
+
+
+_FINDER: _SourceFinder = _existing() or _SourceFinder()
 
 
 def install() -> None:
-    """Put the finder first on ``sys.meta_path`` (once)."""
+    """Put the finder first on ``sys.meta_path`` (once per process, whatever reloads this module)."""
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
 
 
 def use_source() -> None:
     """Run :data:`MODULES` from their source in this process, compiled or not (a profiler or a benchmark that puts
-    timers inside the rules needs their Python code); call it before any of them is imported. ``RuntimeError`` when
-    one already is."""
+    timers inside them needs their Python code); call it before any of them is imported. ``RuntimeError`` when one
+    already is. It is not passed on to other processes (a worker started by ``spawn`` decides for itself)."""
     loaded = [name for name in MODULES if name in sys.modules]
     if loaded and compiled():
         raise RuntimeError(f"the compiled {loaded[0]} is already imported: call use_source() before it is")
@@ -121,6 +165,4 @@ def use_source() -> None:
 
 def compiled() -> bool:
     """Do :data:`MODULES` run compiled in this process? (Decided now if none was imported yet.)"""
-    if _FINDER.use_compiled is None:
-        _FINDER.use_compiled = _compiled_usable()
-    return _FINDER.use_compiled
+    return _FINDER.decided()
