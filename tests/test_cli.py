@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -526,7 +527,23 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["--version"])
     assert exc.value.code == 0
-    assert capsys.readouterr().out.startswith("loopwatch ")
+    from loopwatch import __version__, _native
+    from loopwatch.core import _kernels
+
+    out = capsys.readouterr().out
+    if _kernels.COMPILED and _native.compiled():
+        assert out == f"loopwatch {__version__} (compiled: text kernels, step features)\n"
+    else:
+        assert out.startswith(f"loopwatch {__version__} (")
+    pure = subprocess.run(
+        [sys.executable, "-m", "loopwatch", "--version"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LOOPWATCH_PURE_PYTHON": "1"},
+        check=True,
+        timeout=120,
+    )
+    assert pure.stdout == f"loopwatch {__version__} (pure Python)\n"
 
 
 def test_top_shows_the_worst_runs(capsys: pytest.CaptureFixture[str]) -> None:

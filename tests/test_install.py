@@ -97,6 +97,10 @@ def test_the_wheel_installed_outside_the_checkout_scans_the_examples(dist: Path,
     assert Path(imported[1]).is_relative_to(venv) and not Path(imported[1]).is_relative_to(REPO)
     if _native.compiled():  # built here with mypyc: so is the wheel, and its compiled core runs without mypy
         assert imported[2].startswith("True ") and imported[2].endswith(sysconfig.get_config_var("EXT_SUFFIX"))
+        version = subprocess.run(
+            [str(bin_dir / "loopwatch"), "--version"], capture_output=True, text=True, cwd=work, env=env, check=True
+        )
+        assert version.stdout.endswith("(compiled: text kernels, step features)\n")
     scanned = subprocess.run(
         [str(bin_dir / "loopwatch"), "scan", "examples", "--json", "--no-config"],
         capture_output=True,

@@ -39,9 +39,30 @@ from ._common import Command, InputErrors
 from ._metrics import LabelError
 
 
+def version_line() -> str:
+    """``loopwatch VERSION (...)``: and which compiled parts run here (the text kernels, the step features mypyc
+    compiles), or that it all runs as pure Python."""
+    from .. import _native
+    from ..core import _kernels
+
+    parts = [name for name, on in (("text kernels", _kernels.COMPILED), ("step features", _native.compiled())) if on]
+    return f"loopwatch {__version__} ({'compiled: ' + ', '.join(parts) if parts else 'pure Python'})"
+
+
+class _Version(argparse.Action):
+    """``--version``: the line of :func:`version_line`, worked out only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(version_line())
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loopwatch", description="Catch LLM agents stuck in loops.")
-    parser.add_argument("--version", action="version", version=f"loopwatch {__version__}")
+    parser.add_argument("--version", action=_Version, help="show the version and whether its compiled parts run")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     scan = commands.add_parser("scan", help="find loops in recorded runs (event streams, trajectories, agent traces)")
