@@ -7,7 +7,8 @@ wheel gets the compiled module and a platform tag; an editable install (``pip in
 the source. Without a compiler, or with ``LOOPWATCH_NO_EXTENSION=1``, nothing is compiled and the wheel is the
 pure-Python one (``py3-none-any``): loopwatch then uses the pure-Python twins of the kernels, which give the same
 results. The kernels' compiler is called directly (the one Python was built with, from ``sysconfig``); the modules
-are compiled by mypyc (it comes with mypy, a build requirement), through setuptools, with the same compiler. Either part
+are compiled by mypyc (it comes with mypy, which the hook asks for when there is a compiler), through setuptools,
+with the same compiler. Either part
 that cannot be built is left out with a warning, and the source runs in its place.
 
 Also a script: ``python hatch_build.py [--strict] [--sanitize] [OUTPUT_DIR]`` compiles the module into
@@ -35,9 +36,6 @@ ROOT = Path(__file__).resolve().parent
 SOURCE = ROOT / "src" / "loopwatch" / "core" / "_kernels_c.c"
 MODULE = "_kernels_c"
 NATIVE = ROOT / "src" / "loopwatch" / "_native.py"
-GROUP = "loopwatch.core._compiled"
-"""The compiled modules' shared library: ``loopwatch/core/_compiled__mypyc`` and the extension suffix, inside the
-package (found beside the modules that use it, whatever else is on ``sys.path``)."""
 MYPY_CONFIG = """[mypy]
 ignore_missing_imports = True
 """
@@ -87,20 +85,32 @@ def build(out_dir: Path, *, sanitize: bool = False, strict: bool = False, source
     return target
 
 
-def core_modules() -> list[str]:
-    """The modules mypyc compiles: :data:`loopwatch._native.MODULES`, read from its source (the build cannot import
-    the package it builds)."""
+def _native_value(name: str) -> Any:
+    """An annotated constant of :mod:`loopwatch._native`, read from its source (the build cannot import the package it
+    builds)."""
     for node in ast.parse(NATIVE.read_text("utf-8")).body:
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "MODULES":
-            return list(ast.literal_eval(node.value))  # type: ignore[arg-type]
-    raise RuntimeError(f"no MODULES tuple in {NATIVE}")
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+            return ast.literal_eval(node.value)  # type: ignore[arg-type]
+    raise RuntimeError(f"no {name} in {NATIVE}")
+
+
+def core_modules() -> list[str]:
+    """The modules mypyc compiles: :data:`loopwatch._native.MODULES`."""
+    return list(_native_value("MODULES"))
+
+
+def core_group() -> str:
+    """mypyc's name for the compiled modules' shared library, from :data:`loopwatch._native.LIBRARY` (where the finder
+    looks for it): ``loopwatch.core._compiled`` makes ``loopwatch/core/_compiled__mypyc`` inside the package."""
+    library: str = _native_value("LIBRARY")
+    return "loopwatch." + library.removesuffix("__mypyc").replace("/", ".")
 
 
 def build_core(out_dir: Path) -> list[Path]:
     """Compiles :func:`core_modules` with mypyc into ``out_dir`` (the folder that holds the ``loopwatch`` package: the
-    checkout's ``src``, or a wheel's root), each beside where its source is, and the shared library they use beside
-    the package; returns the files made. Raises ``RuntimeError`` (with mypyc's or the compiler's output) when mypyc or
-    a compiler is missing or the build fails.
+    checkout's ``src``, or a wheel's root), each beside where its source is, with the shared library they use
+    (:func:`core_group`); returns the files made. Raises ``RuntimeError`` (with mypyc's or the compiler's output) when
+    mypyc or a compiler is missing or the build fails.
 
     The package is copied to a scratch folder and compiled there (mypyc writes C, objects and modules next to what it
     compiles), then each module is moved into place in one step."""
@@ -121,7 +131,7 @@ def build_core(out_dir: Path) -> list[Path]:
             from setuptools import setup
             from mypyc.build import mypycify
 
-            modules = mypycify(["--config-file", "mypy.ini", *{paths!r}], opt_level="3", group_name={GROUP!r})
+            modules = mypycify(["--config-file", "mypy.ini", *{paths!r}], opt_level="3", group_name={core_group()!r})
             setup(name="loopwatch-core", ext_modules=modules, script_args=["build_ext", "--inplace"])
         """
         (work / "setup_core.py").write_text(textwrap.dedent(script), "utf-8")

@@ -49,17 +49,22 @@ MODULES: tuple[str, ...] = (
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _NAMES = frozenset(MODULES)
-LIBRARY = "core/_compiled__mypyc"
+LIBRARY: str = "core/_compiled__mypyc"
 """The library the compiled modules share (mypyc's runtime and their code), inside the package, without its
-extension suffix."""
+extension suffix (``hatch_build.py`` names mypyc's group after it)."""
 _CHECKOUT = os.path.join(os.path.dirname(os.path.dirname(_HERE)), "pyproject.toml")
 """Beside ``src/loopwatch`` in a checkout: there sources may be edited after a build (an installed package's are
 not looked at)."""
 
 
+def _stem(name: str) -> str:
+    """The path of a module of the package (``loopwatch.core._steps``) without its file's suffix."""
+    return os.path.join(_HERE, *name.split(".")[1:])
+
+
 def _source(name: str) -> str:
     """The source file of one of :data:`MODULES`."""
-    return os.path.join(_HERE, *name.split(".")[1:]) + ".py"
+    return _stem(name) + ".py"
 
 
 def _extension(stem: str) -> str | None:
@@ -74,7 +79,7 @@ def _extension(stem: str) -> str | None:
 
 def _built(name: str) -> str | None:
     """The compiled module of one of :data:`MODULES`, or ``None``."""
-    return _extension(os.path.join(_HERE, *name.split(".")[1:]))
+    return _extension(_stem(name))
 
 
 def _edited_since(moment: float) -> bool:
@@ -95,7 +100,9 @@ def _edited_since(moment: float) -> bool:
 def _compiled_usable() -> bool:
     """Are all of :data:`MODULES` and their library compiled, not refused by the environment, and (in a checkout)
     built after the last edit of any source?"""
-    if os.environ.get("LOOPWATCH_PURE_PYTHON", "") not in ("", "0"):
+    from .core._kernels import pure_forced  # the one reading of LOOPWATCH_PURE_PYTHON (no module of MODULES)
+
+    if pure_forced():
         return False
     built = [_built(name) for name in MODULES]
     built.append(_extension(os.path.join(_HERE, *LIBRARY.split("/"))))
