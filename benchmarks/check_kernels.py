@@ -65,6 +65,10 @@ def check(text: str, differences: Counter[str], regex: bool) -> int:
         calls += 1
         if getattr(compiled, name)(data) != getattr(pure, name)(data):
             differences[name] += 1
+    calls += 1
+    lines = compiled.error_lines(raw[-2_000:])
+    if pure.last_error_line(raw[-2_000:]) != (lines[-1] if lines else None):
+        differences["last_error_line"] += 1
     if regex and pure.error_lines(data[:65_536]) != pure.ERROR_LINE.findall(data[:65_536]):
         differences["error_lines (regex)"] += 1
     for limit in (64, 1_000_000):

@@ -81,6 +81,21 @@ def test_the_pure_error_lines_are_what_the_regular_expression_finds(data: bytes)
     assert _kernels_py.error_lines(data) == _kernels_py.ERROR_LINE.findall(data)
 
 
+@settings(max_examples=400, deadline=None)
+@given(any_bytes)
+def test_the_pure_last_error_line_is_the_last_of_the_error_lines(data: bytes) -> None:
+    lines = _kernels_py.error_lines(data)
+    assert _kernels_py.last_error_line(data) == (lines[-1] if lines else None)
+    assert _kernels.last_error_line(data) == (lines[-1] if lines else None)
+
+
+def test_the_last_error_line_skips_words_joined_into_names_and_counts_of_zero() -> None:
+    data = b"Error: first\nrun --no-fail-fast\n0 errors\nTimeout after 3s\nx_error y\nall done"
+    assert _kernels_py.last_error_line(data) == b"Timeout after 3s"
+    assert _kernels_py.last_error_line(b"ok\nno failures\n0 fail") is None
+    assert _kernels_py.last_error_line(b"failfail-") == b"failfail-"  # the first "fail" counts, the second is joined
+
+
 _numbers = st.lists(
     st.sampled_from([b"0", b"7", b"42", b"#", b"a", b" ", b"\n", b"\x00", b"\xff", b"9" * 20]), max_size=40
 )
@@ -123,8 +138,14 @@ def test_a_word_joined_into_a_name_says_nothing_went_wrong() -> None:
         assert _kernels_c.error_lines(data) == expected
 
 
-@settings(max_examples=200, deadline=None)
-@given(any_text, st.integers(0, 80))
+# words that repeat, numbers among them, and two words with one CRC-32 ("plumless" and "buckeroo")
+_word_text = st.lists(
+    st.sampled_from(["plumless", "buckeroo", "1", "22", "007", "a", "b", "c", "x1", "é", "٣"]), max_size=30
+).map(" ".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(any_text, _word_text), st.integers(0, 80))
 def test_the_pure_argument_words_are_the_regular_expression_words(text: str, limit: int) -> None:
     words = _kernels_py.ALNUM_WORD.findall(text.lower())
     first = list(dict.fromkeys(zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in words))[:limit]
@@ -151,7 +172,7 @@ def test_compiled_byte_kernels_match_the_pure_ones(data: bytes) -> None:
 
 @needs_compiled
 @settings(max_examples=600, deadline=None)
-@given(any_text, st.integers(0, 100))
+@given(st.one_of(any_text, _word_text), st.integers(0, 100))
 def test_compiled_argument_words_match_the_pure_ones(text: str, limit: int) -> None:
     pair, pure_pair = compiled().alnum_word_pair(text, limit), _kernels_py.alnum_word_pair(text, limit)
     assert pair == pure_pair

@@ -12,7 +12,8 @@ import re
 import zlib
 from array import array
 from collections.abc import Iterable
-from itertools import filterfalse, islice
+from itertools import compress, filterfalse, islice
+from operator import not_
 from typing import Final
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "bottom_k",
     "error_lines",
     "fold",
+    "last_error_line",
     "line_hashes",
     "lines_of",
     "long_word_hashes",
@@ -103,6 +105,32 @@ def error_lines(data: bytes) -> list[bytes]:
         end = data.find(b"\n", start)
         lines.append(data[start:] if end < 0 else data[start:end])
     return lines
+
+
+def last_error_line(data: bytes) -> bytes | None:
+    """The last of :func:`error_lines` (``None`` when there is none), found from the end: each word is looked for
+    backwards, and only after the last error line found so far, so the text is read about once per word (an error
+    excerpt quotes that one line)."""
+    lower = data.translate(ASCII_LOWER)
+    best = -1  # where the last error line found so far starts
+    for word in _ERROR_WORDS + _GUARDED_WORDS:
+        guarded = word in _GUARDED_WORDS
+        at = lower.rfind(word, best + 1)
+        while at >= 0:
+            after = at + len(word)
+            if (
+                (guarded and _negated(lower, at))
+                or (at and lower[at - 1] in _JOINED_BEFORE)
+                or (after < len(lower) and lower[after] in _JOINED_AFTER)
+            ):
+                at = lower.rfind(word, best + 1, after - 1)  # the next one back, overlapping or not
+                continue
+            best = lower.rfind(b"\n", 0, at) + 1
+            break
+    if best < 0:
+        return None
+    end = data.find(b"\n", best)
+    return data[best:] if end < 0 else data[best:end]
 
 
 # -- words and lines -----------------------------------------------------------------------------------------
@@ -202,15 +230,29 @@ def alnum_word_pair(text: str, limit: int) -> tuple[bytes, bytes]:
     object twice when the two are equal.
 
     ASCII text is split at C speed (a translation table instead of the regular expression: the same words); words
-    are deduplicated before they are hashed, and only as many are hashed as the limit needs."""
+    are deduplicated before they are hashed, each is hashed once for both sets, and only as many are hashed as the
+    limits need."""
     if limit < 0:
         raise ValueError("limit must be >= 0")
-    words = _alnum_words(text)
-    packed = array(WORD_CODE, _first_hashes(words, limit)).tobytes()
-    names = dict.fromkeys(filterfalse(bytes.isdigit, words))  # bytes.isdigit(): ASCII digits only
-    if len(names) == len(words):
+    words = list(_alnum_words(text))
+    head = words[:limit]
+    hashes = list(map(zlib.crc32, head))
+    distinct = set(hashes)
+    if len(distinct) < limit < len(words):  # two words with one hash: read on
+        packed = array(WORD_CODE, _first_hashes(dict.fromkeys(words), limit)).tobytes()
+    else:
+        packed = array(WORD_CODE, sorted(distinct)).tobytes()
+    numbers = list(map(bytes.isdigit, words))  # bytes.isdigit(): ASCII digits only
+    if True not in numbers:
         return packed, packed
-    rest = array(WORD_CODE, _first_hashes(names, limit)).tobytes()
+    names = list(compress(hashes, map(not_, numbers)))
+    if len(names) < limit:
+        names += map(zlib.crc32, islice(filterfalse(bytes.isdigit, words[limit:]), limit - len(names)))
+    distinct = set(names)
+    if len(distinct) < limit < len(words) - numbers.count(True):
+        rest = array(WORD_CODE, _first_hashes(dict.fromkeys(filterfalse(bytes.isdigit, words)), limit)).tobytes()
+    else:
+        rest = array(WORD_CODE, sorted(distinct)).tobytes()
     return (packed, packed) if rest == packed else (packed, rest)
 
 

@@ -8,7 +8,7 @@ import zlib
 from typing import Final
 
 from .._fingerprint import preview
-from .._kernels import error_lines, numbers_marked, word_sketch
+from .._kernels import error_lines, last_error_line, numbers_marked, word_sketch
 from ._base import (
     SKETCH_BITS,
     Step,
@@ -29,9 +29,9 @@ def error_excerpt(output: str, limit: int = 200) -> str:
     went wrong (:func:`~loopwatch.core._kernels_py.error_lines`, the lines a failure is compared by), else the last
     non-empty line that is not a note that the output was cut."""
     tail = output[-2_000:]
-    lines = error_lines(tail.encode("utf-8", "surrogatepass"))
-    if lines:
-        return preview(lines[-1].decode("utf-8", "replace").strip(), limit)
+    found = last_error_line(tail.encode("utf-8", "surrogatepass"))
+    if found is not None:
+        return preview(found.decode("utf-8", "replace").strip(), limit)
     last = None
     for raw in reversed(tail.splitlines()):
         line = raw.strip()
