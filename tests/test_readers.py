@@ -167,6 +167,15 @@ def test_step_i_is_event_i() -> None:
     assert run.source == "tests"
 
 
+def test_only_a_tool_step_right_after_a_call_is_linked_to_it() -> None:
+    call = {"role": "assistant", "text": "", "tool": "bash", "args": {"command": "ls"}}
+    tool = {"role": "tool", "text": "a.txt", "tool": "bash"}
+    said = {"role": "assistant", "text": "Now I look."}
+    steps = [call, call, tool, said, tool, tool, call, said, call]
+    ids = [getattr(e, "id", None) for e in trajectory_run({"id": "r", "steps": steps}).events]
+    assert ids == [None, "step-1", "step-1", None, None, None, None, None, None]
+
+
 def test_labels_are_kept_as_meta_and_never_become_events() -> None:
     record = {**trajectory(), "labels": {"outcome": {"resolved": True}}}
     run = trajectory_run(record)

@@ -3,7 +3,6 @@ as a list of steps) (docs/formats.md, sections 1 and 2)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -80,25 +79,29 @@ def trajectory_run(record: Any, *, path: str | None = None) -> Run:
     if not isinstance(run_id, str):
         run_id = run_id_from_path(path)
     events: list[Event] = []
+    last = len(steps) - 1
     for i, step in enumerate(steps):
+        # a tool step is the result of the call right before it, whatever tool name it was recorded under: the two
+        # share an id, given as they are made (a step that is not a call ignores its own)
+        answered = i < last and _is_tool_step(steps[i + 1])
+        link = f"step-{i - 1}" if i and isinstance(events[-1], ToolCall) and events[-1].id is not None else None
         try:
-            event = step_event(step)
+            event = step_event(step, call_id=f"step-{i}" if answered else None, result_id=link)
         except EventError as exc:
             raise EventError(f"step {i}: {exc}") from exc
-        previous = events[-1] if events else None
-        if isinstance(event, ToolResult) and isinstance(previous, ToolCall) and previous.id is None:
-            # a tool step is the result of the call right before it, whatever tool name it was recorded under
-            link = f"step-{i - 1}"
-            events[-1] = dataclasses.replace(previous, id=link)
-            event = dataclasses.replace(event, id=link)
         events.append(event)
     source = record.get("source") if isinstance(record.get("source"), str) else None
     labels = record.get("labels") if isinstance(record.get("labels"), Mapping) else {}
     return Run(id=run_id, events=events, source=source, path=path, meta={"labels": labels})
 
 
-def step_event(step: Any) -> Event:
-    """One trajectory step as an event."""
+def _is_tool_step(step: Any) -> bool:
+    return isinstance(step, Mapping) and step.get("role") == "tool"
+
+
+def step_event(step: Any, *, call_id: str | None = None, result_id: str | None = None) -> Event:
+    """One trajectory step as an event; a call gets ``call_id`` and a result ``result_id`` (the ids that link a
+    result to its call)."""
     if not isinstance(step, Mapping):
         raise EventError(f"a step is a JSON object, got {type(step).__name__}")
     role = step.get("role")
@@ -111,7 +114,7 @@ def step_event(step: Any) -> Event:
             args = step.get("args")
             if args is not None and not isinstance(args, Mapping):
                 args = {"input": args}
-            return ToolCall(tool=tool, args=args or {}, thought=text or None, worker=agent)
+            return ToolCall(tool=tool, args=args or {}, id=call_id, thought=text or None, worker=agent)
         return Message(role="assistant", text=text, worker=agent)
     if role == "tool":
         is_error = step.get("is_error")
@@ -119,6 +122,7 @@ def step_event(step: Any) -> Event:
             output=text,
             tool=tool or "tool",
             is_error=is_error if isinstance(is_error, bool) else None,
+            id=result_id,
             worker=agent,
         )
     if role == "system" and step.get("new_context") is True:
