@@ -52,6 +52,22 @@ def test_the_compiled_modules_are_in_use() -> None:
     assert _python(WHERE) == "True False\n"
 
 
+@needs_build
+def test_each_compiled_module_names_its_own_file() -> None:
+    # _steps imports the others from the library they share: each still names its own file, as its spec does
+    code = (
+        "import os, sys, sysconfig, loopwatch, loopwatch.core._steps, loopwatch.core.detectors._failure_text\n"
+        "from loopwatch import _native\n"
+        "root = os.path.dirname(loopwatch.__file__)\n"
+        "for name in _native.MODULES:\n"
+        "    m = sys.modules[name]\n"
+        "    own = os.path.join(root, *name.split('.')[1:]) + sysconfig.get_config_var('EXT_SUFFIX')\n"
+        "    assert m.__file__ == m.__spec__.origin == own and os.path.isfile(own), (name, m.__file__)\n"
+        "print('ok')"
+    )
+    assert _python(code) == "ok\n"
+
+
 def test_pure_python_runs_their_source() -> None:
     assert _python(WHERE, env={"LOOPWATCH_PURE_PYTHON": "1"}) == "False True\n"
 

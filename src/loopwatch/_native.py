@@ -132,14 +132,51 @@ class _SourceFinder:
         return self.use_compiled
 
     def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
-        if name not in _NAMES or self.decided():
+        if name not in _NAMES:
             return None
+        if self.decided():
+            return _compiled_spec(name)
         source = _source(name)
         if _built(name) is None or not os.path.isfile(source):
             return None  # nothing compiled to step around, or no source file to run: the import system's own way
         from importlib.util import spec_from_file_location
 
         return spec_from_file_location(name, source)
+
+
+def _compiled_spec(name: str) -> ModuleSpec | None:
+    """The spec of one of :data:`MODULES` compiled, loaded as the import system would load it, and then
+    :func:`_placed`; ``None`` where it is not built (a zip: the import system's own way)."""
+    built = _built(name)
+    if built is None:
+        return None
+    from importlib.machinery import ExtensionFileLoader
+    from importlib.util import spec_from_file_location
+
+    class PlacingLoader(ExtensionFileLoader):
+        def exec_module(self, module: ModuleType) -> None:
+            super().exec_module(module)
+            _placed()
+
+    return spec_from_file_location(name, built, loader=PlacingLoader(name, built))
+
+
+def _placed() -> None:
+    """Give each compiled module already imported its own file as ``__file__`` (and its spec's origin).
+
+    A compiled module that imports another of the group loads it from their shared library, and mypyc names its file
+    after where the library would be at the top of ``site-packages`` (``loopwatch/core/loopwatch/core/...``): a path
+    that does not exist, which tracebacks, debuggers and coverage tools would show."""
+    for name in MODULES:
+        module = sys.modules.get(name)
+        if module is None:
+            continue
+        built = _built(name)
+        if built is not None and getattr(module, "__file__", None) != built:
+            module.__file__ = built
+            spec = getattr(module, "__spec__", None)
+            if spec is not None:
+                spec.origin = built
 
 
 def _existing() -> _SourceFinder | None:
