@@ -78,6 +78,16 @@ def _negated(lower: bytes, at: int) -> bool:
     return at >= 3 and lower[at - 3 : at] == b"no " and (at == 3 or lower[at - 4] not in _WORD_BYTES)
 
 
+def _discounted(lower: bytes, at: int, after: int, guarded: bool) -> bool:
+    """Does the error word at ``lower[at:after]`` not count: joined into a name (a flag, an identifier, a path, a
+    setting), or (``guarded``: ``error``, ``fail``) right after a whole word ``0`` or ``no``?"""
+    return (
+        (guarded and _negated(lower, at))
+        or (at > 0 and lower[at - 1] in _JOINED_BEFORE)
+        or (after < len(lower) and lower[after] in _JOINED_AFTER)
+    )
+
+
 def error_lines(data: bytes) -> list[bytes]:
     """The lines of ``data`` that say something went wrong (an error, a failure, a missing file, a refused
     connection...; ``0 errors`` and ``no failures`` do not), in order: ``ERROR_LINE.findall(data)``."""
@@ -88,11 +98,7 @@ def error_lines(data: bytes) -> list[bytes]:
         at = lower.find(word)
         while at >= 0:
             after = at + len(word)
-            if (
-                (guarded and _negated(lower, at))
-                or (at and lower[at - 1] in _JOINED_BEFORE)
-                or (after < len(lower) and lower[after] in _JOINED_AFTER)
-            ):
+            if _discounted(lower, at, after, guarded):
                 at = lower.find(word, at + 1)
                 continue
             starts.add(lower.rfind(b"\n", 0, at) + 1)
@@ -118,11 +124,7 @@ def last_error_line(data: bytes) -> bytes | None:
         at = lower.rfind(word, best + 1)
         while at >= 0:
             after = at + len(word)
-            if (
-                (guarded and _negated(lower, at))
-                or (at and lower[at - 1] in _JOINED_BEFORE)
-                or (after < len(lower) and lower[after] in _JOINED_AFTER)
-            ):
+            if _discounted(lower, at, after, guarded):
                 at = lower.rfind(word, best + 1, after - 1)  # the next one back, overlapping or not
                 continue
             best = lower.rfind(b"\n", 0, at) + 1
