@@ -11,6 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopwatch.core._chanting import ChantHit, ChantTracker
+from loopwatch.core.detectors import chanting
+from loopwatch.errors import ConfigError
 
 SENTENCE = "I will now fix the bug. "
 INTRO = "Let me look at this again:\n"
@@ -309,6 +311,12 @@ def test_parameters_change_the_threshold() -> None:
 def test_invalid_parameters_are_rejected(kwargs: dict[str, int]) -> None:
     with pytest.raises(ValueError):
         ChantTracker(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [{"chunk_size": 0}, {"threshold": 1}, {"max_mean_distance": 0}])
+def test_the_rule_rejects_a_bad_setting_when_it_is_made_not_at_the_first_reply(kwargs: dict[str, int]) -> None:
+    with pytest.raises(ConfigError):
+        chanting(**kwargs)
 
 
 # ---------------------------------------------------------------------- JSON state

@@ -460,8 +460,12 @@ class ChantTracker:
         a = r0 - 1 - base if r0 > base else 0
         if r1 <= self._last_cp + self._every and _no_anchor(buf, a):
             return self._advance(r1)  # a small streamed delta with no checkpoint in it
-        ends, grid = self._live(*self._checkpoints(r0, base))
-        ends = self._record_fresh(ends, base) if ends else ends
+        ends, grid = self._checkpoints(r0, base)
+        if ends:
+            # recorded before the liveness test: a chunk that can never count is recorded too (it only ever matches
+            # itself, and is tested when visited), and usual prose, all of it fresh, needs no test at all
+            ends = self._record_fresh(ends, base)
+        ends, grid = self._live(ends, grid)
         if ends:
             return self._visit(sorted(ends + [-g for g in grid], key=abs), base)
         return self._visit([-g for g in grid], base)
