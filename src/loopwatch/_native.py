@@ -97,45 +97,51 @@ def _edited_since(moment: float) -> bool:
     return False
 
 
-def _compiled_usable() -> bool:
-    """Are all of :data:`MODULES` and their library compiled, not refused by the environment, and (in a checkout)
-    built after the last edit of any source?"""
+def _compiled_files() -> dict[str, str] | None:
+    """The compiled file of each of :data:`MODULES`, when they are to run: all of them and their library compiled, not
+    refused by the environment, and (in a checkout) built after the last edit of any source; else ``None``."""
     from .core._kernels import pure_forced  # the one reading of LOOPWATCH_PURE_PYTHON (no module of MODULES)
 
     if pure_forced():
-        return False
-    built = [_built(name) for name in MODULES]
-    built.append(_extension(os.path.join(_HERE, *LIBRARY.split("/"))))
-    found = [path for path in built if path is not None]
-    if len(found) < len(built):
-        return False
+        return None
+    built = {name: _built(name) for name in MODULES}
+    files = {name: path for name, path in built.items() if path is not None}
+    library = _extension(os.path.join(_HERE, *LIBRARY.split("/")))
+    if library is None or len(files) < len(MODULES):
+        return None
     if os.path.isfile(_CHECKOUT):
         try:
-            return not _edited_since(min(os.stat(path).st_mtime for path in found))
+            if _edited_since(min(os.stat(path).st_mtime for path in (*files.values(), library))):
+                return None
         except OSError:  # a checkout changing under us: its sources then
-            return False
-    return True
+            return None
+    return files
 
 
 class _SourceFinder:
-    """A meta path finder that imports :data:`MODULES` from their source when the compiled ones must not run."""
+    """A meta path finder that imports :data:`MODULES` from their source when the compiled ones must not run, and
+    loads the compiled ones itself when they do (see :func:`_placed`)."""
 
     loopwatch_native = True
     """How :func:`install` recognises it (a module reloaded makes a new class, not a new decision)."""
 
     def __init__(self) -> None:
         self.use_compiled: bool | None = None  # decided on the first import of one of MODULES
+        self.files: dict[str, str] = {}
+        """Each compiled module's file, found when deciding (empty unless they run)."""
 
     def decided(self) -> bool:
         if self.use_compiled is None:
-            self.use_compiled = _compiled_usable()
+            files = _compiled_files()
+            self.files = files or {}
+            self.use_compiled = files is not None
         return self.use_compiled
 
     def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
         if name not in _NAMES:
             return None
         if self.decided():
-            return _compiled_spec(name)
+            return _compiled_spec(name, self.files)
         source = _source(name)
         if _built(name) is None or not os.path.isfile(source):
             return None  # nothing compiled to step around, or no source file to run: the import system's own way
@@ -144,35 +150,29 @@ class _SourceFinder:
         return spec_from_file_location(name, source)
 
 
-def _compiled_spec(name: str) -> ModuleSpec | None:
-    """The spec of one of :data:`MODULES` compiled, loaded as the import system would load it, and then
-    :func:`_placed`; ``None`` where it is not built (a zip: the import system's own way)."""
-    built = _built(name)
-    if built is None:
-        return None
+def _compiled_spec(name: str, files: dict[str, str]) -> ModuleSpec | None:
+    """The spec of one of :data:`MODULES` compiled (``files``: each one's file), loaded as the import system would load
+    it, and then :func:`_placed`."""
     from importlib.machinery import ExtensionFileLoader
     from importlib.util import spec_from_file_location
 
     class PlacingLoader(ExtensionFileLoader):
         def exec_module(self, module: ModuleType) -> None:
             super().exec_module(module)
-            _placed()
+            _placed(files)
 
-    return spec_from_file_location(name, built, loader=PlacingLoader(name, built))
+    return spec_from_file_location(name, files[name], loader=PlacingLoader(name, files[name]))
 
 
-def _placed() -> None:
-    """Give each compiled module already imported its own file as ``__file__`` (and its spec's origin).
+def _placed(files: dict[str, str]) -> None:
+    """Give each compiled module already imported its own file (``files``) as ``__file__`` and its spec's origin.
 
     A compiled module that imports another of the group loads it from their shared library, and mypyc names its file
     after where the library would be at the top of ``site-packages`` (``loopwatch/core/loopwatch/core/...``): a path
     that does not exist, which tracebacks, debuggers and coverage tools would show."""
-    for name in MODULES:
+    for name, built in files.items():
         module = sys.modules.get(name)
-        if module is None:
-            continue
-        built = _built(name)
-        if built is not None and getattr(module, "__file__", None) != built:
+        if module is not None and getattr(module, "__file__", None) != built:
             module.__file__ = built
             spec = getattr(module, "__spec__", None)
             if spec is not None:
