@@ -12,7 +12,7 @@ import re
 import zlib
 from array import array
 from collections.abc import Iterable
-from itertools import compress, filterfalse, islice
+from itertools import chain, compress, islice
 from operator import not_
 from typing import Final
 
@@ -215,14 +215,14 @@ def _alnum_words(text: str) -> dict[bytes, None]:
     return dict.fromkeys(word.encode("utf-8", "surrogatepass") for word in found)
 
 
-def _first_hashes(words: dict[bytes, None], limit: int) -> list[int]:
-    """CRC-32s of the first ``limit`` distinct ``words``, distinct and sorted; only as many are hashed as the limit
-    needs."""
-    hashes = dict.fromkeys(map(zlib.crc32, islice(words, limit)))
-    if len(hashes) < limit < len(words):  # two words with one hash: read on
-        hashes = dict.fromkeys(map(zlib.crc32, words))
-        return sorted(islice(hashes, limit))
-    return sorted(hashes)
+def _first_hashes(words: list[bytes], head: list[int], limit: int) -> list[int]:
+    """CRC-32s of the first ``limit`` distinct ``words`` (distinct words, in their order), distinct and sorted;
+    ``head`` holds those of the first ``limit`` words, hashed by the caller. The others are hashed only when two of
+    those share a hash."""
+    distinct = set(head)
+    if len(distinct) < limit < len(words):  # two words with one hash: read on
+        return sorted(islice(dict.fromkeys(chain(head, map(zlib.crc32, words[len(head) :]))), limit))
+    return sorted(distinct)
 
 
 def alnum_word_pair(text: str, limit: int) -> tuple[bytes, bytes]:
@@ -237,24 +237,15 @@ def alnum_word_pair(text: str, limit: int) -> tuple[bytes, bytes]:
     if limit < 0:
         raise ValueError("limit must be >= 0")
     words = list(_alnum_words(text))
-    head = words[:limit]
-    hashes = list(map(zlib.crc32, head))
-    distinct = set(hashes)
-    if len(distinct) < limit < len(words):  # two words with one hash: read on
-        packed = array(WORD_CODE, _first_hashes(dict.fromkeys(words), limit)).tobytes()
-    else:
-        packed = array(WORD_CODE, sorted(distinct)).tobytes()
+    hashes = list(map(zlib.crc32, words[:limit]))
+    packed = array(WORD_CODE, _first_hashes(words, hashes, limit)).tobytes()
     numbers = list(map(bytes.isdigit, words))  # bytes.isdigit(): ASCII digits only
     if True not in numbers:
         return packed, packed
-    names = list(compress(hashes, map(not_, numbers)))
-    if len(names) < limit:
-        names += map(zlib.crc32, islice(filterfalse(bytes.isdigit, words[limit:]), limit - len(names)))
-    distinct = set(names)
-    if len(distinct) < limit < len(words) - numbers.count(True):
-        rest = array(WORD_CODE, _first_hashes(dict.fromkeys(filterfalse(bytes.isdigit, words)), limit)).tobytes()
-    else:
-        rest = array(WORD_CODE, sorted(distinct)).tobytes()
+    names = list(compress(words, map(not_, numbers)))
+    named = list(compress(hashes, map(not_, numbers)))  # the first names' hashes, already made
+    named += map(zlib.crc32, names[len(named) : limit])
+    rest = array(WORD_CODE, _first_hashes(names, named, limit)).tobytes()
     return (packed, packed) if rest == packed else (packed, rest)
 
 
