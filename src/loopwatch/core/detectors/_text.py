@@ -346,17 +346,15 @@ class ChantingDetector(Detector):
     reset_on_user = False
 
     def __init__(self, *, chunk_size: int = 50, threshold: int = 10, max_mean_distance: int = 250) -> None:
-        self._tracker_of(chunk_size, threshold, max_mean_distance)  # a bad setting is an error now, not at a reply
         self.chunk_size = chunk_size
         self.threshold = threshold
         self.max_mean_distance = max_mean_distance
+        self._tracker()  # a bad setting is an error now, not at the first reply
 
     def _tracker(self) -> ChantTracker:
-        return self._tracker_of(self.chunk_size, self.threshold, self.max_mean_distance)
-
-    @staticmethod
-    def _tracker_of(chunk_size: int, threshold: int, max_mean_distance: int) -> ChantTracker:
-        return ChantTracker(chunk_size=chunk_size, threshold=threshold, max_mean_distance=max_mean_distance)
+        return ChantTracker(
+            chunk_size=self.chunk_size, threshold=self.threshold, max_mean_distance=self.max_mean_distance
+        )
 
     fresh_shared = True  # a reply streamed in chunks is rare: most sessions never need a state of their own
     fresh_kinds = frozenset({"call", "result", "usage"})
