@@ -242,8 +242,9 @@ def alnum_word_pair(text: str, limit: int) -> tuple[bytes, bytes]:
     numbers = list(map(bytes.isdigit, words))  # bytes.isdigit(): ASCII digits only
     if True not in numbers:
         return packed, packed
-    names = list(compress(words, map(not_, numbers)))
-    named = list(compress(hashes, map(not_, numbers)))  # the first names' hashes, already made
+    kept = list(map(not_, numbers))
+    names = list(compress(words, kept))
+    named = list(compress(hashes, kept))  # the first names' hashes, already made
     named += map(zlib.crc32, names[len(named) : limit])
     rest = array(WORD_CODE, _first_hashes(names, named, limit)).tobytes()
     return (packed, packed) if rest == packed else (packed, rest)
