@@ -57,7 +57,7 @@ class FeedbackState:
     attempt: bytes | None = None
     """The words of the last attempt (see :func:`_attempt_words`)."""
     variants: bool = False
-    """Did the streak's attempts differ from each other?"""
+    """Did the last attempt differ from the one before it?"""
 
 
 class FeedbackRepeatDetector(Detector):
@@ -73,9 +73,11 @@ class FeedbackRepeatDetector(Detector):
     complaints before it). A call may be the fix, and a reply without code (a story told on, "continue" after
     "continue") is a conversation: they wait for ``threshold``. ``None`` (the default) treats all alike.
 
-    Attempts that differ from each other (less than ``variant_similarity`` of their words shared: another patch
-    after "the patch did not resolve the issue, try again") are the agent trying things, as an error retried with
-    other arguments is: a streak of such variants is reported from ``variants`` attempts.
+    An attempt that differs from the one before it (less than ``variant_similarity`` of their words shared: another
+    patch after "the patch did not resolve the issue, try again") is the agent trying something, as an error retried
+    with other arguments is: it is reported from ``variants`` attempts on. What is judged is the latest attempt: the
+    same attempt made again after the same reply counts from ``threshold`` (or ``reply_threshold``) again, however
+    much the attempts before it varied.
     """
 
     name = "feedback_repeat"
@@ -158,13 +160,12 @@ class FeedbackRepeatDetector(Detector):
         state.idx = indices_pushed(state.idx, step.index, 8)
         attempt = _attempt_words(step)
         previous = state.attempt
-        if (
+        state.variants = (
             state.sig is not None
             and attempt is not None
             and previous is not None
             and not _same_action(attempt, previous, self.variant_similarity)
-        ):
-            state.variants = True
+        )
         state.attempt = attempt
         unrun = step.kind == "message" and "```" in (step.text or "")  # an action written out, not made
         threshold = self.reply_threshold if unrun and self.reply_threshold is not None else self.threshold
