@@ -331,7 +331,6 @@ def test_feedback_repeat_gives_different_attempts_more_room() -> None:
     assert flagged(run(guard, events)) == [(8, "nudge", "error_retry", 5)]
 
 
-
 def test_feedback_repeat_judges_the_latest_attempt_not_the_streaks_first() -> None:
     """Different attempts at first, then the very same one sent again after the same complaint: that resend is a
     repeat, reported at the third written-out attempt as a plain streak's would be, not held to the variants'
@@ -349,6 +348,7 @@ def test_feedback_repeat_judges_the_latest_attempt_not_the_streaks_first() -> No
     assert [(v.action, v.pattern, v.count) for v in run(guard, [Message("assistant", patch)])] == [
         ("nudge", "error_retry", 3)
     ]
+
 
 def test_feedback_repeat_waits_for_its_threshold_when_the_attempt_is_a_call() -> None:
     guard = Guard(policy=preset("default").replace(detectors=(feedback_repeat(threshold=4, reply_threshold=3),)))
