@@ -323,6 +323,25 @@ def test_a_reply_restated_in_new_sentences_is_not_news() -> None:
     assert "nudge" not in _run(rephrase(embedder=KeywordEmbedder()), _conversation(ids))
 
 
+def test_a_templated_reply_with_another_reason_is_news() -> None:
+    """A harness answers with one template whose reason changes: the sentence that changed is news, however close
+    the embedding reads the two replies (it weighs the words they share). The same thing in new words is not."""
+    first = "Your edit could not be applied to the program. None of the edits can match the original program."
+    other = "Your edit could not be applied to the program. No edits can be parsed from your reply."
+    reworded = "The program did not take your change: nothing in it could be read as an edit."
+
+    def asked_three_times(replies: Sequence[str]) -> list[Message]:
+        events = [Message("user", first)]
+        for ask, reply in zip(ASKS, replies, strict=True):
+            events += [Message("assistant", ask), Message("user", reply)]
+        return events
+
+    # the reason changed once (news), then the template's two replies come back: two repeats, not three
+    assert "nudge" not in _run(rephrase(embedder=KeywordEmbedder()), asked_three_times([other, first, other]))
+    # told again in new words: no news, the third ask is a loop
+    assert _run(rephrase(embedder=KeywordEmbedder()), asked_three_times([reworded, first, reworded]))[5] == "nudge"
+
+
 def test_restated_replies_keep_a_small_state_that_old_snapshots_lack() -> None:
     detector = rephrase(embedder=KeywordEmbedder())
     policy = _policy(detector)
@@ -332,9 +351,23 @@ def test_restated_replies_keep_a_small_state_that_old_snapshots_lack() -> None:
         engine.observe(session, event)
     replies = session.detectors[0].replies
     assert len(replies) == 2 and all(isinstance(x, str) for x in replies)  # the last two, quantized
+    said = session.detectors[0].said  # and their sentences, 4 bytes each
+    assert [len(x) for x in said] == [4, 8]  # one sentence, then two
+    assert Engine(policy).load(json.loads(json.dumps(engine.dump(session)))).detectors[0].said == said
     old = json.loads(json.dumps(engine.dump(session)))
-    del old["detectors"][0]["replies"]
+    del old["detectors"][0]["replies"], old["detectors"][0]["said"]
     assert Engine(policy).load(old).detectors[0].replies == ()
+    older = json.loads(json.dumps(engine.dump(session)))  # vectors kept, sentences not yet
+    del older["detectors"][0]["said"]
+    resumed = Engine(policy).load(older)
+    assert resumed.detectors[0].said == ()
+    engine.observe(resumed, Message("user", RESTATED[0]))
+    assert len(resumed.detectors[0].said) == 2  # one per vector again
+    for key, damaged in (("said", [[1], [2], [3]]), ("said", [[-1], [2]]), ("said", "x")):
+        bad = json.loads(json.dumps(engine.dump(session)))
+        bad["detectors"][0][key] = damaged
+        with pytest.raises(StateError):
+            Engine(policy).load(bad)
     for damaged in (["a", "b", "c"], ["a"], [1], "x"):  # too many; not base64; not text; not a list
         bad = json.loads(json.dumps(engine.dump(session)))
         bad["detectors"][0]["replies"] = damaged

@@ -23,6 +23,8 @@ from ._state import (
     sketch,
     table,
     text,
+    words,
+    words_json,
 )
 
 _SEEN_BITS: Final = 1024
@@ -110,11 +112,14 @@ class RephraseState:
     undecided: int | None = None
     replies: tuple[str, ...] = ()
     """The last user replies' vectors (with an embedder)."""
+    said: tuple[bytes, ...] = ()
+    """The sentences of those replies (:func:`~._rephrase_text.sentence_hashes`), one per vector; empty in a state
+    saved before they were kept."""
 
 
 def state_json(state: RephraseState) -> dict[str, Any]:
     """``state`` as JSON-able data."""
-    return {
+    data = {
         "seen": "" if state.seen is None else bits_text(state.seen, _SEEN_BITS),
         "gain": state.gain,
         "channels": {
@@ -132,6 +137,9 @@ def state_json(state: RephraseState) -> dict[str, Any]:
         "undecided": state.undecided,
         "replies": list(state.replies),
     }
+    if state.said:  # only with an embedder: other sessions write what they wrote before
+        data["said"] = [words_json(sentences) for sentences in state.said]
+    return data
 
 
 def _rep_json(rep: Rep) -> str:
@@ -141,7 +149,7 @@ def _rep_json(rep: Rep) -> str:
 def state_from_json(data: dict[str, Any], vectors: bool) -> RephraseState:
     """The state :func:`state_json` gave (``vectors``: its intents are vectors, from an embedder, not word
     sketches); a :class:`ValueError` when ``data`` is not one."""
-    keys_of("rephrase", data, ("seen", "gain", "channels", "pending", "undecided"), ("asked", "replies"))
+    keys_of("rephrase", data, ("seen", "gain", "channels", "pending", "undecided"), ("asked", "replies", "said"))
     seen = data["seen"]
     asked = data.get("asked")
     if asked is not None and not (
@@ -151,6 +159,9 @@ def state_from_json(data: dict[str, Any], vectors: bool) -> RephraseState:
     replies = data.get("replies", [])
     if not (isinstance(replies, list) and len(replies) <= _REPLIES and all(map(_is_vector, replies))):
         raise ValueError(f"rephrase: replies must be a list of at most {_REPLIES} vectors, got {replies!r}")
+    said = data.get("said", [])
+    if not (isinstance(said, list) and len(said) in (0, len(replies))):
+        raise ValueError(f"rephrase: said must be a list of one sentence list per reply, got {said!r}")
     pending = data["pending"]
     if pending is not None and not (
         isinstance(pending, list) and len(pending) == 2 and type(pending[0]) is int and type(pending[1]) is str
@@ -164,6 +175,7 @@ def state_from_json(data: dict[str, Any], vectors: bool) -> RephraseState:
         asked=None if asked is None else (asked[0], asked[1], asked[2]),
         undecided=optional_integer(data["undecided"], "rephrase: undecided"),
         replies=tuple(replies),
+        said=tuple(words(sentences, "rephrase: said") for sentences in said),
     )
 
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from .._fingerprint import ASCII_LOWER
-from .._kernels import line_bits, long_word_hashes
-from ._base import EMPTY_LINE, Step, fold, lines_of, masked_of
+from .._kernels import line_bits, long_word_hashes, shared_words
+from ._base import EMPTY_LINE, Step, fold, lines_of, masked_of, word_bytes
 
 _NOT_LETTERS: Final = bytes(c if 65 <= c <= 90 or 97 <= c <= 122 or c >= 128 else 32 for c in range(256))
 """Every ASCII byte that is not a letter becomes a space (UTF-8 bytes of other scripts stay: word parts)."""
@@ -24,6 +24,10 @@ _QUOTES: Final = re.compile(rb'"[^"\n]*"|\'[^\'\n]*\'|`[^`\n]*`')
 _CODE: Final = re.compile(r"```.*?(?:```|\Z)", re.S)
 _LABEL: Final = re.compile(r"^\s*(?:THOUGHT|DISCUSSION|Thought|Reasoning|REASONING)\s*:?\s*")
 _SHORT: Final = 600
+_SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s+")
+_SENTENCE_CHARS: Final = 20
+"""Shorter sentences ("Please try again.", "Thank you.") are too common to tell two replies are one template."""
+_SENTENCES: Final = 8
 """Quoted strings are dropped from short observations only ("No matches found for "x"": a search that found
 nothing), where the quote is what varies; in long ones they tell lines apart (file names in a traceback)."""
 _CODE_KEYS: Final = frozenset(
@@ -79,6 +83,25 @@ def observation_bits(step: Step, bits: int) -> int:
         hashed = step.lines
         return line_bits(masked_text, bits) if hashed is None else fold(hashed, bits)
     return fold(line_set(masked_text), bits)
+
+
+def sentence_hashes(text: str) -> bytes:
+    """CRC-32s of the distinct sentences of ``text`` (split after ``.``, ``!`` or ``?``; those of at least
+    :data:`_SENTENCE_CHARS` characters; at most :data:`_SENTENCES`, the lowest), sorted and packed 4 bytes each
+    (:func:`~._base.word_bytes`): what tells a template's reply with one sentence changed from the one before."""
+    hashes = {
+        zlib.crc32(sentence.encode("utf-8", "surrogatepass"))
+        for sentence in _SENTENCE_END.split(text)
+        if len(sentence) >= _SENTENCE_CHARS
+    }
+    return word_bytes(sorted(hashes)[:_SENTENCES])
+
+
+def one_changed(sentences: bytes, earlier: bytes) -> bool:
+    """Does a text repeat a sentence of an earlier one word for word and say another beside it (both as
+    :func:`sentence_hashes`)?"""
+    shared, mine, _ = shared_words(sentences, earlier)
+    return 0 < shared < mine
 
 
 def word_set(text: str, limit: int) -> list[int]:

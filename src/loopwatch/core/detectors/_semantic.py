@@ -8,7 +8,9 @@ number of its lines the session has not seen in an observation before (lowercase
 aside, so ``No matches found for "x"`` and ``No matches found for "y"`` are one line; capped per
 observation). A change that works (an edit, a write) is new information too. With an embedder, a user reply
 that restates one of the last two replies in other words (cosine 0.75 or more: "I don't have the reservation
-ID", then "Sorry, the reservation ID is not something I have at hand") brings nothing new, whatever its lines.
+ID", then "Sorry, the reservation ID is not something I have at hand") brings nothing new, whatever its lines,
+unless it holds a digit or repeats a sentence of that reply word for word and says another beside it (a template
+with its reason changed): changes an embedding barely weighs.
 
 A repeated intent is evidence of a loop only when the observations since its earlier occurrence brought
 (almost) nothing new: an agent working through new material in similar words is not flagged.
@@ -43,7 +45,7 @@ from ._rephrase_text import collapsed as collapsed
 from ._rephrase_text import instruction_of as instruction_of
 from ._rephrase_text import intent_text as intent_text
 from ._rephrase_text import line_set as line_set
-from ._rephrase_text import observation_bits
+from ._rephrase_text import observation_bits, one_changed, sentence_hashes
 from ._rephrase_text import quantize as quantize
 from ._rephrase_text import quantized_cosine as quantized_cosine
 from ._rephrase_text import word_set as word_set
@@ -250,16 +252,23 @@ class RephraseDetector(Detector):
     def _reply(self, state: RephraseState, step: Step) -> None:
         """A user reply: its new lines are news, unless (with an embedder) it restates one of the last replies
         in other words (cosine at least ``reply_threshold``): a user saying once more, in new sentences, that
-        they do not have the number brings nothing new. A reply with a digit in it (an ID, a date, an amount)
-        is always news: embeddings barely tell ``ID 8JX2QZ`` from ``ID 7HKL3M``."""
+        they do not have the number brings nothing new. Embeddings cannot weigh a small change in much the same
+        text, so two replies are always news: one with a digit in it (an ID, a date, an amount: embeddings barely
+        tell ``ID 8JX2QZ`` from ``ID 7HKL3M``), and one that repeats a sentence of the close reply word for word
+        and says another beside it (a harness's template with its reason changed: "Your edit could not be applied
+        to the program. None of the edits can match the original program.", then "... No edits can be parsed.")."""
         if self._embedder is not None:
             said = intent_text(step.text or "", self.max_chars)
             if len(said) >= self.min_chars:
                 rep = self._represent(said)
                 replies = state.replies
-                restated = bool(rep) and any(self._compare(rep, other) >= self.reply_threshold for other in replies)
+                earlier = state.said if len(state.said) == len(replies) else (b"",) * len(replies)
+                sentences = sentence_hashes(said)
+                close = [n for n, other in enumerate(replies) if self._compare(rep, other) >= self.reply_threshold]
+                restated = bool(rep) and bool(close) and not any(one_changed(sentences, earlier[n]) for n in close)
                 if rep:
                     state.replies = pushed(replies, str(rep), _REPLIES)
+                    state.said = pushed(earlier, sentences, _REPLIES)
                 if restated and not _DIGIT.search(said):
                     return
         self._observe(state, step)
