@@ -24,12 +24,13 @@ _QUOTES: Final = re.compile(rb'"[^"\n]*"|\'[^\'\n]*\'|`[^`\n]*`')
 _CODE: Final = re.compile(r"```.*?(?:```|\Z)", re.S)
 _LABEL: Final = re.compile(r"^\s*(?:THOUGHT|DISCUSSION|Thought|Reasoning|REASONING)\s*:?\s*")
 _SHORT: Final = 600
+"""Quoted strings are dropped from short observations only ("No matches found for "x"": a search that found
+nothing), where the quote is what varies; in long ones they tell lines apart (file names in a traceback)."""
 _SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s+")
 _SENTENCE_CHARS: Final = 20
 """Shorter sentences ("Please try again.", "Thank you.") are too common to tell two replies are one template."""
 _SENTENCES: Final = 8
-"""Quoted strings are dropped from short observations only ("No matches found for "x"": a search that found
-nothing), where the quote is what varies; in long ones they tell lines apart (file names in a traceback)."""
+"""The sentences kept of one reply (a reply is read up to the rule's ``max_chars``, 400 by default)."""
 _CODE_KEYS: Final = frozenset(
     {
         "command", "cmd", "code", "script", "source", "sql", "content", "file_text", "patch", "diff",

@@ -264,8 +264,10 @@ class RephraseDetector(Detector):
                 replies = state.replies
                 earlier = state.said if len(state.said) == len(replies) else (b"",) * len(replies)
                 sentences = sentence_hashes(said)
-                close = [n for n, other in enumerate(replies) if self._compare(rep, other) >= self.reply_threshold]
-                restated = bool(rep) and bool(close) and not any(one_changed(sentences, earlier[n]) for n in close)
+                close = [
+                    n for n, other in enumerate(replies) if rep and self._compare(rep, other) >= self.reply_threshold
+                ]
+                restated = bool(close) and not any(one_changed(sentences, earlier[n]) for n in close)
                 if rep:
                     state.replies = pushed(replies, str(rep), _REPLIES)
                     state.said = pushed(earlier, sentences, _REPLIES)
