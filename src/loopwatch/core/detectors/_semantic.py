@@ -261,18 +261,15 @@ class RephraseDetector(Detector):
             said = intent_text(step.text or "", self.max_chars)
             if len(said) >= self.min_chars:
                 rep = self._represent(said)
-                replies = state.replies
-                earlier = state.said if len(state.said) == len(replies) else (b"",) * len(replies)
-                sentences = sentence_hashes(said)
-                close = [
-                    n for n, other in enumerate(replies) if rep and self._compare(rep, other) >= self.reply_threshold
-                ]
-                restated = bool(close) and not any(one_changed(sentences, earlier[n]) for n in close)
-                if rep:
+                if rep:  # a reply without a vector is compared with nothing, and not kept
+                    replies = state.replies
+                    earlier = state.said if len(state.said) == len(replies) else (b"",) * len(replies)
+                    sentences = sentence_hashes(said)
+                    close = [n for n, other in enumerate(replies) if self._compare(rep, other) >= self.reply_threshold]
                     state.replies = pushed(replies, str(rep), _REPLIES)
                     state.said = pushed(earlier, sentences, _REPLIES)
-                if restated and not _DIGIT.search(said):
-                    return
+                    if close and not _DIGIT.search(said) and not any(one_changed(sentences, earlier[n]) for n in close):
+                        return
         self._observe(state, step)
 
     def _observe(self, state: RephraseState, step: Step) -> None:
