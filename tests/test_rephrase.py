@@ -7,11 +7,14 @@ import math
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loopwatch import Guard, Ladder, Message, ToolCall, ToolResult
 from loopwatch.core._engine import Engine
 from loopwatch.core._policy import Policy
 from loopwatch.core.detectors import RephraseDetector, rephrase
+from loopwatch.core.detectors._rephrase_text import CODE_BLOCK, intent_text, without_code
 from loopwatch.core.detectors._semantic import quantize, quantized_cosine
 from loopwatch.core.detectors._state import flat_values
 from loopwatch.errors import StateError
@@ -371,3 +374,14 @@ def test_restated_replies_keep_a_small_state_that_old_snapshots_lack() -> None:
         bad["detectors"][0][key] = damaged
         with pytest.raises(StateError):
             Engine(policy).load(bad)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from(["`", "``", "```", "````", "x", "say it", "\n", " ", "~~~"]), max_size=14).map("".join))
+def test_code_blocks_go_as_the_regular_expression_removes_them(text: str) -> None:
+    assert without_code(text) == CODE_BLOCK.sub(" ", text)
+
+
+def test_an_intent_keeps_its_prose_around_code_blocks() -> None:
+    text = "THOUGHT: I will look for the model.\n```\nfind_file models.py\n```\nthen run ```ls src"
+    assert intent_text(text, 400) == "I will look for the model. then run"
