@@ -4,14 +4,15 @@
     python benchmarks/bench_scan.py --corpus DIR --repeat 3 --json
     python benchmarks/bench_scan.py --verify           # also check both scans report the same loops
 
-(a) ``loopwatch scan --json`` in a subprocess (``python -m loopwatch.cli``, output to /dev/null) on every
-    corpus file: wall time (interpreter start and imports included) and events (steps) per second.
-(b) The floor: a bare Python loop over the same files (gzip, ``json.loads`` per line, then
+(a) ``loopwatch scan --json -j 1`` (one process) in a subprocess (``python -m loopwatch.cli``, output to /dev/null)
+    on every corpus file: wall time (interpreter start and imports included) and events (steps) per second.
+    The floor: a bare Python loop over the same files (gzip, ``json.loads`` per line, then
     ``json.dumps(step, sort_keys=True)`` hashed with blake2b for each step). Target: the scan takes at
     most 3x the floor, and less than 20 s for the whole corpus.
-(b) The same scan with ``-j 2`` (two processes; target: under 15 s).
+(b) The same scan with ``-j 2`` (two processes; target: under 15 s). Without ``-j`` a scan of an input this large uses
+    one process per CPU (the report says how many that is here): on a machine with two, this row.
 (c) The same corpus as one event-stream file (docs/formats.md, section 1, each run a session, written once to a
-    temporary directory): ``loopwatch scan --format events --json`` on it against the floor on that file
+    temporary directory): ``loopwatch scan --format events --json -j 1`` on it against the floor on that file
     (``json.loads`` per line, then its canonical JSON hashed).
 (d) The same stream with ``-j 2``: the two processes share its sessions (each reads every event, judges every
     other session; target: under 15 s).
@@ -33,6 +34,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from loopwatch.cli._batch import auto_jobs
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 PRESET = "default-lexical"
@@ -206,13 +209,14 @@ def main(argv: list[str] | None = None) -> int:
     paths = [str(f) for f in files]
     repeat = max(1, args.repeat)
     result: dict[str, Any] = {"corpus": str(args.corpus), "files": len(files), "repeat": repeat}
+    result["default_jobs"] = auto_jobs(paths)
     try:
         result["startup_s"] = round(startup_time(repeat), 3)
         floor_a, steps = best_of(repeat, lambda: floor_trajectories(files))
-        scan_a = best_scan(repeat, paths, [])
+        scan_a = best_scan(repeat, paths, ["-j", "1"])
         scan_b = best_scan(repeat, paths, ["-j", "2"])
         result["rows"] = [
-            _row("(a) trajectories, .jsonl.gz", scan_a, steps, floor_a, True),
+            _row("(a) trajectories, -j 1", scan_a, steps, floor_a, True),
             _row("(b) the same, -j 2", scan_b, steps, floor_a, True, target_seconds=TARGET_SECONDS_J2),
         ]
         with tempfile.TemporaryDirectory(prefix="loopwatch-bench-") as tmp:
@@ -220,8 +224,8 @@ def main(argv: list[str] | None = None) -> int:
             sessions, events = write_event_stream(files, stream)
             result["event_stream"] = {"sessions": sessions, "events": events, "bytes": stream.stat().st_size}
             floor_c, _ = best_of(repeat, lambda: floor_events(stream))
-            scan_c = best_scan(repeat, [str(stream)], ["--format", "events"])
-            result["rows"].append(_row("(c) one event stream, .jsonl", scan_c, events, floor_c, False))
+            scan_c = best_scan(repeat, [str(stream)], ["--format", "events", "-j", "1"])
+            result["rows"].append(_row("(c) one event stream, -j 1", scan_c, events, floor_c, False))
             scan_d = best_scan(repeat, [str(stream)], ["--format", "events", "-j", "2"])
             result["rows"].append(
                 _row("(d) the same stream, -j 2", scan_d, events, floor_c, False, target_seconds=TARGET_SECONDS_J2)
@@ -244,7 +248,8 @@ def _table(result: dict[str, Any], steps: int) -> str:
         f"corpus {result['corpus']}: {result['files']} files, {steps:,} steps; event stream: "
         f"{stream['sessions']:,} sessions, {stream['events']:,} events, {stream['bytes'] / 1e6:.1f} MB",
         f"timings are the best of {result['repeat']}; scans run in a subprocess "
-        f"(interpreter start + import: {result['startup_s']:.2f} s, included)",
+        f"(interpreter start + import: {result['startup_s']:.2f} s, included); without -j, scan uses "
+        f"{result['default_jobs']} process(es) for this corpus here (one per CPU for an input of 4 MB or more)",
         "",
         f"{'input':<30} {'scan s':>7} {'events/s':>9} {'floor s':>8} {'ratio':>6}  {'target':<24} result",
     ]

@@ -190,6 +190,45 @@ def test_jobs_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "-j must be at least 1" in err
 
 
+def test_without_jobs_a_large_input_is_shared_between_the_cpus(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copytree(EXAMPLES, tmp_path / "examples")
+    code, alone, _ = run(capsys, "scan", str(tmp_path / "examples"), "--json", "-j", "1")
+    assert code == 0
+    workers: list[int] = []
+    parallel = batch._parallel
+
+    def counted(files: list[str], spec: object, format: object, jobs: int, *rest: object) -> object:
+        workers.append(jobs)
+        return parallel(files, spec, format, jobs, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(batch, "_parallel", counted)
+    monkeypatch.setattr(batch, "AUTO_BYTES", 1)  # the examples count as a large input
+    monkeypatch.setattr(batch, "_SPLIT_BYTES", 1)
+    monkeypatch.setattr(batch, "_cpus", lambda: 2)
+    code, shared, err = run(capsys, "scan", str(tmp_path / "examples"), "--json")
+    assert code == 0, err
+    assert workers == [2]
+    assert shared == alone  # the same output, in the same order
+
+
+def test_the_processes_chosen_follow_the_input_size_and_the_cpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    small, large = tmp_path / "small.jsonl", tmp_path / "large.jsonl"
+    small.write_text("{}\n", encoding="utf-8")
+    with large.open("wb") as out:
+        out.truncate(5 * batch.AUTO_BYTES // 4)  # 5 MB (sparse): two workers' worth
+    monkeypatch.setattr(batch, "_cpus", lambda: 8)
+    assert batch.auto_jobs([str(small)]) == 1  # not worth a worker's start
+    assert batch.auto_jobs([str(large)]) == 2  # one per 2 MB of input, though there are 8 CPUs
+    assert batch.auto_jobs([str(large), "-"]) == 1  # standard input is read here
+    assert batch.auto_jobs([str(large), str(tmp_path / "gone.jsonl")]) == 2  # a missing file is reported when read
+    monkeypatch.setattr(batch, "_cpus", lambda: 1)
+    assert batch.auto_jobs([str(large)]) == 1
+
+
 def test_summary_shows_loop_spans_and_cost_inside_loops(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "scan", str(EXAMPLES))
     assert code == 0

@@ -28,6 +28,10 @@ from ._summary import RunDigest, digest_run
 
 _SPLIT_BYTES: Final = 2_000_000
 """Files at least this big are shared between workers (when their format allows)."""
+AUTO_BYTES: Final = 4_000_000
+"""Without ``-j``, an input of at least this many bytes (on disk: compressed, for gzip files) is scanned with one
+process per CPU, one per :data:`_SPLIT_BYTES` of it at most; a smaller one in this process (starting workers, each
+importing loopwatch and building the policy, costs ~0.2 s of CPU apiece)."""
 
 
 class ScanProgress(Protocol):
@@ -141,16 +145,19 @@ def scan_files(
     spec: PolicySpec,
     *,
     format: Format | None = None,
-    jobs: int = 1,
+    jobs: int | None = 1,
     keep: KeepRun = _never,
     on_error: ErrorHandler,
     on_file: Callable[[str], None] | None = None,
     progress: ScanProgress | None = None,
 ) -> Iterator[Scanned]:
     """Every run of every file in ``paths`` (expanded as :func:`~loopwatch.readers.expand_paths` does),
-    scanned with ``spec``'s policy, in input order. ``keep(report)`` says which runs to send back whole;
-    ``on_file(path)`` is called as each file is done; ``progress`` is told the bytes to read and read."""
+    scanned with ``spec``'s policy, in input order, by ``jobs`` processes (``None``: :func:`auto_jobs`).
+    ``keep(report)`` says which runs to send back whole; ``on_file(path)`` is called as each file is done;
+    ``progress`` is told the bytes to read and read."""
     files = expand_paths(paths, on_error)
+    if jobs is None:
+        jobs = auto_jobs(files)
     single = jobs <= 1 or (len(files) <= 1 and not _splittable(files)) or "-" in files  # stdin stays here
     if progress is not None:
         progress.start(_total_bytes(files, 1 if single else jobs))
@@ -164,6 +171,23 @@ def scan_files(
                     on_file(path)
         return
     yield from _parallel(files, spec, format, jobs, keep, on_error, on_file, progress)
+
+
+def auto_jobs(files: Sequence[str]) -> int:
+    """The processes a scan of ``files`` uses when ``-j`` does not say: 1 for standard input or an input under
+    :data:`AUTO_BYTES`; else one per CPU this process may run on, at most one per :data:`_SPLIT_BYTES` of input (a
+    worker needs enough to do to pay for its start)."""
+    size = _total_bytes(files, 1)
+    if size is None or size < AUTO_BYTES:  # None: standard input, read here
+        return 1
+    return max(1, min(_cpus(), size // _SPLIT_BYTES))
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on (its affinity where the system tells, else the machine's)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _total_bytes(files: Sequence[str], jobs: int) -> int | None:

@@ -60,6 +60,14 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+def _jobs(value: str) -> int:
+    """``-j N``: a whole number (checked to be at least 1 by the command, which says so as a setting error)."""
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of processes, got {value!r}") from None
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loopwatch", description="Catch LLM agents stuck in loops.")
     parser.add_argument("--version", action=_Version, help="show the version and whether its compiled parts run")
@@ -71,7 +79,14 @@ def _parser() -> argparse.ArgumentParser:
     scan.add_argument(
         "--top", type=int, default=10, metavar="N", help="how many of the worst runs to show (default: 10)"
     )
-    scan.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="scan with N processes (default: 1)")
+    scan.add_argument(
+        "-j",
+        "--jobs",
+        type=_jobs,
+        default=None,
+        metavar="N",
+        help="scan with N processes (default: one per CPU for an input of at least 4 MB, else 1)",
+    )
     scan.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report to FILE")
     scan.add_argument(
         "--fail-on",

@@ -23,7 +23,7 @@ FAIL_ON: tuple[str, ...] = ("nudge", "block", "stop")
 
 
 def scan(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors: InputErrors) -> int:
-    if args.jobs < 1:
+    if args.jobs is not None and args.jobs < 1:
         raise ConfigError("-j must be at least 1", field="jobs")
     began = time.perf_counter()
     report = _html_report(args.currency) if args.html else None
