@@ -14,8 +14,8 @@
 (c) The same corpus as one event-stream file (docs/formats.md, section 1, each run a session, written once to a
     temporary directory): ``loopwatch scan --format events --json -j 1`` on it against the floor on that file
     (``json.loads`` per line, then its canonical JSON hashed).
-(d) The same stream with ``-j 2``: the two processes share its sessions (each reads every event, judges every
-    other session; target: under 15 s).
+(d) The same stream with ``-j 2``: the two processes share its sessions (each reads every line, parses and judges
+    those of every other session; target: under 15 s).
 
 With ``--repeat N`` every timing is the best of N. Exit status 0 (1 if a scan subprocess fails, or with
 ``--verify`` if the two scans disagree).

@@ -132,15 +132,85 @@ def test_each_worker_reads_its_share_of_an_event_streams_sessions(tmp_path: Path
     assert first == whole[0::2] and second == whole[1::2]  # every other session, each with all its events
     thirds = [sessions(stream, (k, 3))[0] for k in range(3)]
     assert [thirds[k] for k in range(3)] == [whole[k::3] for k in range(3)]
-    # a bad record: every share stops there, and only share 0 reports it
+    # a bad record: the share whose session it is reports it and stops there; the other goes on (the scan reads such
+    # a file again in one piece)
     (tmp_path / "bad").mkdir()
     bad = _event_stream(tmp_path / "bad", bad_at=40)
     before, errors = sessions(bad, None)
     assert len(errors) == 1 and errors[0].line == 41
-    zero, errors0 = sessions(bad, (0, 2))
-    one, errors1 = sessions(bad, (1, 2))
-    assert zero == before[0::2] and one == before[1::2]
-    assert len(errors0) == 1 and errors1 == []
+    shares = [sessions(bad, (k, 2)) for k in range(2)]
+    assert [error.line for _, met in shares for error in met] == [41]
+    stopped = 0 if shares[0][1] else 1
+    assert shares[stopped][0] == before[stopped::2]
+    assert shares[1 - stopped][0] != before[1 - stopped :: 2]  # read past the bad record
+
+
+def test_workers_parse_only_their_own_sessions_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from loopwatch.formats import _files
+    from loopwatch.formats._dispatch import read_file
+
+    stream = _event_stream(tmp_path)
+    lines = [line for line in stream.read_text(encoding="utf-8").splitlines() if line.strip()]
+    parsed: list[str] = []
+    loads = _files._loads
+
+    def counted(text: str) -> object:
+        parsed.append(text)
+        return loads(text)
+
+    monkeypatch.setattr(_files, "_loads", counted)
+    shares = [[run.id for run in read_file(str(stream), on_error=pytest.fail, part=(k, 2))] for k in range(2)]
+    assert shares[0] and shares[1]
+    # the first line is every share's (its format is sniffed), the others each share's own
+    assert len(parsed) == len(lines) + 1
+
+
+def test_an_event_streams_lines_whose_session_takes_parsing_are_parsed_by_every_worker(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream = _event_stream(tmp_path)
+    lines = stream.read_text(encoding="utf-8").splitlines()
+    # every third event with its session after its arguments (an object before it: the line must be parsed)
+    moved = []
+    for n, line in enumerate(lines):
+        record = json.loads(line)
+        if n % 3 == 0:
+            session = record.pop("session")
+            record = {**record, "args": {"session": "not this one"}, "session": session}
+            if record["type"] != "tool_call":
+                record.pop("args")
+                record = {"meta": {"session": "nor this"}, **record}
+        moved.append(json.dumps(record))
+    stream.write_text("\n".join(moved) + "\n", encoding="utf-8")
+    code, single, err = run(capsys, "scan", str(stream), "--json", "-j", "1")
+    assert code == 0, err
+    monkeypatch.setattr(batch, "_SPLIT_BYTES", 1)
+    code, shared, err = run(capsys, "scan", str(stream), "--json", "-j", "2")
+    assert code == 0, err
+    assert shared == single
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        '{"type": "message", "session": "agent-a", "text": "cut sh',  # parsed by the share of agent-a only
+        "{not json",  # parsed by every share: no session to read
+    ],
+    ids=["one share's line", "every share's line"],
+)
+def test_workers_sharing_an_event_stream_report_a_line_that_does_not_parse_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, bad: str
+) -> None:
+    stream = _event_stream(tmp_path)
+    lines = stream.read_text(encoding="utf-8").splitlines()
+    lines.insert(30, bad)
+    stream.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, single, err = run(capsys, "scan", str(stream), "--json", "-j", "1")
+    assert code == 2 and err.count("invalid JSON") == 1, err
+    monkeypatch.setattr(batch, "_SPLIT_BYTES", 1)
+    code, shared, err = run(capsys, "scan", str(stream), "--json", "-j", "2")
+    assert code == 2 and err.count("invalid JSON") == 1, err
+    assert shared == single
 
 
 def test_workers_sharing_an_event_stream_stop_at_the_same_bad_record_and_report_it_once(

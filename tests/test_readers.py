@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loopwatch import Guard
 from loopwatch.core._events import Message, Reset, ToolCall, ToolResult, Usage
@@ -471,3 +473,50 @@ def test_sniffing_falls_back_to_events_after_the_foreign_formats() -> None:
     assert sniff_format({"type": "warp"}) == "events"  # an unknown event type: reported by the event reader
     assert sniff_format({"type": "message", "role": "user", "content": "hi"}) != "events"  # a chat message
     assert sniff_format([{"steps": []}]) == "trajectory"
+
+
+# -- an event stream's session read from its line ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "session"),
+    [
+        ('{"type": "message", "session": "agent-a", "text": "hi"}', "agent-a"),
+        ('  {"session":"b","type":"reset"}', "b"),
+        ('{"type": "message", "session": "a", "text": "the \\"session\\" key"}', "a"),  # inside a string, escaped
+        ('{"type": "tool_call", "args": {"session": "x"}, "tool": "t"}', None),  # not the top level's
+        ('{"type": "tool_call", "args": {"q": 1}, "session": "s", "tool": "t"}', None),  # an object before it
+        ('{"session": "a", "session": "b", "type": "reset"}', None),  # the last one counts: parse it
+        ('{"\\u0073ession": "b", "session": "a", "type": "reset"}', None),  # an escape may spell the key
+        ('{"type": "message", "session": "a\\"b"}', None),  # an escape in the value
+        ('{"type": "message", "session": null}', None),
+        ('{"type": "message", "session": 7}', None),
+        ('{"type": "message", "text": "a \\\\", "session": "a"}', None),  # a backslash before it
+        ('{"type": "message", "text": "odd \\" quote", "session": "a"}', None),
+        ('{"type": "message"}', None),
+        ('["session", {"session": "a"}]', None),
+    ],
+)
+def test_a_line_names_its_session_only_when_it_leaves_no_doubt(line: str, session: str | None) -> None:
+    from loopwatch.formats._canonical import raw_session
+
+    assert raw_session(line) == session
+
+
+_JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-9, 9), st.text(max_size=6))
+_KEYS = st.sampled_from(["session", "type", "text", "args", "session ", "Session", "s"])
+_JSON = st.recursive(_JSON_LEAF, lambda inner: st.dictionaries(_KEYS, inner, max_size=3) | st.lists(inner, max_size=2))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(_KEYS, _JSON, max_size=5), st.booleans(), st.booleans())
+def test_a_session_read_from_the_line_is_the_one_parsing_gives(
+    record: dict[str, Any], ascii: bool, tight: bool
+) -> None:
+    from loopwatch.core._events import session_of
+    from loopwatch.formats._canonical import raw_session
+
+    line = json.dumps(record, ensure_ascii=ascii, separators=(",", ":") if tight else None)
+    found = raw_session(line)
+    if found is not None:
+        assert found == session_of(json.loads(line))

@@ -1,11 +1,12 @@
 """Scanning many files, in one process or several (``loopwatch scan -j N``).
 
-Work is cut into tasks of one file each; a big JSONL trajectory file (one run per line) is cut into ``N``
-interleaved shares, each parsed by one worker only. Workers rebuild the policy from its
-:class:`~loopwatch._policy_spec.PolicySpec` (a preset name and a config file), scan, and send back small
-results: each run's :class:`~loopwatch.cli._summary.RunDigest`, and the run itself only when the caller wants it
-(for example the runs with loops, for the HTML report). Results come back in input order, file by file, so memory stays
-flat however many files there are.
+Work is cut into tasks of one file each; a big JSONL file is cut into ``N`` interleaved shares, each parsed by one
+worker only (a file of trajectories by its lines, an event stream by its sessions). A shared file with a bad record
+is scanned again in this process, in one piece, so that the output is the same as with one process. Workers rebuild
+the policy from its :class:`~loopwatch._policy_spec.PolicySpec` (a preset name and a config file), scan, and send
+back small results: each run's :class:`~loopwatch.cli._summary.RunDigest`, and the run itself only when the caller
+wants it (for example the runs with loops, for the HTML report). Results come back in input order, file by file, so
+memory stays flat however many files there are.
 """
 
 from __future__ import annotations
@@ -269,11 +270,18 @@ def _parallel(
         while pending:
             path, futures = pending.pop(0)
             results: list[tuple[int, Scanned]] = []
+            met: list[InputError] = []
             for future in futures:
                 scanned, errors = future.result()
                 results.extend(scanned)
-                for message, where, line in errors:
-                    on_error(InputError(message, path=where, line=line))
+                met += (InputError(message, path=where, line=line) for message, where, line in errors)
+            if met and len(futures) > 1:
+                # a bad record in a shared file: each share stopped where it met one, or not at all; one piece
+                # stops where a scan in one process does, with its runs before the bad record, reported once
+                results = list(_scan_task(_Task(path, format, None), _policy_cache(spec), keep, on_error))
+            else:
+                for error in met:
+                    on_error(error)
             results.sort(key=lambda item: item[0])
             yield from (scanned for _, scanned in results)
             if on_file is not None:

@@ -4,8 +4,9 @@ as a list of steps) (docs/formats.md, sections 1 and 2)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Final
 
 from ..core._events import EVENT_TYPES, Event, Message, Reset, ToolCall, ToolResult, parse_event, session_of
 from ..errors import EventError, InputError
@@ -31,29 +32,88 @@ def sniff_canonical(record: Any) -> Format | None:
     return None
 
 
+_SESSION_KEY: Final = '"session"'
+_SESSION_VALUE: Final = re.compile(r'"session"\s*:\s*"([^"\\]*)"')
+
+
+def raw_session(line: str) -> str | None:
+    """The session of an event-stream line, read without parsing the line, where the text leaves no doubt; else
+    ``None`` (the line must be parsed to know). Certain when ``"session"`` appears once, as a key of the top-level
+    object (only an opening brace, and whole strings without a backslash, before it), with a string value without
+    escapes, and the line holds no ``\\u`` escape (which could spell another ``session`` key). Then it is what
+    parsing the line would give (:func:`~loopwatch.core._events.session_of`), if the line parses at all."""
+    at = line.find(_SESSION_KEY)
+    if at < 0 or line.find(_SESSION_KEY, at + len(_SESSION_KEY)) >= 0 or "\\u" in line:
+        return None
+    head = line[:at].lstrip()
+    if head[:1] != "{" or "{" in head[1:] or "[" in head or "\\" in head or head.count('"') % 2:
+        return None
+    value = _SESSION_VALUE.match(line, at)
+    if value is None:
+        return None
+    try:
+        return session_of({"session": value.group(1)})
+    except EventError:
+        return None
+
+
+class SessionShare:
+    """One worker's share of an event stream's sessions when ``parts`` workers share the file: the sessions numbered
+    ``part``, ``part + parts``... (from 0, in the order of their first events). Every worker numbers every session,
+    reading its name from the line itself where :func:`raw_session` can, so the workers agree without parsing one
+    another's events."""
+
+    __slots__ = ("_mine", "_others", "part", "parts")
+
+    def __init__(self, part: int, parts: int) -> None:
+        self.part, self.parts = part, parts
+        self._mine: set[str] = set()
+        self._others: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"SessionShare({self.part}, {self.parts})"
+
+    def claims(self, session: str) -> bool:
+        """Is ``session`` this worker's (numbered here when it is new)?"""
+        if session in self._mine:
+            return True
+        if session in self._others:
+            return False
+        if (len(self._mine) + len(self._others)) % self.parts == self.part:
+            self._mine.add(session)
+            return True
+        self._others.add(session)
+        return False
+
+    def wants(self, line: str) -> bool:
+        """Does this worker parse ``line``: an event of its own sessions, or one whose session takes parsing to
+        know?"""
+        session = raw_session(line)
+        return session is None or self.claims(session)
+
+
 def event_stream(
-    path: str, records: Iterable[tuple[int, Any]], on_error: ErrorHandler, share: tuple[int, int] | None = None
+    path: str, records: Iterable[tuple[int, Any]], on_error: ErrorHandler, share: SessionShare | None = None
 ) -> Iterator[Run]:
     """The sessions of an event stream, one run each, in the order of their first events.
 
-    ``share=(k, n)``: only the sessions numbered k, k + n, k + 2n... (from 0, in the order of their first events), for
-    the k-th of n workers sharing one file: together they give every session once, each in its place. Every event is
-    still checked, so each worker stops at the same bad record."""
-    part, parts = share or (0, 1)
+    ``share``: only that worker's sessions (see :class:`SessionShare`), for workers sharing one file: together they
+    give every session once, each in its place. A worker judges only the events of its sessions (and of lines it
+    had to parse to learn their session), so a bad record is met by the worker it falls to (by all, for a line that
+    does not parse); the caller scans such a file again in one piece (``loopwatch scan -j``), for the output of one
+    worker."""
     runs: dict[str, Run] = {}
-    others: set[str] = set()
     for lineno, record in records:
         try:
             session = session_of(record) if isinstance(record, Mapping) else "default"
+            if share is not None and not share.claims(session):
+                continue  # another worker's session
             event = parse_event(record)
         except EventError as exc:
             on_error(InputError(str(exc), path=path, line=lineno))
             break
         run = runs.get(session)
         if run is None:
-            if parts > 1 and (session in others or (len(runs) + len(others)) % parts != part):
-                others.add(session)  # another worker's session
-                continue
             run = runs[session] = Run(id=session, path=path)
         run.events.append(event)
     yield from runs.values()

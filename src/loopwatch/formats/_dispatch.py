@@ -3,11 +3,11 @@ then the registry's), and a record no reader expected ending the file as a bad r
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ..errors import InputError
-from ._canonical import event_stream, sniff_canonical, trajectories
+from ._canonical import SessionShare, event_stream, sniff_canonical, trajectories
 from ._files import expand_paths, first_sentence, read_records
 from ._run import FORMATS, ErrorHandler, Format, Run
 
@@ -56,11 +56,13 @@ def read_file(
 
     ``part=(k, n)`` reads only the k-th of n interleaved shares of the file's runs, for n workers sharing
     one big file: for a JSONL trajectory file (one run per line) the k-th worker parses only lines
-    k, k + n, k + 2n...; of a JSONL event stream, every worker reads every event (each stops at the same bad
-    record) and keeps the k-th, (k + n)-th... session in the order of their first events; any other file is read
-    whole by share 0 and skipped by the others. A bad record is reported once: by the share that parses its line
-    (a JSONL trajectory file's), else by share 0 (every share parses the events of a stream, and the documents of
-    a file of pretty-printed JSON).
+    k, k + n, k + 2n...; of a JSONL event stream, the k-th, (k + n)-th... session in the order of their first
+    events, each worker parsing only the lines of its sessions (and those whose session takes parsing to know:
+    :class:`~loopwatch.formats._canonical.SessionShare`); any other file is read whole by share 0 and skipped by
+    the others. A bad record is reported by the share that parses its line (by every share, for an event-stream
+    line whose session cannot be read without parsing it), and by share 0 alone where every share parses every
+    record (pretty-printed JSON documents). A share stops at the bad record it meets, so shares of a file with one
+    end in different places: ``loopwatch scan -j`` scans such a file again in one piece.
     """
     if format is not None and format not in FORMATS:
         on_error(InputError(f"unknown format {format!r} (expected one of {', '.join(FORMATS)})", path=path))
@@ -74,7 +76,8 @@ def read_file(
     handler: ErrorHandler = _ignore if share != 0 and shares > 1 else on_error
     skip: list[int] = []
     documents: list[bool] = []
-    records = read_records(path, lambda error: handler(error), skip, documents)
+    route: list[Callable[[str], bool]] = []
+    records = read_records(path, lambda error: handler(error), skip, documents, route)
     first = next(records, None)
     if first is None:
         return
@@ -82,7 +85,7 @@ def read_file(
     if kind is None:
         handler(InputError(f"not a trace format loopwatch knows ({', '.join(FORMATS)})", path=path, line=first[0]))
         return
-    sessions: tuple[int, int] | None = None
+    sessions: SessionShare | None = None
     if shares > 1:
         if kind == "trajectory" and not isinstance(first[1], list):
             skip[:] = share, shares
@@ -93,7 +96,10 @@ def read_file(
                 if first is None:
                     return
         elif kind == "events" and not isinstance(first[1], list):
-            sessions = share, shares  # sessions shared out; every share reads every event
+            sessions = SessionShare(share, shares)
+            if not documents:
+                route[:] = [sessions.wants]  # other shares' events are not parsed
+                handler = on_error  # so each share reports the bad record it meets
         elif share != 0:
             return  # not splittable: share 0 reads it all
     seen = [first[0]]

@@ -124,7 +124,11 @@ class _Metered(io.RawIOBase):
 
 
 def read_records(
-    path: str, on_error: ErrorHandler, skip: list[int] | None = None, documents: list[bool] | None = None
+    path: str,
+    on_error: ErrorHandler,
+    skip: list[int] | None = None,
+    documents: list[bool] | None = None,
+    route: list[Callable[[str], bool]] | None = None,
 ) -> Iterator[tuple[int, Any]]:
     """(line number, parsed JSON) per record; a bad record is reported and ends the file.
 
@@ -134,7 +138,9 @@ def read_records(
     ``skip`` (``[part, parts]``, set by the caller once it knows the lines are independent records): after
     the first record, only lines whose ordinal is ``part`` modulo ``parts`` are parsed and yielded (of JSON
     documents, every one is parsed and only those are yielded). ``documents`` gets ``True`` appended, before the
-    first record is yielded, when the file is read as JSON documents rather than line by line.
+    first record is yielded, when the file is read as JSON documents rather than line by line. ``route`` (one
+    predicate, set by the caller like ``skip``): after the first record, a line it says no to is not parsed (JSON
+    lines only; documents are all parsed).
     """
     try:
         handle = open_text(path)
@@ -152,6 +158,8 @@ def read_records(
                 ordinal += 1
                 if skip and ordinal % skip[1] != skip[0]:
                     continue  # another worker's record: not even parsed
+                if route and not route[0](line):
+                    continue  # another worker's event
                 line = line.rstrip("\r\n")
                 try:
                     value = _loads(line)
