@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from loopwatch.cli._batch import auto_jobs
+from loopwatch.core._events import event_to_json
+from loopwatch.readers import trajectory_run
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 PRESET = "default-lexical"
@@ -76,32 +78,9 @@ def floor_events(path: Path) -> int:
     return events
 
 
-def step_to_event(step: dict[str, Any], session: str) -> dict[str, Any]:
-    """A trajectory step (docs/formats.md, section 2) as the event it stands for (section 1)."""
-    role, tool = step.get("role"), step.get("tool") if isinstance(step.get("tool"), str) else None
-    text = step.get("text")
-    text = text if isinstance(text, str) else ("" if text is None else json.dumps(text))
-    event: dict[str, Any]
-    if role == "assistant" and tool:
-        args = step.get("args")
-        if args is not None and not isinstance(args, dict):
-            args = {"input": args}
-        event = {"type": "tool_call", "session": session, "tool": tool, "args": args or {}}
-        if text:
-            event["thought"] = text
-    elif role == "tool":
-        event = {"type": "tool_result", "session": session, "tool": tool or "tool", "output": text}
-        if isinstance(step.get("is_error"), bool):
-            event["is_error"] = step["is_error"]
-    else:
-        event = {"type": "message", "session": session, "role": role, "text": text}
-    if isinstance(step.get("agent"), str):
-        event["worker"] = step["agent"]
-    return event
-
-
 def write_event_stream(files: list[Path], out: Path) -> tuple[int, int]:
-    """The corpus as one event-stream file, a session per run; returns (sessions, events)."""
+    """The corpus as one event-stream file, a session per run, each trajectory's events as the trajectory reader
+    reads them (its results linked to their calls by id); returns (sessions, events)."""
     sessions = events = 0
     with open(out, "w", encoding="utf-8") as sink:
         for path in files:
@@ -109,10 +88,10 @@ def write_event_stream(files: list[Path], out: Path) -> tuple[int, int]:
                 for line in handle:
                     if not line.strip():
                         continue
-                    record = json.loads(line)
+                    run = trajectory_run(json.loads(line))
                     sessions += 1
-                    for step in record.get("steps") or ():
-                        sink.write(json.dumps(step_to_event(step, record["id"]), ensure_ascii=False) + "\n")
+                    for event in run.events:  # as the trajectory reader reads them: a result linked to its call by id
+                        sink.write(json.dumps(event_to_json(event, run.id), ensure_ascii=False) + "\n")
                         events += 1
     return sessions, events
 
