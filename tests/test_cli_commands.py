@@ -283,6 +283,22 @@ def test_without_jobs_a_large_input_is_shared_between_the_cpus(
     assert shared == alone  # the same output, in the same order
 
 
+def test_a_scan_goes_on_in_one_process_where_processes_cannot_be_started(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copytree(EXAMPLES, tmp_path / "examples")
+    code, alone, _ = run(capsys, "scan", str(tmp_path / "examples"), "--json", "-j", "1")
+
+    def no_processes(*args: object, **kwargs: object) -> None:  # a sandbox without process-shared locks
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(batch, "ProcessPoolExecutor", no_processes)
+    code, out, err = run(capsys, "scan", str(tmp_path / "examples"), "--json", "-j", "2")
+    assert code == 0
+    assert out == alone
+    assert "cannot start 2 processes" in err and "Function not implemented" in err
+
+
 def test_the_processes_chosen_follow_the_input_size_and_the_cpus(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -161,9 +162,16 @@ def scan_files(
     if jobs is None:
         jobs = auto_jobs(files)
     single = jobs <= 1 or (len(files) <= 1 and not _splittable(files)) or "-" in files  # stdin stays here
+    workers: tuple[ProcessPoolExecutor, Any] | None = None
+    if not single:
+        try:
+            workers = _workers(jobs, progress)
+        except (OSError, NotImplementedError) as exc:  # no process-shared locks here (some sandboxes)
+            print(f"loopwatch: cannot start {jobs} processes ({exc}); scanning in this one", file=sys.stderr)
+            single = True
     if progress is not None:
         progress.start(_total_bytes(files, 1 if single else jobs))
-    if single:
+    if workers is None:
         policy = spec.build()
         with read_meter(progress.advance) if progress is not None else contextlib.nullcontext():
             for path in files:
@@ -172,7 +180,15 @@ def scan_files(
                 if on_file is not None:
                     on_file(path)
         return
-    yield from _parallel(files, spec, format, jobs, keep, on_error, on_file, progress)
+    yield from _parallel(files, spec, format, jobs, keep, on_error, on_file, progress, workers)
+
+
+def _workers(jobs: int, progress: ScanProgress | None) -> tuple[ProcessPoolExecutor, Any]:
+    """A pool of ``jobs`` worker processes and the count of bytes they read (shared with this process); raises
+    ``OSError`` or ``NotImplementedError`` where processes cannot share a lock."""
+    counter = multiprocessing.Value("q", 0)
+    setup: dict[str, Any] = {"initializer": _start_worker, "initargs": (counter,)} if progress is not None else {}
+    return ProcessPoolExecutor(max_workers=jobs, **setup), counter
 
 
 def auto_jobs(files: Sequence[str]) -> int:
@@ -255,13 +271,13 @@ def _parallel(
     keep: KeepRun,
     on_error: ErrorHandler,
     on_file: Callable[[str], None] | None,
-    progress: ScanProgress | None = None,
+    progress: ScanProgress | None,
+    workers: tuple[ProcessPoolExecutor, Any],
 ) -> Iterator[Scanned]:
     groups = iter(zip(files, _tasks(files, format, jobs), strict=True))
-    counter = multiprocessing.Value("q", 0)
+    pool, counter = workers
     poller = _Poller(counter, progress) if progress is not None else None
-    setup: dict[str, Any] = {"initializer": _start_worker, "initargs": (counter,)} if progress is not None else {}
-    with ProcessPoolExecutor(max_workers=jobs, **setup) as pool, _stopping(poller):
+    with pool, _stopping(poller):
         # at most 2 * jobs files in flight: enough to keep every worker busy, with bounded memory
         pending = []
         for path, group in groups:
