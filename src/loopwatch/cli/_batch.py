@@ -193,8 +193,8 @@ def _workers(jobs: int, progress: ScanProgress | None) -> tuple[ProcessPoolExecu
 
 def auto_jobs(files: Sequence[str]) -> int:
     """The processes a scan of ``files`` uses when ``-j`` does not say: 1 for standard input or an input under
-    :data:`AUTO_BYTES`; else one per CPU this process may run on, at most one per :data:`_SPLIT_BYTES` of input (a
-    worker needs enough to do to pay for its start)."""
+    :data:`AUTO_BYTES`; else one per CPU this process may run on, at most one per :data:`_SPLIT_BYTES` of input (the
+    size from which a file is shared between workers)."""
     size = _total_bytes(files, 1)
     if size is None or size < AUTO_BYTES:  # None: standard input, read here
         return 1

@@ -60,14 +60,6 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def _jobs(value: str) -> int:
-    """``-j N``: a whole number (checked to be at least 1 by the command, which says so as a setting error)."""
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of processes, got {value!r}") from None
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loopwatch", description="Catch LLM agents stuck in loops.")
     parser.add_argument("--version", action=_Version, help="show the version and whether its compiled parts run")
@@ -82,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     scan.add_argument(
         "-j",
         "--jobs",
-        type=_jobs,
+        type=int,
         default=None,
         metavar="N",
         help="scan with N processes (default: one per CPU for an input of at least 4 MB, else 1)",
