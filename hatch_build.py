@@ -147,6 +147,7 @@ def build_core(out_dir: Path) -> list[Path]:
         if done.returncode != 0:
             raise RuntimeError(f"compiling the core with mypyc failed:\n{done.stdout[-4000:]}{done.stderr[-4000:]}")
         made = [p for p in work.rglob(f"*{suffix}") if "build" not in p.relative_to(work).parts]
+        made.append(_write_constructors(work))
         targets = []
         for built in made:
             target = out_dir / built.relative_to(work)
@@ -155,10 +156,30 @@ def build_core(out_dir: Path) -> list[Path]:
             shutil.copyfile(built, staged)
             os.replace(staged, target)  # a running process never sees half a file
             targets.append(target)
-    if len(targets) != len(paths) + 1:
-        raise RuntimeError(f"mypyc made {len(targets)} modules for {len(paths)} sources and their library")
+    if len(targets) != len(paths) + 2:
+        raise RuntimeError(f"mypyc made {len(targets) - 1} modules for {len(paths)} sources and their library")
     _drop_strays(out_dir / "loopwatch", set(targets), suffix)
     return targets
+
+
+def _write_constructors(work: Path) -> Path:
+    """Writes the compiled classes' constructors, read from their source in ``work`` (mypyc keeps neither their
+    annotations nor their keyword-only marks; see ``loopwatch.core._configured``), beside the modules; returns the
+    file."""
+    table = work / "loopwatch" / _native_value("CONSTRUCTORS")
+    script = "import json, sys; from loopwatch._native import constructors; json.dump(constructors(), sys.stdout)"
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(work), "LOOPWATCH_PURE_PYTHON": "1"},
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"reading the compiled classes' constructors failed:\n{done.stderr[-4000:]}")
+    table.write_text(done.stdout, "utf-8")
+    return table
 
 
 def _drop_strays(package: Path, made: set[Path], suffix: str) -> None:

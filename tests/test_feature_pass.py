@@ -75,6 +75,13 @@ def test_error_lines_of_a_build_log() -> None:
 # -- each feature computed once per event, whichever rules read it ------------------------------------------
 
 
+FROM_SOURCE = pytest.mark.skipif(
+    _native.compiled(),
+    reason="counts calls by patching a compiled module, which its compiled callers do not see: `make unit` runs this"
+    " file again from the source (LOOPWATCH_PURE_PYTHON=1)",
+)
+
+
 def _counting(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list[int]:
     """Count the calls of ``module.name`` (the function the per-step features call)."""
     calls: list[int] = []
@@ -88,6 +95,7 @@ def _counting(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> lis
     return calls
 
 
+@FROM_SOURCE
 def test_a_call_is_read_once_for_its_words_scopes_and_query(monkeypatch: pytest.MonkeyPatch) -> None:
     words = _counting(monkeypatch, base._kernels, "alnum_word_pair")
     scopes = _counting(monkeypatch, _tools, "search_scopes")
@@ -108,6 +116,7 @@ def test_a_call_is_read_once_for_its_words_scopes_and_query(monkeypatch: pytest.
     assert states["error_retry"].action("bash:grep") is states["feedback_repeat"].attempt
 
 
+@FROM_SOURCE
 def test_a_call_several_rules_report_is_quoted_once(monkeypatch: pytest.MonkeyPatch) -> None:
     engine = Engine(preset("default-lexical"))
     session = engine.new_session()
@@ -125,6 +134,7 @@ def test_a_call_several_rules_report_is_quoted_once(monkeypatch: pytest.MonkeyPa
     assert max(quoted) == 1 and sum(quoted) >= 3, quoted  # (before: 3 a call, one per rule)
 
 
+@FROM_SOURCE
 def test_a_label_is_kept_by_its_limit_and_cut_from_one_head(monkeypatch: pytest.MonkeyPatch) -> None:
     from loopwatch.core._canonical import canonical_json
     from loopwatch.core._fingerprint import preview
@@ -145,11 +155,7 @@ def test_a_label_is_kept_by_its_limit_and_cut_from_one_head(monkeypatch: pytest.
     assert len({labels[120], labels[60], labels[30], labels[200]}) == 4
 
 
-@pytest.mark.skipif(
-    _native.compiled(),
-    reason="counts calls by patching a compiled module, which its compiled callers do not see: `make unit` runs this"
-    " file again from the source (LOOPWATCH_PURE_PYTHON=1)",
-)
+@FROM_SOURCE
 def test_a_failure_and_a_reply_are_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
     sketches = _counting(monkeypatch, _failure_text, "error_bits")
     signatures = _counting(monkeypatch, base, "error_signature")

@@ -168,3 +168,67 @@ def test_a_build_drops_compiled_modules_left_beside_a_source_no_longer_compiled(
     left = sorted(p.name for p in package.iterdir())
     assert left == sorted(["_engine.py", "_steps.py", f"_steps{SUFFIX}", f"_kernels_c{SUFFIX}"])
     assert hatch_build.core_modules() == list(_native.MODULES)
+
+
+# -- the compiled rules' constructors, as their source writes them ------------------------------------------------
+
+_DESCRIBE = (
+    "import inspect, json, loopwatch._presets as p\n"
+    "from loopwatch._config_rules import _type_hints, parameters_of\n"
+    "from loopwatch._native import compiled\n"
+    "out = {'compiled': compiled(), 'rules': {}}\n"
+    "for name in p.PRESETS:\n"
+    "    for d in p.preset(name).detectors:\n"
+    "        kind = type(d)\n"
+    "        params = {k: [str(v.kind), repr(v.default)] for k, v in parameters_of(kind).items()}\n"
+    "        hints = {k: repr(v) for k, v in _type_hints(kind).items() if k != 'return'}\n"
+    "        out['rules'][name + '/' + d.name] = [repr(d), params, hints, d == p.preset(name).detectors[0]]\n"
+    "print(json.dumps(out))"
+)
+
+
+@needs_build
+def test_compiled_rules_show_and_take_what_their_source_does() -> None:
+    """A compiled rule keeps neither its constructor's annotations nor an instance dictionary: its ``repr`` (which
+    audit records quote), the parameters a configuration may set and their types come from what the build wrote
+    down from the source, and are those of the source."""
+    import json
+
+    compiled = json.loads(_python(_DESCRIBE))
+    source = json.loads(_python(_DESCRIBE, env={"LOOPWATCH_PURE_PYTHON": "1"}))
+    assert compiled["compiled"] and not source["compiled"]
+    assert compiled["rules"] == source["rules"]
+    assert any("Literal" in hint for _, _, hints, _ in source["rules"].values() for hint in hints.values())
+
+
+def test_the_build_writes_down_each_compiled_rule_s_constructor() -> None:
+    import json
+
+    from loopwatch.core import _configured
+
+    assert _native.CONSTRUCTORS.rsplit("/", 1)[-1] == _configured.TABLE_FILE  # where the build writes, it is read
+    code = "import json; from loopwatch._native import constructors; print(json.dumps(constructors()))"
+    table = json.loads(_python(code, env={"LOOPWATCH_PURE_PYTHON": "1"}))
+    record = table["loopwatch.core.detectors._text.SimilarTextDetector"]
+    assert record["params"][0] == ["metric", "Metric", "'jaccard'"]  # name, annotation, default: as written
+    assert record["attributes"][:2] == ["metric", "threshold"]
+    # a class attribute is not an instance's (its repr does not show it)
+    assert "reset_on_user" not in table["loopwatch.core.detectors._error_retry.ErrorRetryDetector"]["attributes"]
+    if BUILT:
+        assert _configured._table() == table or not _native.compiled()
+
+
+def test_a_constructor_the_build_cannot_write_down_is_refused() -> None:
+    from loopwatch.core._configured import Configured, constructor_table
+
+    class Positional(Configured):
+        def __init__(self, n: int = 1) -> None:
+            self.n = n
+
+    class Computed(Configured):
+        def __init__(self, *, items: frozenset[str] = frozenset({"a"})) -> None:
+            self.items = items
+
+    for kind, said in ((Positional, "keyword-only"), (Computed, "not a literal")):
+        with pytest.raises(ValueError, match=said):
+            constructor_table([kind])

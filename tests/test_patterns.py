@@ -410,3 +410,24 @@ def test_the_ladder_examples_of_the_configuration_page_load(tmp_path: Path) -> N
     policies = [load_config(_config(tmp_path, block.split("```", 1)[0])).policy() for block in blocks]
     assert any(p.ladders["similar_text"].restrike == 15 for p in policies)
     assert any(p.name == "call-cycles" and p.ladders["cycle"].rungs[2].status == "LOOP_DETECTED" for p in policies)
+
+
+def test_a_rule_of_ones_own_that_cannot_judge_is_refused_when_the_engine_is_made() -> None:
+    class _NoObserve(Detector):
+        name = "no_observe"
+
+        def new_state(self) -> State:
+            return {}
+
+    with pytest.raises(TypeError, match="_NoObserve cannot judge events: it does not define observe"):
+        Guard(policy=Policy("mine", (_NoObserve(),), {}), clock=None)  # type: ignore[abstract]
+
+
+def test_each_rule_is_an_instance_of_its_own_class_only() -> None:
+    """(Compiled classes sharing one ``abc`` cache would each be taken for the others once one was asked about.)"""
+    from loopwatch.core.detectors import RepeatDetector, RephraseDetector
+
+    rules = preset("default-lexical").detectors
+    assert all(isinstance(d, Detector) for d in rules)
+    assert [type(d).__name__ for d in rules if isinstance(d, RephraseDetector)] == ["RephraseDetector"]
+    assert [type(d).__name__ for d in rules if isinstance(d, RepeatDetector)] == ["RepeatDetector"]

@@ -18,6 +18,7 @@ from typing import Any
 
 from loopwatch._presets import PRESETS, preset
 from loopwatch.core import detectors
+from loopwatch.core._configured import constructor_hints, constructor_signature
 from loopwatch.core._patterns import REGISTRY
 from loopwatch.core._policy import Ladder
 
@@ -209,9 +210,9 @@ def detectors_section() -> str:
         if callable(factory):
             shown = ", ".join(inspect.signature(factory).parameters)
             parts += [f"In Python: `loopwatch.core.detectors.{rule}({shown})`.", ""]
-        signature = inspect.signature(cls)
+        signature = constructor_signature(cls)
         try:
-            hints = typing.get_type_hints(cls.__init__)
+            hints = constructor_hints(cls)
         except (NameError, TypeError):
             hints = {}
         rows = []

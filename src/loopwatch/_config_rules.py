@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal
 
 from ._config_values import as_bool, as_table, check_keys, did_you_mean, expected, join, listing
+from .core._configured import constructor_hints, constructor_signature
 from .core._policy import Policy
 from .core.detectors._base import Detector
 from .errors import ConfigError
@@ -97,12 +98,12 @@ def _without_enabled(params: Mapping[str, Any]) -> dict[str, Any]:
 def parameters_of(cls: type[Detector]) -> dict[str, inspect.Parameter]:
     """The parameters a rule's constructor takes by name (what a configuration or a sweep may set)."""
     kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return {name: p for name, p in inspect.signature(cls).parameters.items() if p.kind in kinds}
+    return {name: p for name, p in constructor_signature(cls).parameters.items() if p.kind in kinds}
 
 
 def _type_hints(cls: type[Detector]) -> dict[str, Any]:
     try:
-        return typing.get_type_hints(cls.__init__)
+        return constructor_hints(cls)
     except (NameError, TypeError):  # unresolvable annotations: check values against defaults only
         return {}
 

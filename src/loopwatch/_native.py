@@ -1,13 +1,17 @@
 """Which of loopwatch's modules can run compiled, and the switch back to their source.
 
 Each event's features (a call's payload and fingerprint, the program a command runs, a result's masking and
-outcome, the step itself) and the text helpers the rules share (error lines and sketches, packed indices, state
-fields: :data:`MODULES`) are plain typed Python, checked by ``mypy --strict``; when the package is built with a C
-compiler, mypyc compiles those very files into extension modules installed beside them (``hatch_build.py``), which
-Python imports instead of the source. Compiled or not, it is one program, so verdicts, fingerprints and stored
-states are the same either way; only the speed differs. (The rules and the engine stay interpreted: a rule's
-constructor is what a configuration file and a sweep read, its parameters and their types, and a compiled function
-keeps neither.)
+outcome, the step itself), the text helpers the rules share (error lines and sketches, packed indices, state
+fields) and the rules themselves (:data:`MODULES`) are plain typed Python, checked by ``mypy --strict``; when the
+package is built with a C compiler, mypyc compiles those very files into extension modules installed beside them
+(``hatch_build.py``), which Python imports instead of the source. Compiled or not, it is one program, so verdicts,
+fingerprints and stored states are the same either way; only the speed differs.
+
+A compiled class keeps neither its constructor's annotations nor an instance dictionary, which a configuration file,
+a sweep and a rule's ``repr`` read: the build writes them down from the source (:func:`constructors`, in
+:data:`CONSTRUCTORS`), and :mod:`loopwatch.core._configured` reads that for a compiled rule. A rule of one's own,
+run from its source, subclasses the compiled ``Detector`` as any class (mypyc is told to allow it). The engine and
+the rest stay interpreted.
 
 The source runs instead, all of it (the modules are compiled together, against each other):
 
@@ -33,7 +37,7 @@ if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
     from types import ModuleType
 
-__all__ = ["MODULES", "compiled", "install", "use_source"]
+__all__ = ["CONSTRUCTORS", "MODULES", "compiled", "constructors", "install", "use_source"]
 
 MODULES: tuple[str, ...] = (
     "loopwatch.core._canonical",
@@ -44,10 +48,32 @@ MODULES: tuple[str, ...] = (
     "loopwatch.core.detectors._packed",
     "loopwatch.core.detectors._rephrase_text",
     "loopwatch.core.detectors._state",
+    "loopwatch.core.detectors._state_pack",
+    "loopwatch.core.detectors._base",
+    "loopwatch.core.detectors._cycle",
+    "loopwatch.core.detectors._error_retry",
+    "loopwatch.core.detectors._failure_streak",
+    "loopwatch.core.detectors._failures",
+    "loopwatch.core.detectors._feedback",
+    "loopwatch.core.detectors._ledger",
+    "loopwatch.core.detectors._monologue",
+    "loopwatch.core.detectors._progress",
+    "loopwatch.core.detectors._repeat",
+    "loopwatch.core.detectors._rerun",
+    "loopwatch.core.detectors._revisit",
+    "loopwatch.core.detectors._semantic",
+    "loopwatch.core.detectors._swarm",
+    "loopwatch.core.detectors._test_fix",
+    "loopwatch.core.detectors._text",
 )
 """The modules mypyc compiles (``hatch_build.py`` reads this tuple)."""
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+CONSTRUCTORS: str = "core/_compiled_constructors.json"
+"""Where in the package the build writes the compiled classes' constructors as their source writes them
+(:func:`constructors`; read by :mod:`loopwatch.core._configured`, whose ``TABLE_FILE`` it is): the compiled modules
+do not run without it."""
+TABLE = os.path.join(_HERE, *CONSTRUCTORS.split("/"))
 _NAMES = frozenset(MODULES)
 LIBRARY: str = "core/_compiled__mypyc"
 """The library the compiled modules share (mypyc's runtime and their code), inside the package, without its
@@ -107,7 +133,7 @@ def _compiled_files() -> dict[str, str] | None:
     built = {name: _built(name) for name in MODULES}
     files = {name: path for name, path in built.items() if path is not None}
     library = _extension(os.path.join(_HERE, *LIBRARY.split("/")))
-    if library is None or len(files) < len(MODULES):
+    if library is None or len(files) < len(MODULES) or not os.path.isfile(TABLE):
         return None
     if os.path.isfile(_CHECKOUT):
         try:
@@ -210,3 +236,21 @@ def use_source() -> None:
 def compiled() -> bool:
     """Do :data:`MODULES` run compiled in this process? (Decided now if none was imported yet.)"""
     return _FINDER.decided()
+
+
+def constructors() -> dict[str, dict[str, object]]:
+    """The constructor of each class :data:`MODULES` define that a configuration builds (a rule, the base of rules),
+    as its source writes it: what the build writes to :data:`TABLE`. Call it where the modules run from source."""
+    import importlib
+
+    from .core._configured import Configured, constructor_table
+
+    classes = []
+    for name in MODULES:
+        module = importlib.import_module(name)
+        classes += [
+            value
+            for value in vars(module).values()
+            if isinstance(value, type) and value.__module__ == name and issubclass(value, Configured)
+        ]
+    return constructor_table(classes)

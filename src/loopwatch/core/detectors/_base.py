@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import binascii
 import zlib
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Literal, TypeVar
 
@@ -28,6 +28,13 @@ from .._patterns import REGISTRY, Pattern
 from .._swarm_tally import SwarmTally
 from .._tools import query_hashes, search_query, search_scopes
 from ._state_pack import pack_fields
+
+try:
+    from mypy_extensions import mypyc_attr
+except ImportError:  # a build requirement only (mypyc reads it): at run time it has nothing to do
+
+    def mypyc_attr(*_: object, **__: object) -> Callable[[T], T]:  # type: ignore[misc]
+        return lambda cls: cls
 
 
 def word_bytes(hashes: Iterable[int]) -> bytes:
@@ -138,8 +145,12 @@ class Finding:
     run may still finish; the same failure again is stopped."""
 
 
-class Detector(Configured, ABC):
-    """A loop rule. Subclasses hold thresholds only; per-session data lives in the state they create."""
+@mypyc_attr(allow_interpreted_subclasses=True)  # a user's rules, run from source, subclass it
+class Detector(Configured):
+    """A loop rule. Subclasses hold thresholds only; per-session data lives in the state they create.
+
+    Every rule defines :meth:`new_state` and :meth:`observe` (mypy says so where a rule without them is made; an
+    engine refuses one). The class is not an ``abc.ABC``: the compiled rules would share one ``isinstance`` cache."""
 
     name: ClassVar[str] = "detector"
     patterns: ClassVar[tuple[Pattern, ...]] = ()
@@ -164,8 +175,9 @@ class Detector(Configured, ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "patterns" in cls.__dict__:
-            cls.patterns = REGISTRY.declare(cls.__dict__["patterns"], by=cls.__name__)
+        declared = vars(cls).get("patterns")  # (a compiled class's namespace is read the same way)
+        if declared is not None:
+            cls.patterns = REGISTRY.declare(declared, by=cls.__name__)
 
     # A rule's state is its own type (a dataclass with slots, or a plain JSON dict): each rule declares it in
     # its own signatures, which mypy checks; the engine only hands it back.
@@ -230,6 +242,16 @@ class Detector(Configured, ABC):
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
         return f"{type(self).__name__}({params})"
+
+
+def judging(detector: Detector) -> Detector:
+    """``detector``, once it is known to define :meth:`~Detector.new_state` and :meth:`~Detector.observe` (else a
+    ``TypeError`` naming what it lacks): what an engine checks of each rule it is given."""
+    kind = type(detector)
+    missing = [name for name in ("new_state", "observe") if getattr(kind, name) is getattr(Detector, name)]
+    if missing:
+        raise TypeError(f"{kind.__name__} cannot judge events: it does not define {' or '.join(missing)}()")
+    return detector
 
 
 def canonical_of(step: Step) -> str:

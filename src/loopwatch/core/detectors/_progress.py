@@ -52,6 +52,7 @@ from ._state import (
     text,
     texts,
 )
+from ._state_pack import record_names
 
 _NO_RESULT: Final = lazy_compile(
     r"^\s*(?:No matches found|No such file|Found 0|0 results|No results|Nothing found|not found|"
@@ -150,7 +151,7 @@ class NoProgressState:
     """The latest calls that found nothing (or nothing new)."""
 
 
-_FIELDS: Final = attrgetter(*NoProgressState.__slots__)
+_FIELDS: Final = attrgetter(*record_names(NoProgressState))
 _FRESH: Final = _FIELDS(NoProgressState())
 """The fields of a fresh state."""
 

@@ -14,7 +14,7 @@ from itertools import chain
 from typing import Any, Final, TypeGuard, TypeVar
 
 from ._base import SKETCH_BITS, bits_text, text_bits, word_bytes, word_values
-from ._state_pack import fields_of
+from ._state_pack import fields_of, record_names
 
 T = TypeVar("T")
 
@@ -288,7 +288,7 @@ S = TypeVar("S")
 def fields_json(state: object) -> dict[str, Any]:
     """A flat state's JSON form: its fields (a dataclass with slots), in their order, as they are (a tuple as a
     list)."""
-    names: tuple[str, ...] = type(state).__slots__  # type: ignore[attr-defined]
+    names = record_names(type(state))
     return {
         name: list(value) if type(value) is tuple else value
         for name, value in zip(names, fields_of(state), strict=True)

@@ -20,12 +20,29 @@ from typing import Any, Final, TypeVar
 
 S = TypeVar("S")
 
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def record_names(kind: type) -> tuple[str, ...]:
+    """The fields of a record class (a dataclass), in their order: its ``__slots__`` when it runs from source, and
+    the same names when it is compiled (mypyc keeps a dataclass's fields, not its ``__slots__``). ``()`` for a class
+    that is not a dataclass and has no ``__slots__``."""
+    names = _NAMES.get(kind)
+    if names is None:
+        if dataclasses.is_dataclass(kind):
+            names = tuple(f.name for f in dataclasses.fields(kind))
+        else:
+            names = tuple(getattr(kind, "__slots__", ()))
+        _NAMES[kind] = names
+    return names
+
+
 _GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
 """Per dataclass with slots: a getter of all its fields' values at once, in their order."""
 
 
 def _getter(kind: type) -> Callable[[Any], tuple[Any, ...]]:
-    names: tuple[str, ...] = tuple(kind.__slots__)  # type: ignore[attr-defined]
+    names = record_names(kind)
     if len(names) == 1:
         name = names[0]
         getter: Callable[[Any], tuple[Any, ...]] = lambda record: (getattr(record, name),)  # noqa: E731
@@ -49,12 +66,12 @@ def packable(kind: type) -> bool:
     :func:`pack_fields` packs; a rule whose state is of another class is kept as JSON."""
     known = _PACKABLE.get(kind)
     if known is None:
-        names = getattr(kind, "__slots__", None)
+        slots = getattr(kind, "__slots__", None)
         fields = dataclasses.fields(kind) if dataclasses.is_dataclass(kind) else ()
+        names = tuple(f.name for f in fields)
         known = _PACKABLE[kind] = (
-            type(names) is tuple
+            ((type(slots) is tuple and slots == names) or hasattr(kind, "__mypyc_attrs__"))  # compiled: fields fixed
             and bool(fields)
-            and tuple(f.name for f in fields) == names
             and all(f.init and not f.kw_only for f in fields)
         )
     return known
@@ -73,7 +90,7 @@ def pack_fields(state: Any) -> Any:
 def pack_with(state: Any, **nested: Callable[[Any], Any]) -> tuple[Any, ...]:
     """``state``'s field values, those named in ``nested`` packed by the function given (records in them)."""
     values = list(fields_of(state))
-    names = type(state).__slots__
+    names = record_names(type(state))
     for name, pack in nested.items():
         at = names.index(name)
         values[at] = pack(values[at])
@@ -83,7 +100,7 @@ def pack_with(state: Any, **nested: Callable[[Any], Any]) -> tuple[Any, ...]:
 def unpack_with(kind: Callable[..., S], packed: tuple[Any, ...], **nested: Callable[[Any], Any]) -> S:
     """:func:`pack_with` undone: a ``kind`` from its field values, those named in ``nested`` unpacked first."""
     values = list(packed)
-    names = kind.__slots__  # type: ignore[attr-defined]
+    names = record_names(kind)  # type: ignore[arg-type]
     for name, unpack in nested.items():
         at = names.index(name)
         values[at] = unpack(values[at])
@@ -134,7 +151,7 @@ def layout_of(parts: Iterable[tuple[str, Iterable[type]]]) -> str:
     text = repr(
         (
             LAYOUT_VERSION,
-            [(name, [(k.__qualname__, tuple(getattr(k, "__slots__", ()))) for k in kinds]) for name, kinds in parts],
+            [(name, [(k.__qualname__, record_names(k)) for k in kinds]) for name, kinds in parts],
         )
     )
     return hashlib.blake2b(text.encode("utf-8"), digest_size=6).hexdigest()
