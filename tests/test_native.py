@@ -110,6 +110,14 @@ def test_without_their_library_the_source_runs(tmp_path: Path) -> None:
     assert _python(WHERE, path=tmp_path) == "False True\n"
 
 
+@needs_build
+def test_without_the_constructors_the_build_wrote_down_the_source_runs(tmp_path: Path) -> None:
+    """A compiled rule's parameters and repr are read from what the build wrote down: without it, none runs."""
+    shutil.copytree(PACKAGE, tmp_path / "loopwatch", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "loopwatch" / _native.CONSTRUCTORS).unlink()
+    assert _python(WHERE, path=tmp_path) == "False True\n"
+
+
 def test_a_zipped_package_imports_as_python_does(tmp_path: Path) -> None:
     """No file to run from (a zip on ``sys.path``): the finder leaves the import to the import system."""
     archive = tmp_path / "loopwatch.zip"
