@@ -412,7 +412,7 @@ def test_the_ladder_examples_of_the_configuration_page_load(tmp_path: Path) -> N
     assert any(p.name == "call-cycles" and p.ladders["cycle"].rungs[2].status == "LOOP_DETECTED" for p in policies)
 
 
-def test_a_rule_of_ones_own_that_cannot_judge_is_refused_when_the_engine_is_made() -> None:
+def test_a_rule_of_ones_own_that_cannot_judge_is_refused_by_the_policy_holding_it() -> None:
     class _NoObserve(Detector):
         name = "no_observe"
 

@@ -51,6 +51,11 @@ class Configured:
         return hash((type(self).__name__, repr(self)))
 
 
+def is_compiled(cls: type) -> bool:
+    """Is ``cls`` a class mypyc compiled (not one of its subclasses written in Python)?"""
+    return "__mypyc_attrs__" in vars(cls)
+
+
 def _key(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
@@ -71,7 +76,7 @@ def compiled_record(cls: type) -> Record | None:
         return _RECORDS[cls]
     owner = _constructor_class(cls)
     record: Record | None = None
-    if owner is None and "__mypyc_attrs__" in vars(cls):
+    if owner is None and is_compiled(cls):
         record = _NOTHING  # compiled, with object's constructor
     elif owner is not None and not isinstance(vars(owner)["__init__"], FunctionType):
         found = _table().get(_key(owner))

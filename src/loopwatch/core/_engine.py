@@ -41,7 +41,7 @@ from ._steps import step_of
 from ._swarm_tally import SwarmCounter
 from ._tools import ignored_keys
 from ._verdict import LOOP_DETECTED, SEVERITY, Action, Verdict, ok
-from .detectors._base import Detector, Finding, Step, judging, signature_of
+from .detectors._base import Detector, Finding, Step, signature_of
 from .detectors._state import flat_get
 from .detectors._swarm import SwarmDetector
 
@@ -64,7 +64,7 @@ class Engine:
         self.replay = replay
         """Judging a recording: no verdict reaches the agent, so a refused call that ran anyway was not refused."""
         self._detectors = policy.detectors
-        self._reprs = [repr(judging(d)) for d in policy.detectors]
+        self._reprs = [repr(d) for d in policy.detectors]
         self._undecided = [i for i, d in enumerate(policy.detectors) if type(d).suspicion is not Detector.suspicion]
         """The rules that can be undecided (see :meth:`Detector.suspicion`): asked only when nothing fired."""
         self._evidence = REGISTRY.evidence()

@@ -22,7 +22,7 @@ from ._messages import Messages
 from ._patterns import REGISTRY
 from ._session_state import LadderState
 from ._verdict import Action
-from .detectors._base import Detector, Finding
+from .detectors._base import Detector, Finding, check_judges
 
 __all__ = [
     "Decision",
@@ -145,6 +145,8 @@ class Policy:
     drops their states, see :meth:`~loopwatch.core.Engine.load`)."""
 
     def __post_init__(self) -> None:
+        for detector in self.detectors:
+            check_judges(detector)
         check_ladders(self.ladders, "ladders")
         for name, settings in self.tools.items():
             if not isinstance(settings, ToolSettings):

@@ -150,7 +150,7 @@ class Detector(Configured):
     """A loop rule. Subclasses hold thresholds only; per-session data lives in the state they create.
 
     Every rule defines :meth:`new_state` and :meth:`observe` (mypy says so where a rule without them is made; an
-    engine refuses one). The class is not an ``abc.ABC``: the compiled rules would share one ``isinstance`` cache."""
+    policy refuses one). The class is not an ``abc.ABC``: the compiled rules would share one ``isinstance`` cache."""
 
     name: ClassVar[str] = "detector"
     patterns: ClassVar[tuple[Pattern, ...]] = ()
@@ -244,14 +244,13 @@ class Detector(Configured):
         return f"{type(self).__name__}({params})"
 
 
-def judging(detector: Detector) -> Detector:
-    """``detector``, once it is known to define :meth:`~Detector.new_state` and :meth:`~Detector.observe` (else a
-    ``TypeError`` naming what it lacks): what an engine checks of each rule it is given."""
+def check_judges(detector: Detector) -> None:
+    """``TypeError`` naming what ``detector`` lacks when it does not define :meth:`~Detector.new_state` and
+    :meth:`~Detector.observe`: what a policy checks of each rule it holds."""
     kind = type(detector)
     missing = [name for name in ("new_state", "observe") if getattr(kind, name) is getattr(Detector, name)]
     if missing:
         raise TypeError(f"{kind.__name__} cannot judge events: it does not define {' or '.join(missing)}()")
-    return detector
 
 
 def canonical_of(step: Step) -> str:

@@ -18,6 +18,8 @@ from itertools import chain
 from operator import attrgetter
 from typing import Any, Final, TypeVar
 
+from .._configured import is_compiled
+
 S = TypeVar("S")
 
 _NAMES: dict[type, tuple[str, ...]] = {}
@@ -70,7 +72,7 @@ def packable(kind: type) -> bool:
         fields = dataclasses.fields(kind) if dataclasses.is_dataclass(kind) else ()
         names = tuple(f.name for f in fields)
         known = _PACKABLE[kind] = (
-            ((type(slots) is tuple and slots == names) or hasattr(kind, "__mypyc_attrs__"))  # compiled: fields fixed
+            ((type(slots) is tuple and slots == names) or is_compiled(kind))  # compiled: its fields are fixed
             and bool(fields)
             and all(f.init and not f.kw_only for f in fields)
         )
