@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -11,8 +12,8 @@ from typing import Any
 
 import pytest
 
-import loopwatch.core._engine
 from loopwatch import EventError, Guard, Message, TextDelta, ToolCall, ToolResult, Verdict
+from loopwatch.core.detectors import Detector, Finding, Step
 from loopwatch.sinks import JsonlAuditSink, MemorySink
 
 LOOP = "read_file"
@@ -206,22 +207,47 @@ def test_arguments_that_cannot_be_read_are_described_and_the_call_judged(caplog:
         assert normal_loop(guard, "other") == FRESH
 
 
-def test_internal_errors_are_contained(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
-    guard = Guard()
+class _Breakable(Detector):
+    """A rule of one's own that raises on every event while ``broken`` is set (a bug), and finds nothing otherwise."""
 
-    def explode(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("kaboom")
+    name = "breakable"
+    kinds = frozenset({"call", "result", "message", "delta", "usage"})
+    broken = False
 
-    monkeypatch.setattr(loopwatch.core._engine, "step_of", explode)  # what every event goes through first
+    def new_state(self) -> None:
+        return None
+
+    def observe(self, state: None, step: Step) -> Finding | None:
+        if self.broken:
+            raise RuntimeError("kaboom")
+        return None
+
+    def dump_state(self, state: None) -> dict[str, Any]:
+        return {}
+
+    def load_state(self, data: dict[str, Any]) -> None:
+        return None
+
+
+def _with_breakable(**options: Any) -> tuple[Guard, _Breakable]:
+    rule = _Breakable()
+    base = Guard().policy
+    return Guard(dataclasses.replace(base, name="breakable", detectors=(*base.detectors, rule)), **options), rule
+
+
+def test_internal_errors_are_contained(caplog: pytest.LogCaptureFixture) -> None:
+    guard, rule = _with_breakable()
+    assert normal_loop(guard, "before") == FRESH
+    rule.broken = True
     with caplog.at_level(logging.ERROR, logger="loopwatch"):
         verdict = guard.observe("s", ToolCall("tool", {}))
     assert verdict.ok and "internal error" in (verdict.reason or "")
     assert guard.stats["errors"] == 1
     assert "internal error" in caplog.text
-    monkeypatch.undo()
+    rule.broken = False
     assert normal_loop(guard, "s") == FRESH
-    raising = Guard(on_error="raise")
-    monkeypatch.setattr(loopwatch.core._engine, "step_of", explode)
+    raising, rule = _with_breakable(on_error="raise")
+    rule.broken = True
     with pytest.raises(RuntimeError, match="kaboom"):
         raising.observe("s", ToolCall("tool", {}))
 

@@ -194,8 +194,15 @@ def test_a_state_packed_by_another_release_starts_the_session_afresh(caplog: pyt
     old = Guard("default-lexical", store=store, clock=None, on_store_error="block")
     for _ in range(3):
         old.observe("s", ToolCall("bash", {"command": "make"}))
+    # what a release whose rules keep other fields would have written: its own layout at the head of the packed form
+    stored = store.load("s")
+    assert stored is not None and stored.state.startswith(PACKED_PREFIX)
+    swarm, (layout, rules, fields) = marshal.loads(binascii.a2b_base64(stored.state[len(PACKED_PREFIX) :]))
+    assert len(layout) == 12
+    other = marshal.dumps((swarm, ("000000000000", rules, fields)), 4)
+    text = PACKED_PREFIX + binascii.b2a_base64(other, newline=False).decode("ascii")
+    assert store.compare_and_set("s", stored.token, text, "an older release") is None
     new = Guard("default-lexical", store=store, clock=None, on_store_error="block")
-    new.engine.layout = "000000000000"  # what a release whose rules keep other fields would compute
     with caplog.at_level("WARNING", logger="loopwatch"):
         verdict = new.observe("s", ToolCall("bash", {"command": "make"}))
     assert verdict.action == "ok" and new.stats["damaged_states"] == 0  # afresh, even failing closed

@@ -10,8 +10,8 @@ fingerprints and stored states are the same either way; only the speed differs.
 A compiled class keeps neither its constructor's annotations nor an instance dictionary, which a configuration file,
 a sweep and a rule's ``repr`` read: the build writes them down from the source (:func:`constructors`, in
 :data:`CONSTRUCTORS`), and :mod:`loopwatch.core._configured` reads that for a compiled rule. A rule of one's own,
-run from its source, subclasses the compiled ``Detector`` as any class (mypyc is told to allow it). The engine and
-the rest stay interpreted.
+run from its source, subclasses the compiled ``Detector`` as any class (mypyc is told to allow it). The engine that
+runs the rules is compiled with them; the guard, the stores and the rest stay interpreted.
 
 The source runs instead, all of it (the modules are compiled together, against each other):
 
@@ -44,6 +44,8 @@ MODULES: tuple[str, ...] = (
     "loopwatch.core._fingerprint",
     "loopwatch.core._masking",
     "loopwatch.core._steps",
+    "loopwatch.core._tools",
+    "loopwatch.core._engine",
     "loopwatch.core.detectors._failure_text",
     "loopwatch.core.detectors._packed",
     "loopwatch.core.detectors._rephrase_text",

@@ -342,7 +342,7 @@ class Engine:
         return settings is not None and settings.exempt
 
     def _run_detectors(self, session: SessionState, step: Step) -> Verdict | None:
-        best = None
+        best: Verdict | None = None
         if step.tool is not None and self._exempt(step):
             return best
         states = session.detectors
