@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from loopwatch import EventError, Guard, Message, TextDelta, ToolCall, ToolResult, Verdict
-from loopwatch.core.detectors import Detector, Finding, Step
 from loopwatch.sinks import JsonlAuditSink, MemorySink
+from raising_rule import RaisingRule
 
 LOOP = "read_file"
 
@@ -207,30 +207,8 @@ def test_arguments_that_cannot_be_read_are_described_and_the_call_judged(caplog:
         assert normal_loop(guard, "other") == FRESH
 
 
-class _Breakable(Detector):
-    """A rule of one's own that raises on every event while ``broken`` is set (a bug), and finds nothing otherwise."""
-
-    name = "breakable"
-    kinds = frozenset({"call", "result", "message", "delta", "usage"})
-    broken = False
-
-    def new_state(self) -> None:
-        return None
-
-    def observe(self, state: None, step: Step) -> Finding | None:
-        if self.broken:
-            raise RuntimeError("kaboom")
-        return None
-
-    def dump_state(self, state: None) -> dict[str, Any]:
-        return {}
-
-    def load_state(self, data: dict[str, Any]) -> None:
-        return None
-
-
-def _with_breakable(**options: Any) -> tuple[Guard, _Breakable]:
-    rule = _Breakable()
+def _with_breakable(**options: Any) -> tuple[Guard, RaisingRule]:
+    rule = RaisingRule(message="kaboom", broken=False)
     base = Guard().policy
     return Guard(dataclasses.replace(base, name="breakable", detectors=(*base.detectors, rule)), **options), rule
 

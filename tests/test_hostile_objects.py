@@ -20,8 +20,8 @@ from loopwatch._session_backend import InProcessSessions
 from loopwatch.core._canonical import canonical_json
 from loopwatch.core._events import MAX_ARG_TEXT, MAX_MESSAGE_TEXT, MAX_NAME, MAX_TEXT, Reset, cut_text
 from loopwatch.core._limits import max_runtime
-from loopwatch.core.detectors import Detector, Finding, Step
 from loopwatch.stores import MemoryStore
+from raising_rule import RaisingRule
 
 
 class HostileStr(str):
@@ -301,34 +301,13 @@ def test_a_damaged_restored_state_is_started_afresh_and_detection_goes_on(caplog
     assert "starts afresh" in caplog.text
 
 
-class _FailsOnItsTool(Detector):
-    """A rule of one's own with a bug: it raises on every call of the tool ``explode``, whatever the state."""
-
-    name = "fails_on_explode"
-    kinds = frozenset({"call"})
-
-    def new_state(self) -> None:
-        return None
-
-    def observe(self, state: None, step: Step) -> Finding | None:
-        if step.tool == "explode":
-            raise RuntimeError("a rule's bug")
-        return None
-
-    def dump_state(self, state: None) -> dict[str, Any]:
-        return {}
-
-    def load_state(self, data: dict[str, Any]) -> None:
-        return None
-
-
 @pytest.mark.parametrize("stored", [False, True], ids=["in process", "in a store"])
 def test_an_event_that_fails_on_any_state_leaves_the_session_judging(stored: bool) -> None:
     """An event the rules fail on whatever the state (a fresh one too): the event is unjudged, the session is not
     started afresh, and its loops are still caught. With a store nothing is written, so its state stays as it was
     (in this process, the rules that ran before the failing one have seen the event)."""
     base = preset("default-lexical")
-    policy = dataclasses.replace(base, name="with a bug", detectors=(*base.detectors, _FailsOnItsTool()))
+    policy = dataclasses.replace(base, name="with a bug", detectors=(*base.detectors, RaisingRule(tool="explode")))
     guard = Guard(policy, store=MemoryStore() if stored else None, clock=None)
     guard.observe("s", ToolCall("read", {"path": "a"}))
     verdict = guard.observe("s", ToolCall("explode", {}))
