@@ -342,7 +342,8 @@ _VOLATILE = [
     "PID", "Pid", "process ", "Process ", "=", "#", "bash:", "sh:", "zsh:", "dash:", " line ", "/tmp/", "/var/",
     "/var/folders/", "/private/var/", "/var/tmp/", "tmp", "TMP", "tmp.", "_", "\n", "'", ")", "]", "\t", "\x00",
     "é", "\xc2", "Q", "x" * 700, "9" * 11, "0X", "ABCDEF", "Tmp", "tMP", "h:", "µ", "2024-01-02T10:20:30",
-    "Dload  Upload   Total   Spent    Left  Speed", "Dload", "k", "M", "--:--:--", "\r",
+    "Dload  Upload   Total   Spent    Left  Speed", "Dload", "k", "M", "--:--:--", "\r", "m", "u", "n", "i", "S",
+    "\xb5",
 ]  # fmt: skip
 _volatile_bytes = st.one_of(
     st.binary(),

@@ -7,11 +7,13 @@ paths and generated temp-file names, and curl's progress meter (speeds and times
 runs of the same download never print the same rows). Everything else is content, digits included: a counter that
 moves (``1/10 replicas ready``, then ``2/10``), a date, a price, an order number, a test count.
 
-:func:`volatile_spans` finds those parts and :func:`masked` removes them. Neither uses a regular expression to
-scan the text (on a slow core a scanning regular expression costs ~0.3 us per character): the text is mapped to
-its *shape* with ``bytes.translate`` (digits to ``0``; digits and hex letters to ``0``), the shapes are scanned
-for each kind's anchor with ``bytes.find`` (``0:00:00`` for a time, ``0000000`` for a hex run, ``0s`` for a
-duration...), all at C speed, and only at an anchor a short anchored match decides. The cost is linear in the
+:func:`volatile_spans` finds those parts and :func:`masked` removes them. Neither scans the text with a regular
+expression (on a slow core a scanning regular expression costs ~0.3 us per character): the text is mapped to its
+*shape* with ``bytes.translate`` (digits to ``0``; digits and hex letters to ``0``; digits, spaces and the letters
+of units of time kept apart), the shapes are scanned for each kind's anchor with ``bytes.find`` (``0:00:00`` for a
+time, ``0000000`` for a hex run) or, for a number before a unit of time, with one regular expression whose literal
+head (``0``) the engine finds as fast, all at C speed, and only at an anchor a short anchored match decides. The
+cost is linear in the
 text plus a few microseconds per volatile part, and bounded: outputs longer than :data:`LIMIT` keep their head
 and tail (see :func:`loopwatch.core._canonical.fold_string`).
 """
@@ -57,12 +59,20 @@ _UNITS: Final = frozenset(
     {b"ns", b"us", b"\xc2\xb5s", b"ms", b"s", b"sec", b"secs", b"second", b"seconds", b"min", b"mins", b"minute",
      b"minutes"}
 )  # fmt: skip
-_SHAPE: Final = bytes(
-    48 if 48 <= c <= 57 else 58 if c == 58 else 95 if c == 32 else 76 if c in b"smun\xc2" else 46 for c in range(256)
-)
-"""Digits to ``0``, ``:`` kept, a space to ``_``, the letters a unit of time starts with (s, m, u, n, and the
-first byte of ``µ``) to ``L``, everything else to ``.``: a time of day is ``0:00:00``, a duration ``0L`` or
-``0_L`` (one ``find`` each)."""
+_SHAPE: Final = bytes(48 if 48 <= c <= 57 else 58 if c == 58 else 46 for c in range(256))
+"""Digits to ``0``, ``:`` kept, everything else to ``.``: a time of day is ``0:00:00``."""
+_UNIT_SHAPE: Final = bytes(
+    48 if 48 <= c <= 57 else 95 if c == 32 else c if c in b"smunei" else 97 if 65 <= c <= 90 or 97 <= c <= 122
+    else 99 if c == 0xC2 else 46
+    for c in range(256)
+)  # fmt: skip
+"""Digits to ``0``, a space to ``_``, the lowercase letters that units of time start with (``s``, ``m``, ``u``,
+``n``) and go on with (``e``, ``i``; ``s``) kept, the other ASCII letters to ``a``, the first byte of ``µ`` to ``c``,
+everything else to ``.``: what :data:`_UNIT_AFTER_NUMBER` reads."""
+_UNIT_AFTER_NUMBER: Final = re.compile(rb"0(_?)(?:[smunc](?![smuneia])|se|ms|us|ns|mi)")
+"""Where, in :data:`_UNIT_SHAPE`, a number (and a space) is followed by what may be a unit of time: a letter a unit
+starts with, alone or with a letter a longer unit goes on with (:data:`_UNIT_STARTS`). Its literal head (a digit) is
+found at C speed, and only the few places it matches are read further, not every number followed by a word."""
 _UNIT: Final = re.compile(rb"(?:\xc2\xb5)?[a-z]+")
 _UNIT_STARTS: Final = frozenset({b"se", b"ms", b"us", b"ns", b"mi", b"\xc2\xb5"})
 """The first two bytes of every unit longer than one letter (``s`` alone must be followed by a non-letter)."""
@@ -99,25 +109,34 @@ def _times(data: bytes, shape: bytes, spans: list[Span]) -> None:
         at = shape.find(b"0:00:00", end)
 
 
-def _durations(data: bytes, shape: bytes, spans: list[Span]) -> None:
+def _durations(data: bytes, spans: list[Span]) -> None:
     """A number followed by a unit of time: ``0.13s``, ``300 ms``, ``12 seconds`` (not ``12 steps``)."""
-    for anchor in (b"0L", b"0_L"):
-        at = shape.find(anchor)
-        while at >= 0:
-            unit_at = at + len(anchor) - 1
-            end = unit_at + 1
-            if data[unit_at + 1 : unit_at + 2].isalpha() and data[unit_at : unit_at + 2] not in _UNIT_STARTS:
-                at = shape.find(anchor, end)  # "12 src", "3 new": a word, not a unit
-                continue
-            unit = _UNIT.match(data, unit_at)
-            if unit is not None:
-                end = unit.end()
-                if unit.group() in _UNITS and (end >= len(data) or data[end] not in _LETTERS):
-                    number = _NUMBER_BEFORE.search(data, max(0, at - 24), at + 1)
-                    start = number.start() if number is not None else at
-                    if start == 0 or data[start - 1] not in _LETTERS:
-                        spans.append((start, end, "duration"))
-            at = shape.find(anchor, end)
+    after_number = after_space = 0  # where the last ones read ended: a unit right after its number, after a space
+    for found in _UNIT_AFTER_NUMBER.finditer(data.translate(_UNIT_SHAPE)):
+        at = found.start()
+        if found.group(1):  # "300 ms"
+            if at >= after_space:
+                after_space = _duration(data, at, 3, spans)
+        elif at >= after_number:  # "0.13s"
+            after_number = _duration(data, at, 2, spans)
+
+
+def _duration(data: bytes, at: int, length: int, spans: list[Span]) -> int:
+    """The duration whose number ends at ``at`` and whose unit starts ``length - 1`` bytes later, added to ``spans``
+    when there is one; where to look for the next."""
+    unit_at = at + length - 1
+    end = unit_at + 1
+    if data[unit_at + 1 : unit_at + 2].isalpha() and data[unit_at : unit_at + 2] not in _UNIT_STARTS:
+        return end  # "12 src", "3 new": a word, not a unit
+    unit = _UNIT.match(data, unit_at)
+    if unit is not None:
+        end = unit.end()
+        if unit.group() in _UNITS and (end >= len(data) or data[end] not in _LETTERS):
+            number = _NUMBER_BEFORE.search(data, max(0, at - 24), at + 1)
+            start = number.start() if number is not None else at
+            if start == 0 or data[start - 1] not in _LETTERS:
+                spans.append((start, end, "duration"))
+    return end
 
 
 def _hex_runs(data: bytes, hexes: bytes, spans: list[Span]) -> None:
@@ -193,11 +212,9 @@ def volatile_spans(data: bytes) -> list[Span]:
     :data:`_RARE_EDGE` bytes only (where servers, shells and tracebacks print them); the other kinds everywhere.
     """
     spans: list[Span] = []
-    shape = data.translate(_SHAPE)
-    if b"0" in shape:
-        if b":" in data:
-            _times(data, shape, spans)
-        _durations(data, shape, spans)
+    if b":" in data:
+        _times(data, data.translate(_SHAPE), spans)
+    _durations(data, spans)
     hexes = data.translate(_HEX_SHAPE)
     if b"000000" in hexes:
         _hex_runs(data, hexes, spans)
