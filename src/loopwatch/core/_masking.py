@@ -13,9 +13,8 @@ expression (on a slow core a scanning regular expression costs ~0.3 us per chara
 of units of time kept apart), the shapes are scanned for each kind's anchor with ``bytes.find`` (``0:00:00`` for a
 time, ``0000000`` for a hex run) or, for a number before a unit of time, with one regular expression whose literal
 head (``0``) the engine finds as fast, all at C speed, and only at an anchor a short anchored match decides. The
-cost is linear in the
-text plus a few microseconds per volatile part, and bounded: outputs longer than :data:`LIMIT` keep their head
-and tail (see :func:`loopwatch.core._canonical.fold_string`).
+cost is linear in the text plus a few microseconds per volatile part, and bounded: outputs longer than :data:`LIMIT`
+keep their head and tail (see :func:`loopwatch.core._canonical.fold_string`).
 """
 
 from __future__ import annotations
@@ -71,8 +70,9 @@ _UNIT_SHAPE: Final = bytes(
 everything else to ``.``: what :data:`_UNIT_AFTER_NUMBER` reads."""
 _UNIT_AFTER_NUMBER: Final = re.compile(rb"0(_?)(?:[smunc](?![smuneia])|se|ms|us|ns|mi)")
 """Where, in :data:`_UNIT_SHAPE`, a number (and a space) is followed by what may be a unit of time: a letter a unit
-starts with, alone or with a letter a longer unit goes on with (:data:`_UNIT_STARTS`). Its literal head (a digit) is
-found at C speed, and only the few places it matches are read further, not every number followed by a word."""
+starts with and no other ASCII letter, or the first two letters of a longer unit (:data:`_UNIT_STARTS`); not ``12
+src`` nor ``3 new``. Its literal head (a digit) is found at C speed, and only the few places it matches are read
+further, not every number followed by a word."""
 _UNIT: Final = re.compile(rb"(?:\xc2\xb5)?[a-z]+")
 _UNIT_STARTS: Final = frozenset({b"se", b"ms", b"us", b"ns", b"mi", b"\xc2\xb5"})
 """The first two bytes of every unit longer than one letter (``s`` alone must be followed by a non-letter)."""
@@ -126,8 +126,6 @@ def _duration(data: bytes, at: int, length: int, spans: list[Span]) -> int:
     when there is one; where to look for the next."""
     unit_at = at + length - 1
     end = unit_at + 1
-    if data[unit_at + 1 : unit_at + 2].isalpha() and data[unit_at : unit_at + 2] not in _UNIT_STARTS:
-        return end  # "12 src", "3 new": a word, not a unit
     unit = _UNIT.match(data, unit_at)
     if unit is not None:
         end = unit.end()
