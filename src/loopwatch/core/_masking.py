@@ -70,12 +70,10 @@ _UNIT_SHAPE: Final = bytes(
 everything else to ``.``: what :data:`_UNIT_AFTER_NUMBER` reads."""
 _UNIT_AFTER_NUMBER: Final = re.compile(rb"0(_?)(?:[smunc](?![smuneia])|se|ms|us|ns|mi)")
 """Where, in :data:`_UNIT_SHAPE`, a number (and a space) is followed by what may be a unit of time: a letter a unit
-starts with and no other ASCII letter, or the first two letters of a longer unit (:data:`_UNIT_STARTS`); not ``12
-src`` nor ``3 new``. Its literal head (a digit) is found at C speed, and only the few places it matches are read
-further, not every number followed by a word."""
+starts with and no other ASCII letter, or the first two letters of a longer unit (``se``, ``ms``, ``us``, ``ns``,
+``mi``; ``µ`` is two bytes, the second no letter); not ``12 src`` nor ``3 new``. Its literal head (a digit) is found
+at C speed, and only the few places it matches are read further, not every number followed by a word."""
 _UNIT: Final = re.compile(rb"(?:\xc2\xb5)?[a-z]+")
-_UNIT_STARTS: Final = frozenset({b"se", b"ms", b"us", b"ns", b"mi", b"\xc2\xb5"})
-"""The first two bytes of every unit longer than one letter (``s`` alone must be followed by a non-letter)."""
 _SHELLS: Final = (b"bash", b"sh", b"zsh", b"dash")
 _PID_ANCHORS: Final = (b"pid", b"PID", b"Pid", b"process ", b"Process ")
 _LOWER: Final = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))

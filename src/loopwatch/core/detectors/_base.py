@@ -149,7 +149,7 @@ class Finding:
 class Detector(Configured):
     """A loop rule. Subclasses hold thresholds only; per-session data lives in the state they create.
 
-    Every rule defines :meth:`new_state` and :meth:`observe` (mypy says so where a rule without them is made; an
+    Every rule defines :meth:`new_state` and :meth:`observe` (mypy says so where a rule without them is made; a
     policy refuses one). The class is not an ``abc.ABC``: the compiled rules would share one ``isinstance`` cache."""
 
     name: ClassVar[str] = "detector"

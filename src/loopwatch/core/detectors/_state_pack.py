@@ -70,9 +70,8 @@ def packable(kind: type) -> bool:
     if known is None:
         slots = getattr(kind, "__slots__", None)
         fields = dataclasses.fields(kind) if dataclasses.is_dataclass(kind) else ()
-        names = tuple(f.name for f in fields)
         known = _PACKABLE[kind] = (
-            ((type(slots) is tuple and slots == names) or is_compiled(kind))  # compiled: its fields are fixed
+            ((type(slots) is tuple and slots == record_names(kind)) or is_compiled(kind))  # compiled: fields are fixed
             and bool(fields)
             and all(f.init and not f.kw_only for f in fields)
         )
