@@ -532,7 +532,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
     out = capsys.readouterr().out
     if _kernels.COMPILED and _native.compiled():
-        assert out == f"loopwatch {__version__} (compiled: text kernels, rules and step features)\n"
+        assert out == f"loopwatch {__version__} (compiled: text kernels, engine, rules and step features)\n"
     else:
         assert out.startswith(f"loopwatch {__version__} (")
     pure = subprocess.run(

@@ -100,7 +100,7 @@ def test_the_wheel_installed_outside_the_checkout_scans_the_examples(dist: Path,
         version = subprocess.run(
             [str(bin_dir / "loopwatch"), "--version"], capture_output=True, text=True, cwd=work, env=env, check=True
         )
-        assert version.stdout.endswith("(compiled: text kernels, rules and step features)\n")
+        assert version.stdout.endswith("(compiled: text kernels, engine, rules and step features)\n")
     scanned = subprocess.run(
         [str(bin_dir / "loopwatch"), "scan", "examples", "--json", "--no-config"],
         capture_output=True,

@@ -40,14 +40,14 @@ from ._metrics import LabelError
 
 
 def version_line() -> str:
-    """``loopwatch VERSION (...)``: and which compiled parts run here (the text kernels; the rules and step features
-    mypyc compiles), or that it all runs as pure Python."""
+    """``loopwatch VERSION (...)``: and which compiled parts run here (the text kernels; the engine, the rules and the
+    step features, which mypyc compiles), or that it all runs as pure Python."""
     from .. import _native
     from ..core import _kernels
 
     parts = [
         name
-        for name, on in (("text kernels", _kernels.COMPILED), ("rules and step features", _native.compiled()))
+        for name, on in (("text kernels", _kernels.COMPILED), ("engine, rules and step features", _native.compiled()))
         if on
     ]
     return f"loopwatch {__version__} ({'compiled: ' + ', '.join(parts) if parts else 'pure Python'})"
