@@ -8,6 +8,7 @@ another); with the model, each assistant message also pays one embedding: ``benc
     python benchmarks/bench_guard.py --sessions 5000 --events 80 --json
     python benchmarks/bench_guard.py --no-gc          # garbage collector off during the timed loop
     python benchmarks/bench_guard.py --floor-sessions 0   # skip the floor pass (the preset without rules)
+    python benchmarks/bench_guard.py --quick --each-rule  # and what each rule costs alone over that floor
 
 Traffic: each session is an agent at work. It opens with a ~1 KB assistant message, then goes round
 "call, result, call, result, call, result, message": tool calls carry ~1 KB of JSON arguments (a bash
@@ -28,7 +29,9 @@ warmed up first.
 
 The floor: the same traffic (at most ``--floor-sessions`` sessions, default 1,000) through the same guard and
 preset with every rule and limit removed: what parsing, fingerprinting and keeping sessions cost before any
-rule runs.
+rule runs. With ``--each-rule``, the same sessions once more per rule, through the preset with that rule alone:
+what each rule costs over the floor, compiled or not, as it runs in a guard (``bench_rules.py`` times the rules
+inside one engine, from their source).
 
 Memory: a second, untimed pass over ``--memory-sessions`` sessions (default: all, at most 1,000, as
 tracemalloc slows the guard down about 5x) with tracemalloc on: the memory still held after the run (snapshot
@@ -358,14 +361,21 @@ def loops_caught(by_kind: dict[str, dict[str, Any]]) -> dict[str, bool]:
 # -- measuring -----------------------------------------------------------------------------------------
 
 
-def _policy(args: argparse.Namespace, rules: bool) -> Policy:
-    """The benchmarked preset, or (``rules=False``) the same preset with no rules at all."""
+def _policy(args: argparse.Namespace, rules: bool | int) -> Policy:
+    """The benchmarked preset; ``rules=False``: the same preset with no rules at all (and no limits); a rule's
+    position in the preset: with that rule alone (and no limits)."""
     policy = preset(args.preset)
-    return policy if rules else policy.replace(name=f"{policy.name} without rules", detectors=(), limits=Limits())
+    if rules is True:
+        return policy
+    if rules is False:
+        return policy.replace(name=f"{policy.name} without rules", detectors=(), limits=Limits())
+    alone = policy.detectors[rules]
+    return policy.replace(name=f"{policy.name} with {alone.name} alone", detectors=(alone,), limits=Limits())
 
 
-def timed_run(args: argparse.Namespace, content: Content, *, rules: bool = True) -> dict[str, Any]:
-    """Every session's events through the guard, each ``observe`` timed; ``rules=False``: the floor."""
+def timed_run(args: argparse.Namespace, content: Content, *, rules: bool | int = True) -> dict[str, Any]:
+    """Every session's events through the guard, each ``observe`` timed; ``rules=False``: the floor; a rule's
+    position in the preset: that rule alone."""
     # warm-up: a throw-away guard (imports, regex caches, code paths of every detector)
     warm = Guard(_policy(args, rules), clock=None)
     for name, _kind, event in wave(content, 10**6, min(50, args.sessions), args.events, args.seed + 1):
@@ -552,6 +562,20 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> tuple[str, bool]
             "no rules: the median of the same traffic through the same guard with no rules at all (events parsed, "
             "fingerprinted, sessions kept): the floor under any rule"
         )
+    alone = result.get("alone")
+    if alone and floor:
+        lines.append("")
+        lines.append(
+            "each rule alone (the no-rules pass's sessions): its median minus the no-rules median, us (with the "
+            "features it asks for, which the preset's rules share: the rows add up to more than the preset costs)"
+        )
+        lines.append(f"    {'rule':<18}" + "".join(f"{kind:>13}" for kind in KINDS))
+        for name, per_type in alone.items():
+            cells = []
+            for kind in KINDS:
+                median, base = per_type[kind]["median_us"], floor[kind]["median_us"]
+                cells.append("" if median is None or base is None else f"{median - base:+.1f}")
+            lines.append(f"    {name:<18}" + "".join(f"{cell:>13}" for cell in cells))
     memory = result.get("memory")
     snap = result["snapshot_json_bytes"]
     lines.append("")
@@ -607,6 +631,12 @@ def main(argv: list[str] | None = None) -> int:
         default=1_000,
         help="sessions of the floor pass: the same traffic through the preset without rules (0: skip)",
     )
+    parser.add_argument(
+        "--each-rule",
+        action="store_true",
+        help="one more pass per rule, over the floor pass's sessions: the preset with that rule alone, and what it "
+        "costs over the floor",
+    )
     parser.add_argument("--no-gc", action="store_true", help="disable the garbage collector in the timed loop")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
@@ -624,6 +654,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.floor_sessions > 0:
         floor_args = argparse.Namespace(**{**vars(args), "sessions": min(args.sessions, args.floor_sessions)})
         result["floor"] = timed_run(floor_args, content, rules=False)["per_type"]
+        if args.each_rule:
+            detectors = preset(args.preset).detectors
+            result["alone"] = {
+                detector.name: timed_run(floor_args, content, rules=at)["per_type"]
+                for at, detector in enumerate(detectors)
+            }
     if args.memory_sessions > 0:
         result["memory"] = memory_run(args, content)
     text, all_ok = report(result, args)

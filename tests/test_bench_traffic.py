@@ -92,3 +92,27 @@ def test_the_report_flags_a_retry_session_caught_by_the_repeat_rule(bench: Modul
     checks = bench.loops_caught(by_kind)
     assert checks["repeat rule in no retry session"] is False
     assert checks["error_retry in every retry session"] is False
+
+
+def test_each_rule_alone_is_timed_over_the_floor(bench: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--each-rule``: one pass per rule of the preset, with that rule alone and no limits, over the floor's
+    sessions; the report gives each rule's cost over the floor for each event type."""
+    args = bench.argparse.Namespace(preset="default-lexical")
+    rules = bench.preset("default-lexical").detectors
+    for at, rule in enumerate(rules):
+        alone = bench._policy(args, at)
+        assert alone.detectors == (rule,) and not alone.limits
+    assert bench._policy(args, False).detectors == ()
+    small = ["--sessions", "6", "--events", "9", "--wave", "6", "--floor-sessions", "6", "--memory-sessions", "0"]
+    assert bench.main([*small, "--each-rule", "--json"]) == 0
+    result = bench.json.loads(capsys.readouterr().out)
+    assert list(result["alone"]) == [rule.name for rule in rules]
+    for per_type in result["alone"].values():
+        assert per_type["tool_call"]["count"] == result["floor"]["tool_call"]["count"] > 0
+    bench.main([*small, "--each-rule"])
+    report = capsys.readouterr().out
+    assert "each rule alone" in report
+    for rule in rules:
+        assert any(line.split()[:1] == [rule.name] for line in report.splitlines())
+    bench.main(small)
+    assert "each rule alone" not in capsys.readouterr().out
