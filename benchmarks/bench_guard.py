@@ -648,6 +648,8 @@ def main(argv: list[str] | None = None) -> int:
         args.memory_sessions = min(args.sessions, 1_000)
     if args.sessions < 1 or args.events < 3 or args.wave < 1:
         parser.error("--sessions and --wave must be >= 1, --events >= 3")
+    if args.each_rule and args.floor_sessions < 1:
+        parser.error("--each-rule times each rule over the floor: it needs the floor pass (--floor-sessions >= 1)")
 
     content = Content(args.seed)
     result = timed_run(args, content)
@@ -655,11 +657,11 @@ def main(argv: list[str] | None = None) -> int:
         floor_args = argparse.Namespace(**{**vars(args), "sessions": min(args.sessions, args.floor_sessions)})
         result["floor"] = timed_run(floor_args, content, rules=False)["per_type"]
         if args.each_rule:
-            detectors = preset(args.preset).detectors
-            result["alone"] = {
-                detector.name: timed_run(floor_args, content, rules=at)["per_type"]
-                for at, detector in enumerate(detectors)
-            }
+            names = [detector.name for detector in preset(args.preset).detectors]
+            result["alone"] = {}
+            for at, name in enumerate(names):
+                label = name if names.count(name) == 1 else f"{name} #{at + 1}"  # a rule twice in a preset
+                result["alone"][label] = timed_run(floor_args, content, rules=at)["per_type"]
     if args.memory_sessions > 0:
         result["memory"] = memory_run(args, content)
     text, all_ok = report(result, args)

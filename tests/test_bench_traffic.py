@@ -116,3 +116,6 @@ def test_each_rule_alone_is_timed_over_the_floor(bench: ModuleType, capsys: pyte
         assert any(line.split()[:1] == [rule.name] for line in report.splitlines())
     bench.main(small)
     assert "each rule alone" not in capsys.readouterr().out
+    with pytest.raises(SystemExit):  # without the floor there is nothing to time a rule over
+        bench.main([*small[:-4], "--floor-sessions", "0", "--each-rule"])
+    assert "--each-rule" in capsys.readouterr().err
