@@ -54,7 +54,7 @@ StepKind = Literal["call", "result", "message", "delta", "usage", "reset"]
 State = dict[str, Any]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Step:
     """One event with the features detectors share, computed once by the engine."""
 
@@ -120,6 +120,83 @@ class Step:
     """:func:`call_label` by its ``limit`` (every rule that reports a call quotes it)."""
     label_head: str | None = None
     """The head of the canonical arguments the labels are cut from (see :func:`call_label`)."""
+
+    def __init__(
+        self,
+        index: int,
+        kind: StepKind,
+        event: Event,
+        worker: str | None = None,
+        tool: str | None = None,
+        tool_key: str | None = None,
+        args: Mapping[str, Any] | None = None,
+        command: str | None = None,
+        projected: Mapping[str, Any] | None = None,
+        payload: bytes | None = None,
+        canonical: str | None = None,
+        call_fp: str | None = None,
+        call_index: int | None = None,
+        swarm: SwarmTally | None = None,
+        output: str | None = None,
+        masked: bytes | None = None,
+        outcome_fp: str | None = None,
+        failed: bool = False,
+        error_sig: str | None = None,
+        role: str | None = None,
+        text: str | None = None,
+        signature: str | None = None,
+        lines: frozenset[int] | None = None,
+        argument_word_bytes: bytes | None = None,
+        numberless_argument_words: bytes | None = None,
+        mutation: bool | None = None,
+        poll: bool | None = None,
+        search: bool | None = None,
+        scopes: tuple[str, ...] | None = None,
+        query: list[int] | None = None,
+        excerpt: str | None = None,
+        error_bits: int | None = None,
+        fruitless: bool | None = None,
+        loose_fp: str | None = None,
+        labels: dict[int, str] | None = None,
+        label_head: str | None = None,
+    ) -> None:
+        # written out (init=False): mypyc compiles this one; the one dataclasses writes would run as Python
+        self.index = index
+        self.kind = kind
+        self.event = event
+        self.worker = worker
+        self.tool = tool
+        self.tool_key = tool_key
+        self.args = args
+        self.command = command
+        self.projected = projected
+        self.payload = payload
+        self.canonical = canonical
+        self.call_fp = call_fp
+        self.call_index = call_index
+        self.swarm = swarm
+        self.output = output
+        self.masked = masked
+        self.outcome_fp = outcome_fp
+        self.failed = failed
+        self.error_sig = error_sig
+        self.role = role
+        self.text = text
+        self.signature = signature
+        self.lines = lines
+        self.argument_word_bytes = argument_word_bytes
+        self.numberless_argument_words = numberless_argument_words
+        self.mutation = mutation
+        self.poll = poll
+        self.search = search
+        self.scopes = scopes
+        self.query = query
+        self.excerpt = excerpt
+        self.error_bits = error_bits
+        self.fruitless = fruitless
+        self.loose_fp = loose_fp
+        self.labels = labels
+        self.label_head = label_head
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,7 +49,7 @@ from ._state import (
 from ._state_pack import pack_table, pack_with, record_maker, table_unpacker, unpack_with
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Streak:
     """One tool's failures of an error-retry streak."""
 
@@ -75,6 +75,35 @@ class Streak:
     """Were the streak's calls variants of each other (other arguments)?"""
     last: int = 0
     """The step of the latest failure."""
+
+    def __init__(
+        self,
+        start: int,
+        classes: tuple[int, ...],
+        n: int = 0,
+        idx: tuple[int, ...] = (),
+        outcomes: tuple[str | None, ...] = (),
+        switch: tuple[int, int] | None = None,
+        error: str = "",
+        shape: int | None = None,
+        mut: bool = False,
+        action: bytes | None = None,
+        variants: bool = False,
+        last: int = 0,
+    ) -> None:
+        # written out (init=False): mypyc compiles this one; the one dataclasses writes would run as Python
+        self.start = start
+        self.classes = classes
+        self.n = n
+        self.idx = idx
+        self.outcomes = outcomes
+        self.switch = switch
+        self.error = error
+        self.shape = shape
+        self.mut = mut
+        self.action = action
+        self.variants = variants
+        self.last = last
 
     def counted(self) -> tuple[int, int, bool]:
         """(failures, where they began, alternating?): after a switch to a second error only the failures since,

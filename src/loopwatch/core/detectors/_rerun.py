@@ -114,7 +114,7 @@ class Version:
         )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Pending:
     """The call awaiting its result: does it change something? If not, its argument words and places."""
 
@@ -122,6 +122,19 @@ class Pending:
     changes: bool
     words: bytes | None = None
     places: list[str] | None = None
+
+    def __init__(
+        self,
+        index: int,
+        changes: bool,
+        words: bytes | None = None,
+        places: list[str] | None = None,
+    ) -> None:
+        # written out (init=False): mypyc compiles this one; the one dataclasses writes would run as Python
+        self.index = index
+        self.changes = changes
+        self.words = words
+        self.places = places
 
     def look_json(self) -> list[Any]:
         return [] if self.words is None else [words_json(self.words), self.places]

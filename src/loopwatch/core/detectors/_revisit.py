@@ -47,7 +47,7 @@ REVISIT = Pattern(
 """The same look-up made again, here and there, with the same answer each time."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Answered:
     """A call and how it was answered: the outcome, the times answered so, the first time, the last times (8), and
     its label once it is close to being reported."""
@@ -57,6 +57,21 @@ class Answered:
     first: int
     indices: Indices
     label: str | None
+
+    def __init__(
+        self,
+        outcome: str | None,
+        count: int,
+        first: int,
+        indices: Indices,
+        label: str | None,
+    ) -> None:
+        # written out (init=False): mypyc compiles this one; the one dataclasses writes would run as Python
+        self.outcome = outcome
+        self.count = count
+        self.first = first
+        self.indices = indices
+        self.label = label
 
     def to_json(self) -> list[Any]:
         return [self.outcome, self.count, self.first, indices_json(self.indices), self.label]
