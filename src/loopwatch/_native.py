@@ -51,6 +51,7 @@ MODULES: tuple[str, ...] = (
     "loopwatch.core.detectors._rephrase_text",
     "loopwatch.core.detectors._state",
     "loopwatch.core.detectors._state_pack",
+    "loopwatch.core.detectors._step",
     "loopwatch.core.detectors._base",
     "loopwatch.core.detectors._cycle",
     "loopwatch.core.detectors._error_retry",

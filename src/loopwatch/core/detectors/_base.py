@@ -1,4 +1,5 @@
-"""What every detector sees (:class:`Step`) and reports (:class:`Finding`).
+"""What every detector sees (:class:`Step`, defined in :mod:`._step`, and the accessors of the features it shares) and
+reports (:class:`Finding`).
 
 Detectors are pure: ``observe(state, step)`` reads one step, updates the detector's own per-session state (a
 typed structure, see :mod:`loopwatch.core.detectors._state`, written out as JSON so sessions can be snapshotted and
@@ -14,20 +15,20 @@ from abc import abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Final, Literal, TypeVar
+from typing import Any, ClassVar, Final, TypeVar
 
 from .. import _kernels
 from .._canonical import canonical_json
 from .._configured import Configured
-from .._events import Event
 from .._fingerprint import error_signature, is_mutation, is_poll, is_search, preview
 from .._kernels_py import WORD_CODE as WORD_CODE  # how rules keep sets of word hashes (unsigned 32-bit integers)
 from .._kernels_py import lines_of as lines_of  # what the lines of a masked text are
 from .._masking import masked
 from .._patterns import REGISTRY, Pattern
-from .._swarm_tally import SwarmTally
 from .._tools import query_hashes, search_query, search_scopes
 from ._state_pack import pack_fields
+from ._step import Step as Step  # what every detector sees, with the features the rules share
+from ._step import StepKind as StepKind
 
 try:
     from mypy_extensions import mypyc_attr
@@ -50,153 +51,7 @@ def word_values(words: bytes) -> array[int]:
 
 
 T = TypeVar("T")
-StepKind = Literal["call", "result", "message", "delta", "usage", "reset"]
 State = dict[str, Any]
-
-
-@dataclass(slots=True, init=False)
-class Step:
-    """One event with the features detectors share, computed once by the engine."""
-
-    index: int
-    kind: StepKind
-    event: Event
-    worker: str | None = None
-    # tool calls (and, for results, the call they answer)
-    tool: str | None = None
-    tool_key: str | None = None
-    args: Mapping[str, Any] | None = None
-    command: str | None = None
-    projected: Mapping[str, Any] | None = None
-    """The arguments the fingerprints see (per-tool ignored keys removed)."""
-    payload: bytes | None = None
-    """What the call fingerprint hashes (see :func:`loopwatch.core._fingerprint.call_payload`)."""
-    canonical: str | None = None
-    """The canonical JSON of ``projected``: built on first use, see :func:`canonical_of`."""
-    call_fp: str | None = None
-    call_index: int | None = None
-    swarm: SwarmTally | None = None
-    """For a call of a session in a swarm: the swarm-wide count of its fingerprint after this call, counted by the
-    session backend (read-only; ``None`` outside a swarm)."""
-    # tool results
-    output: str | None = None
-    masked: bytes | None = None
-    """The output (or a message's text) as UTF-8 with its volatile parts removed: see :func:`masked_of`."""
-    outcome_fp: str | None = None
-    failed: bool = False
-    error_sig: str | None = None
-    # messages
-    role: str | None = None
-    text: str | None = None
-    # features only some rules need, each computed on first use by its accessor below (or in the rule's module)
-    # and kept for the other rules: ``None`` until then
-    signature: str | None = None
-    """:func:`signature_of`."""
-    lines: frozenset[int] | None = None
-    """:func:`line_hashes`."""
-    argument_word_bytes: bytes | None = None
-    """:func:`argument_word_bytes`."""
-    numberless_argument_words: bytes | None = None
-    """:func:`numberless_argument_words`."""
-    mutation: bool | None = None
-    """:func:`mutates`."""
-    poll: bool | None = None
-    """:func:`polls`."""
-    search: bool | None = None
-    """:func:`searches`."""
-    scopes: tuple[str, ...] | None = None
-    """:func:`scopes_of`."""
-    query: list[int] | None = None
-    """:func:`query_of`."""
-    excerpt: str | None = None
-    """:func:`loopwatch.core.detectors._failures.excerpt_of`."""
-    error_bits: int | None = None
-    """:func:`loopwatch.core.detectors._failures.error_bits_of`."""
-    fruitless: bool | None = None
-    """:func:`loopwatch.core.detectors._progress.fruitless`."""
-    loose_fp: str | None = None
-    """:func:`loopwatch.core.detectors._repeat.loose_fp`."""
-    labels: dict[int, str] | None = None
-    """:func:`call_label` by its ``limit`` (every rule that reports a call quotes it)."""
-    label_head: str | None = None
-    """The head of the canonical arguments the labels are cut from (see :func:`call_label`)."""
-
-    def __init__(
-        self,
-        index: int,
-        kind: StepKind,
-        event: Event,
-        worker: str | None = None,
-        tool: str | None = None,
-        tool_key: str | None = None,
-        args: Mapping[str, Any] | None = None,
-        command: str | None = None,
-        projected: Mapping[str, Any] | None = None,
-        payload: bytes | None = None,
-        canonical: str | None = None,
-        call_fp: str | None = None,
-        call_index: int | None = None,
-        swarm: SwarmTally | None = None,
-        output: str | None = None,
-        masked: bytes | None = None,
-        outcome_fp: str | None = None,
-        failed: bool = False,
-        error_sig: str | None = None,
-        role: str | None = None,
-        text: str | None = None,
-        signature: str | None = None,
-        lines: frozenset[int] | None = None,
-        argument_word_bytes: bytes | None = None,
-        numberless_argument_words: bytes | None = None,
-        mutation: bool | None = None,
-        poll: bool | None = None,
-        search: bool | None = None,
-        scopes: tuple[str, ...] | None = None,
-        query: list[int] | None = None,
-        excerpt: str | None = None,
-        error_bits: int | None = None,
-        fruitless: bool | None = None,
-        loose_fp: str | None = None,
-        labels: dict[int, str] | None = None,
-        label_head: str | None = None,
-    ) -> None:
-        # written out (init=False): mypyc compiles this one; the one dataclasses writes would run as Python
-        self.index = index
-        self.kind = kind
-        self.event = event
-        self.worker = worker
-        self.tool = tool
-        self.tool_key = tool_key
-        self.args = args
-        self.command = command
-        self.projected = projected
-        self.payload = payload
-        self.canonical = canonical
-        self.call_fp = call_fp
-        self.call_index = call_index
-        self.swarm = swarm
-        self.output = output
-        self.masked = masked
-        self.outcome_fp = outcome_fp
-        self.failed = failed
-        self.error_sig = error_sig
-        self.role = role
-        self.text = text
-        self.signature = signature
-        self.lines = lines
-        self.argument_word_bytes = argument_word_bytes
-        self.numberless_argument_words = numberless_argument_words
-        self.mutation = mutation
-        self.poll = poll
-        self.search = search
-        self.scopes = scopes
-        self.query = query
-        self.excerpt = excerpt
-        self.error_bits = error_bits
-        self.fruitless = fruitless
-        self.loose_fp = loose_fp
-        self.labels = labels
-        self.label_head = label_head
 
 
 @dataclass(frozen=True, slots=True)
