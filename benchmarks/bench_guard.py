@@ -361,28 +361,27 @@ def loops_caught(by_kind: dict[str, dict[str, Any]]) -> dict[str, bool]:
 # -- measuring -----------------------------------------------------------------------------------------
 
 
-def _policy(args: argparse.Namespace, rules: bool | int) -> Policy:
-    """The benchmarked preset; ``rules=False``: the same preset with no rules at all (and no limits); a rule's
-    position in the preset: with that rule alone (and no limits)."""
+def _policy(args: argparse.Namespace, only: tuple[int, ...] | None = None) -> Policy:
+    """The benchmarked preset; with ``only``, the same preset with only the rules at those positions and no limits
+    (``()``: no rules at all, the floor)."""
     policy = preset(args.preset)
-    if rules is True:
+    if only is None:
         return policy
-    if rules is False:
-        return policy.replace(name=f"{policy.name} without rules", detectors=(), limits=Limits())
-    alone = policy.detectors[rules]
-    return policy.replace(name=f"{policy.name} with {alone.name} alone", detectors=(alone,), limits=Limits())
+    kept = tuple(policy.detectors[at] for at in only)
+    label = " and ".join(rule.name for rule in kept) + " alone" if kept else "without rules"
+    return policy.replace(name=f"{policy.name} {label}", detectors=kept, limits=Limits())
 
 
-def timed_run(args: argparse.Namespace, content: Content, *, rules: bool | int = True) -> dict[str, Any]:
-    """Every session's events through the guard, each ``observe`` timed; ``rules=False``: the floor; a rule's
-    position in the preset: that rule alone."""
+def timed_run(args: argparse.Namespace, content: Content, *, only: tuple[int, ...] | None = None) -> dict[str, Any]:
+    """Every session's events through the guard, each ``observe`` timed; ``only``: the rules kept (see
+    :func:`_policy`; ``()``: the floor)."""
     # warm-up: a throw-away guard (imports, regex caches, code paths of every detector)
-    warm = Guard(_policy(args, rules), clock=None)
+    warm = Guard(_policy(args, only), clock=None)
     for name, _kind, event in wave(content, 10**6, min(50, args.sessions), args.events, args.seed + 1):
         warm.observe(name, event)
     del warm
 
-    policy = _policy(args, rules)
+    policy = _policy(args, only)
     guard = Guard(policy, clock=None)
     names = rule_names(policy)
     fired: set[tuple[str, str]] = set()
@@ -655,13 +654,13 @@ def main(argv: list[str] | None = None) -> int:
     result = timed_run(args, content)
     if args.floor_sessions > 0:
         floor_args = argparse.Namespace(**{**vars(args), "sessions": min(args.sessions, args.floor_sessions)})
-        result["floor"] = timed_run(floor_args, content, rules=False)["per_type"]
+        result["floor"] = timed_run(floor_args, content, only=())["per_type"]
         if args.each_rule:
             names = [detector.name for detector in preset(args.preset).detectors]
             result["alone"] = {}
             for at, name in enumerate(names):
                 label = name if names.count(name) == 1 else f"{name} #{at + 1}"  # a rule twice in a preset
-                result["alone"][label] = timed_run(floor_args, content, rules=at)["per_type"]
+                result["alone"][label] = timed_run(floor_args, content, only=(at,))["per_type"]
     if args.memory_sessions > 0:
         result["memory"] = memory_run(args, content)
     text, all_ok = report(result, args)

@@ -100,9 +100,9 @@ def test_each_rule_alone_is_timed_over_the_floor(bench: ModuleType, capsys: pyte
     args = bench.argparse.Namespace(preset="default-lexical")
     rules = bench.preset("default-lexical").detectors
     for at, rule in enumerate(rules):
-        alone = bench._policy(args, at)
+        alone = bench._policy(args, (at,))
         assert alone.detectors == (rule,) and not alone.limits
-    assert bench._policy(args, False).detectors == ()
+    assert bench._policy(args, ()).detectors == ()
     small = ["--sessions", "6", "--events", "9", "--wave", "6", "--floor-sessions", "6", "--memory-sessions", "0"]
     assert bench.main([*small, "--each-rule", "--json"]) == 0
     result = bench.json.loads(capsys.readouterr().out)
