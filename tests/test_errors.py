@@ -28,7 +28,9 @@ from loopwatch.core.detectors._rerun import RerunDetector
 from loopwatch.core.detectors._revisit import RevisitDetector
 from loopwatch.core.detectors._text import SimilarTextDetector
 from loopwatch.errors import LoopwatchError, MissingExtraError
+from loopwatch.remote import ServiceGuard
 from loopwatch.semantic.tokenizer import WordPieceTokenizer
+from loopwatch.stores import MemoryStore
 
 ADAPTERS_WITH_A_STOP = ("langchain", "litellm", "autogen", "pydantic_ai", "crewai", "smolagents", "openai_agents")
 FRAMEWORK_STOP = {  # the framework's own exception each adapter's stop also is (module, class)
@@ -155,7 +157,32 @@ BAD_CONSTRUCTORS: list[tuple[str, Callable[[], object], str]] = [
     ("ChantTracker max_period", lambda: ChantTracker(chunk_size=50, max_period=10), "max_period"),
     ("WordPieceTokenizer max_length", lambda: WordPieceTokenizer({"[UNK]": 0}, max_length=1), "max_length"),
     ("WordPieceTokenizer vocab", lambda: WordPieceTokenizer({"a": 1}), "vocab"),
+    ("WordPieceTokenizer vocab path", lambda: WordPieceTokenizer("vocab.txt"), "vocab"),  # type: ignore[arg-type]
     ("cycle periods", lambda: CycleDetector(min_period=3, max_period=2), "cycle.min_period"),
+    ("cycle longest period", lambda: CycleDetector(max_period=100_000), "cycle.max_period"),
+    ("Guard max_sessions 0", lambda: loopwatch.Guard(max_sessions=0), "max_sessions"),  # detection silently off
+    ("Guard max_sessions text", lambda: loopwatch.Guard(max_sessions="x"), "max_sessions"),  # type: ignore[arg-type]
+    ("Guard max_swarms", lambda: loopwatch.Guard(max_swarms=True), "max_swarms"),
+    ("Guard store", lambda: loopwatch.Guard(store=5), "store"),  # type: ignore[arg-type]
+    ("Guard policy as a name", lambda: loopwatch.Guard(policy="default"), "policy"),  # type: ignore[arg-type]
+    ("Guard preset", lambda: loopwatch.Guard(5), "preset"),  # type: ignore[arg-type]
+    ("Guard sinks", lambda: loopwatch.Guard(sinks=5), "sinks"),  # type: ignore[arg-type]
+    ("Guard sink", lambda: loopwatch.Guard(sinks=[print]), "sinks"),  # a callable, not a sink
+    ("Guard listener", lambda: loopwatch.Guard(listeners=["x"]), "listeners"),  # type: ignore[list-item]
+    ("ServiceGuard port", lambda: ServiceGuard("http://x:abc"), "url"),
+    ("Rung partial", lambda: Rung(1, "nudge", partial="x"), "partial"),  # type: ignore[arg-type]
+    ("Rung at text", lambda: Rung("1", "nudge"), "at"),  # type: ignore[arg-type]
+    ("Ladder metric", lambda: Ladder((), metric="x"), "metric"),  # type: ignore[arg-type]
+    ("Ladder rungs", lambda: Ladder((1, 2)), "rungs"),  # type: ignore[arg-type]
+    ("Policy refusals", lambda: loopwatch.preset("default").replace(stop_after_refusals=-1), "stop_after_refusals"),
+    ("Policy limits", lambda: loopwatch.preset("default").replace(limits=5), "limits"),
+    ("Policy rules", lambda: loopwatch.preset("default").replace(detectors=(5,)), "detectors"),
+    ("Policy nudge_role", lambda: loopwatch.preset("default").replace(nudge_role="bot"), "nudge_role"),
+    ("ToolSettings exempt", lambda: loopwatch.ToolSettings(exempt="x"), "exempt"),  # type: ignore[arg-type]
+    ("ToolSettings keys", lambda: loopwatch.ToolSettings(ignore_keys="path"), "ignore_keys"),  # type: ignore[arg-type]
+    ("MemoryStore ttl", lambda: MemoryStore(ttl=-1), "store"),
+    ("ServiceGuard port range", lambda: ServiceGuard("http://x:99999"), "url"),
+    ("ServiceGuard timeout", lambda: ServiceGuard("http://x:8080", timeout=-1), "timeout"),
     ("self_report threshold", lambda: SelfReportDetector(threshold=0), "self_report.threshold"),
     ("similar_text metric", lambda: SimilarTextDetector(metric="cosine"), "metric"),  # type: ignore[arg-type]
     ("similar_text mode", lambda: SimilarTextDetector(mode="sometimes"), "mode"),  # type: ignore[arg-type]

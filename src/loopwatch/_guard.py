@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._async_guard import AsyncGuard as AsyncGuard
-from ._guard_inputs import _event_of, _name, _policy_of, _safe_repr, _stamp, _store_of
+from ._guard_inputs import _event_of, _listed, _name, _policy_of, _safe_repr, _stamp, _store_of
 from ._session_backend import InProcessSessions, JudgingError, SessionBackend, _logger
 from ._stored import DamagedStateError, StoredSessions
 from .core._audit import damaged_state_record, judge_record, state_reset_record, store_error_record
@@ -104,8 +104,8 @@ class Guard:
             raise ConfigError("must be 'allow', 'raise' or 'block'", field="on_store_error")
         self.policy = _policy_of(preset, policy)
         self.engine = Engine(self.policy, replay=replay)
-        self.sinks = list(sinks)
-        self.listeners = list(listeners)
+        self.sinks = _listed(sinks, "sinks")
+        self.listeners = _listed(listeners, "listeners")
         if not isinstance(redact_listeners, bool):
             from .redact import Redactor
 
@@ -113,9 +113,10 @@ class Guard:
                 raise ConfigError("must be True, False or a Redactor", field="redact_listeners")
         self.redact_listeners: bool | Redactor = redact_listeners
         self.clock = clock
+        for field, value in (("max_sessions", max_sessions), ("max_swarms", max_swarms)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"must be an integer >= 1, got {_safe_repr(value)}", field=field)
         self.max_sessions = max_sessions
-        if isinstance(max_swarms, bool) or not isinstance(max_swarms, int) or max_swarms < 1:
-            raise ConfigError("must be an integer >= 1", field="max_swarms")
         self.max_swarms = max_swarms
         self.on_error = on_error
         self.on_audit_error = on_audit_error

@@ -6,6 +6,9 @@ in a log line.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from ._presets import preset as get_preset
 from .core._events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, name_of, parse_event
 from .core._policy import Policy
@@ -19,18 +22,40 @@ def _policy_of(preset: str | Policy | None, policy: Policy | None) -> Policy:
     if policy is not None and preset is not None:
         raise ConfigError("give either preset or policy, not both", field="policy")
     if policy is not None:
+        if not isinstance(policy, Policy):
+            raise ConfigError(
+                f"must be a Policy (a preset's name goes in preset=), got {type(policy).__name__}", field="policy"
+            )
         return policy
     if isinstance(preset, Policy):
         return preset
+    if preset is not None and not isinstance(preset, str):
+        raise ConfigError(f"must be a preset's name or a Policy, got {type(preset).__name__}", field="preset")
     return get_preset(preset or "default")
 
 
 def _store_of(store: str | Store | None) -> Store | None:
     if store is None or isinstance(store, Store):
         return store
+    if not isinstance(store, str):
+        raise ConfigError(f"must be a Store or a store URL, got {type(store).__name__}", field="store")
     if store.strip().lower() in ("memory://", "memory:"):
         return None  # in this process, without serialising: what the guard does by itself
     return store_from_url(store)
+
+
+def _listed(items: object, field: str) -> list[Any]:
+    """The guard's ``sinks`` (each with an ``emit(record)`` method) or ``listeners`` (callables) as a list; a
+    :class:`ConfigError` naming the first that is neither, or when ``items`` is not a collection of them."""
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+        raise ConfigError(f"must be a list of {field}, got {type(items).__name__}", field=field)
+    listed = list(items)
+    for n, item in enumerate(listed):
+        usable = callable(getattr(item, "emit", None)) if field == "sinks" else callable(item)
+        if not usable:
+            need = "an object with an emit(record) method" if field == "sinks" else "a callable taking a record"
+            raise ConfigError(f"item {n} must be {need}, got {type(item).__name__}", field=field)
+    return listed
 
 
 def _name(value: object, field: str) -> str:

@@ -83,13 +83,21 @@ class ServiceGuard(Guard):
         model: str | None = None,
     ) -> None:
         super().__init__(preset, on_store_error=on_store_error, clock=None)
-        parts = urlsplit(url)
+        if not isinstance(url, str):
+            raise ConfigError(f"expected an http(s) URL, got {type(url).__name__}", field="url")
+        try:
+            parts = urlsplit(url)
+            port = parts.port  # a port that is not a number from 0 to 65535 raises here
+        except ValueError as exc:
+            raise ConfigError(f"not a usable URL ({exc}): {url!r}", field="url") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"expected an http(s) URL, got {url!r}", field="url")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+            raise ConfigError(f"must be a number of seconds > 0, got {timeout!r}", field="timeout")
         self.url = url.rstrip("/")
         self._https = parts.scheme == "https"
         self._host = parts.hostname
-        self._port = parts.port or (443 if self._https else 80)
+        self._port = port or (443 if self._https else 80)
         self._base = parts.path.rstrip("/")
         self.timeout = timeout
         self.agent = agent

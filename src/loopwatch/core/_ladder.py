@@ -35,8 +35,14 @@ class Rung:
     def __post_init__(self) -> None:
         if self.action not in ("nudge", "block", "stop"):
             raise ConfigError(f"a rung's action is nudge, block or stop, got {self.action!r}", field="action")
-        if self.at < 1:
-            raise ConfigError(f"a rung's threshold must be >= 1, got {self.at!r}", field="at")
+        if isinstance(self.at, bool) or not isinstance(self.at, int) or self.at < 1:
+            raise ConfigError(f"a rung's threshold must be an integer >= 1, got {self.at!r}", field="at")
+        for name in ("message", "reason", "status"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ConfigError(f"must be text, got {type(value).__name__}", field=name)
+        if not isinstance(self.partial, bool):
+            raise ConfigError(f"must be true or false, got {self.partial!r}", field="partial")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,14 +57,21 @@ class Ladder:
     previous streak's last verdict ends the run (the earlier nudge did not help; Gemini CLI's strike 2)."""
 
     def __post_init__(self) -> None:
+        if not all(isinstance(rung, Rung) for rung in self.rungs):
+            raise ConfigError(f"expected a tuple of Rung, got {self.rungs!r}", field="rungs")
+        if self.metric not in ("count", "detections"):
+            raise ConfigError(f"must be 'count' or 'detections', got {self.metric!r}", field="metric")
+        if not isinstance(self.renotify, bool):
+            raise ConfigError(f"must be true or false, got {self.renotify!r}", field="renotify")
         ats = [r.at for r in self.rungs]
         if ats != sorted(ats) or len(set(ats)) != len(ats):
             raise ConfigError(f"ladder thresholds must strictly increase, got {ats}", field="rungs")
         severities = [SEVERITY[r.action] for r in self.rungs]
         if severities != sorted(severities):
             raise ConfigError("ladder actions must not de-escalate (nudge <= block <= stop)", field="rungs")
-        if self.restrike is not None and self.restrike < 1:
-            raise ConfigError(f"must be >= 1 event, got {self.restrike!r}", field="restrike")
+        restrike = self.restrike
+        if restrike is not None and (isinstance(restrike, bool) or not isinstance(restrike, int) or restrike < 1):
+            raise ConfigError(f"must be >= 1 event, got {restrike!r}", field="restrike")
 
     @classmethod
     def of(

@@ -17,7 +17,7 @@ from typing import Any, Literal, NamedTuple
 
 from ..errors import ConfigError
 from ._ladder import Ladder, Metric, Rung
-from ._limits import Limits
+from ._limits import Limit, Limits
 from ._messages import Messages
 from ._patterns import REGISTRY
 from ._session_state import LadderState
@@ -104,6 +104,12 @@ class ToolSettings:
     ladders: Mapping[str, Ladder] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.exempt, bool):
+            raise ConfigError(f"must be true or false, got {self.exempt!r}", field="exempt")
+        for name in ("ignore_keys", "keep_keys"):
+            keys = getattr(self, name)
+            if keys is not None and (isinstance(keys, str) or not all(isinstance(k, str) for k in keys)):
+                raise ConfigError(f"must be a tuple of key names, got {keys!r}", field=name)
         check_ladders(self.ladders, "ladders")
 
 
@@ -146,8 +152,19 @@ class Policy:
 
     def __post_init__(self) -> None:
         for detector in self.detectors:
+            if not isinstance(detector, Detector):
+                raise ConfigError(f"expected rules (Detector), got {type(detector).__name__}", field="detectors")
             check_judges(detector)
         check_ladders(self.ladders, "ladders")
+        if not isinstance(self.limits, (Limits, Limit)):  # one limit, or several joined with |
+            raise ConfigError(f"expected limits (max_iterations(40) | ...), got {self.limits!r}", field="limits")
+        if not isinstance(self.messages, Messages):
+            raise ConfigError(f"expected Messages, got {type(self.messages).__name__}", field="messages")
+        refusals = self.stop_after_refusals
+        if refusals is not None and (isinstance(refusals, bool) or not isinstance(refusals, int) or refusals < 1):
+            raise ConfigError(f"must be an integer >= 1 or None, got {refusals!r}", field="stop_after_refusals")
+        if self.nudge_role not in ("system", "user"):
+            raise ConfigError(f"must be 'system' or 'user', got {self.nudge_role!r}", field="nudge_role")
         for name, settings in self.tools.items():
             if not isinstance(settings, ToolSettings):
                 raise ConfigError(f"expected ToolSettings, got {settings!r}", field=f"tools.{name}")

@@ -138,8 +138,10 @@ class WordPieceTokenizer:
     """
 
     def __init__(self, vocab: Mapping[str, int] | None = None, *, max_length: int = 256) -> None:
-        if max_length < 2:
-            raise ConfigError(f"must be at least 2, not {max_length}", field="max_length")
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
+            raise ConfigError(f"must be an integer of at least 2, not {max_length!r}", field="max_length")
+        if vocab is not None and not isinstance(vocab, Mapping):  # a file's path, say: the mapping is read from it
+            raise ConfigError(f"must be a mapping of tokens to ids, got {type(vocab).__name__}", field="vocab")
         self.vocab: dict[str, int] = dict(bert_vocabulary() if vocab is None else vocab)
         for special in (UNK, CLS, SEP, PAD):
             if special not in self.vocab:

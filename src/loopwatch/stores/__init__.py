@@ -24,6 +24,7 @@ Third-party stores: subclass :class:`Store` and :func:`register` a URL scheme.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -194,6 +195,10 @@ class MemoryStore(Store):
     reference the other stores are held to: the guard itself keeps in-memory sessions without a store."""
 
     def __init__(self, url: str = "memory://", *, ttl: float | None = None, clock: Callable[[], float] = time.time):
+        if ttl is not None and (
+            isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not (math.isfinite(ttl) and ttl > 0)
+        ):
+            raise ConfigError(f"ttl must be a positive number of seconds, not {ttl!r}", field="store")
         self.url = url
         self.ttl = ttl
         self._clock = clock

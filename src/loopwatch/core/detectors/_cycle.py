@@ -87,8 +87,13 @@ CYCLE = Pattern(
 """The same few calls in the same order again and again."""
 
 
+MAX_PERIOD: Final = 64
+"""The longest cycle looked for (``max_period``): a longer unit is a plan, not a loop, and every session keeps twice
+that many calls."""
+
+
 class CycleDetector(Detector):
-    """Cycles of period ``min_period``..``max_period``, with the number of unit repetitions as count.
+    """Cycles of period ``min_period``..``max_period`` (at most 64), with the number of unit repetitions as count.
 
     For each period p a counter holds how many consecutive calls equalled the call p positions earlier;
     ``reps = 1 + matched // p`` full units. Only the smallest period explaining the tail is reported, and
@@ -121,6 +126,9 @@ class CycleDetector(Detector):
                 f"1 <= min_period <= max_period is required, got {min_period!r} and {max_period!r}",
                 field="cycle.min_period",
             )
+        if max_period > MAX_PERIOD:
+            # every session keeps 2 x max_period calls, and the rule tables of that size for each period
+            raise ConfigError(f"at most {MAX_PERIOD} is allowed, got {max_period!r}", field="cycle.max_period")
         self.max_period = max_period
         self.min_period = min_period
         self.result_aware = result_aware
