@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import loopwatch
+from import_homes import home_of
 
 PACKAGE = Path(loopwatch.__file__).parent
 
@@ -46,7 +47,14 @@ CORE = (
     "loopwatch.core._audit",
     "loopwatch.core._swarm_tally",
 )
-GUARD = ("loopwatch._guard", "loopwatch._session_backend", "loopwatch._stored", "loopwatch.remote")
+GUARD = (
+    "loopwatch._guard",
+    "loopwatch._async_guard",
+    "loopwatch._guard_inputs",
+    "loopwatch._session_backend",
+    "loopwatch._stored",
+    "loopwatch.remote",
+)
 STORES = ("loopwatch.stores", "loopwatch._stored")
 SINKS = ("loopwatch.sinks", "loopwatch.telemetry")
 ADAPTERS = ("loopwatch.adapters",)
@@ -81,13 +89,15 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _imports(path: Path) -> list[tuple[str, frozenset[str], int]]:
-    """Each import in the file: the module imported (relative imports resolved), the names taken from it, the line.
-    ``from . import x`` imports module ``<package>.x``."""
+def _imports(path: Path, source: str | None = None) -> list[tuple[str, frozenset[str], int]]:
+    """Each import in the file (or in ``source``, read as that file): the module imported (relative imports
+    resolved), the names taken from it, the line; ``from . import x`` imports module ``<package>.x``, and a name
+    taken from a package also imports the module it lives in (:func:`import_homes.home_of`)."""
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: list[tuple[str, frozenset[str], int]] = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    text = path.read_text(encoding="utf-8") if source is None else source
+    for node in ast.walk(ast.parse(text, str(path))):
         if isinstance(node, ast.Import):
             found.extend((alias.name, frozenset(), node.lineno) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -97,10 +107,18 @@ def _imports(path: Path) -> list[tuple[str, frozenset[str], int]]:
             else:
                 base = node.module or ""
             names = frozenset(alias.name for alias in node.names)
-            if node.module is None:  # from . import errors, guard
-                found.extend((f"{base}.{n}", frozenset(), node.lineno) for n in names)
+            if node.module is None:  # from . import errors, guard (modules), or from ... import Guard (a name)
+                for n in sorted(names):
+                    home = home_of(base, n)
+                    if home is None or home == f"{base}.{n}":
+                        found.append((f"{base}.{n}", frozenset(), node.lineno))
+                    else:
+                        found.extend(((base, frozenset({n}), node.lineno), (home, frozenset(), node.lineno)))
             else:
                 found.append((base, names, node.lineno))
+                # and where each name lives: `from loopwatch import Guard` imports loopwatch._guard
+                homes = {home_of(base, n) for n in names} - {None, base}
+                found.extend((home, frozenset(), node.lineno) for home in sorted(h for h in homes if h))
     return found
 
 
@@ -140,6 +158,17 @@ def test_the_parser_sees_relative_absolute_and_nested_imports() -> None:
     assert "loopwatch.errors" in {target for target, _, _ in graph["loopwatch.adapters.langchain"]}
     assert "loopwatch.cli" in {target for target, _, _ in graph["loopwatch._entry"]}  # inside a function
     assert "loopwatch.cli._scan" in {target for target, _, _ in graph["loopwatch.cli._batch"]}  # inside the package
+
+
+def test_a_name_taken_from_a_package_counts_as_the_module_it_lives_in() -> None:
+    # a rule that took the guard from the package's front door would reach its driver all the same
+    rule = PACKAGE / "core" / "detectors" / "_repeat.py"
+    for source in ("from loopwatch import Guard\n", "from ... import Guard\n", "from loopwatch import AsyncGuard\n"):
+        targets = {target for target, _, _ in _imports(rule, source)}
+        assert "loopwatch" in targets and any(_within(target, GUARD) for target in targets), source
+    assert home_of("loopwatch", "preset") == "loopwatch._presets"
+    assert home_of("loopwatch.core", "detectors") == "loopwatch.core.detectors"  # a module of the package
+    assert home_of("loopwatch", "__version__") is None  # a constant: the package itself
 
 
 def test_the_crossing_finder_reports_an_import_it_is_told_to_forbid() -> None:

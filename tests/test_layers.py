@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import loopwatch
+from import_homes import home_of
 
 PACKAGE = Path(loopwatch.__file__).parent
 
@@ -48,8 +49,8 @@ def under(name: str, package: str) -> bool:
 
 
 def imported(name: str) -> Iterator[tuple[str, int]]:
-    """The loopwatch modules ``name`` imports (a name taken from a package counts as the package, unless it is a
-    module of its own), with the line."""
+    """The loopwatch modules ``name`` imports (a name taken from a package counts as the module it lives in, or as
+    the package when it lives there), with the line."""
     path = MODULES[name]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -63,7 +64,10 @@ def imported(name: str) -> Iterator[tuple[str, int]]:
                 continue
             for alias in node.names:
                 sub = f"{source}.{alias.name}"
-                yield (sub if sub in MODULES or sub == "loopwatch.core._kernels_c" else source), node.lineno
+                if sub in MODULES or sub == "loopwatch.core._kernels_c":
+                    yield sub, node.lineno
+                else:  # a name the package re-exports counts as the module it lives in
+                    yield home_of(source, alias.name) or source, node.lineno
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if under(alias.name, "loopwatch"):
