@@ -47,7 +47,38 @@ def test_every_rule_declares_its_patterns_and_the_registry_holds_those_declarati
     declared = {p.name for rule in RULES for p in rule.patterns}
     ours = {name for name in REGISTRY.escalated() if REGISTRY.reported_by(name) != ("_SlowAnswerDetector",)}
     assert declared == ours  # every pattern of loopwatch's rules has a default ladder, and only they do
-    assert set(PATTERNS) == declared | {"limit", "judged_loop"}
+    assert set(PATTERNS) == declared | {"limit", "judged_loop", "store_error"}
+
+
+def test_the_registry_holds_every_built_in_pattern_before_any_rule_is_imported() -> None:
+    # a fresh interpreter that reads the registry first: what it lists never depends on which rules were imported
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from loopwatch.core import REGISTRY; "
+        "assert 'loopwatch.core.detectors._repeat' not in sys.modules; "
+        "print(','.join(REGISTRY.names()))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    listed = done.stdout.strip().split(",")
+    assert set(listed) == {p.name for rule in RULES for p in rule.patterns} | {"limit", "judged_loop", "store_error"}
+    assert listed[0] == "repeat" and listed[-3:] == ["judged_loop", "limit", "store_error"]  # in declaration order
+
+
+def test_a_store_outage_s_refusal_is_a_declared_pattern_with_a_message_of_its_own() -> None:
+    from loopwatch.core._audit import store_error_block
+
+    assert REGISTRY.get("store_error").ladder is None  # never escalated: ladders.store_error is refused
+    with pytest.raises(ConfigError, match="not escalated by a ladder"):
+        REGISTRY.get("store_error", escalated=True)
+    default = store_error_block(Messages(), "redis down")
+    assert (default.action, default.pattern, default.level) == ("block", "store_error", 1)
+    assert (
+        default.message == default.reason == "loop guard unavailable (redis down); calls are refused until it is back"
+    )
+    ours = Messages({"store_error": {1: "Tool calls are paused: {reason}"}})
+    assert store_error_block(ours, "redis down").message == f"Tool calls are paused: {default.reason}"
 
 
 def _reported(cls: ast.ClassDef) -> Iterator[tuple[str, set[str] | None, int]]:

@@ -23,7 +23,13 @@ from ._async_guard import AsyncGuard as AsyncGuard
 from ._guard_inputs import _event_of, _listed, _name, _policy_of, _safe_repr, _stamp, _store_of
 from ._session_backend import InProcessSessions, JudgingError, SessionBackend, _logger
 from ._stored import DamagedStateError, StoredSessions
-from .core._audit import damaged_state_record, judge_record, state_reset_record, store_error_record
+from .core._audit import (
+    damaged_state_record,
+    judge_record,
+    state_reset_record,
+    store_error_block,
+    store_error_record,
+)
 from .core._engine import Engine, Evaluation
 from .core._events import Event, ToolCall
 from .core._policy import Policy
@@ -380,9 +386,7 @@ class Guard:
         store = repr(self.store) if self.store is not None else None
         record = store_error_record(session, event, ts, store, str(exc), self.on_store_error)
         if self.on_store_error == "block" and isinstance(event, ToolCall):
-            reason = f"loop guard unavailable ({exc}); calls are refused until it is back"
-            verdict = Verdict(action="block", pattern="store_error", level=1, message=reason, reason=reason)
-            return Evaluation(verdict, (record,))
+            return Evaluation(store_error_block(self.policy.messages, str(exc)), (record,))
         return Evaluation(Verdict(reason=f"store error (fail open): {exc}"), (record,))
 
     def _for_listener(self, record: dict[str, Any]) -> dict[str, Any]:

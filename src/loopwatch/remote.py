@@ -24,6 +24,7 @@ from urllib.parse import quote, urlsplit
 
 from ._guard import Guard, OnStoreError
 from ._session_backend import _logger
+from .core._audit import store_error_block
 from .core._events import Event, ToolCall, event_to_json
 from .core._policy import Policy
 from .core._verdict import Verdict
@@ -181,8 +182,7 @@ class ServiceGuard(Guard):
             raise exc
         is_call = isinstance(event, ToolCall) or (isinstance(event, Mapping) and event.get("type") == "tool_call")
         if self.on_store_error == "block" and is_call:
-            reason = f"loop guard unavailable ({exc}); calls are refused until it is back"
-            return Verdict(action="block", pattern="store_error", level=1, message=reason, reason=reason)
+            return store_error_block(self.policy.messages, str(exc))
         return Verdict(reason=f"service error (fail open): {exc}")
 
     def reset(self, session: str, *, limits: bool = False) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._events import Event
+from ._messages import Messages, render
 from ._verdict import Verdict
 
 Record = dict[str, Any]
@@ -62,6 +63,14 @@ def state_reset_record(session: str, event: Event, ts: float | None) -> Record:
         "worker": event.worker,
         "reason": "the session's state failed on an event that a fresh state judges; it starts afresh",
     }
+
+
+def store_error_block(messages: Messages, error: str) -> Verdict:
+    """The verdict on a tool call while the guard's store (or its service) fails and ``on_store_error="block"``
+    (fail closed): the call is refused, with the ``store_error`` pattern's message (``error``: what failed)."""
+    reason = f"loop guard unavailable ({error}); calls are refused until it is back"
+    message = render(messages.template("store_error", 1, "block"), {"reason": reason})
+    return Verdict(action="block", pattern="store_error", level=1, message=message, reason=reason)
 
 
 def store_error_record(

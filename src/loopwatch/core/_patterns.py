@@ -28,7 +28,16 @@ from typing import Final
 from ..errors import ConfigError
 from ._ladder import Ladder
 
-__all__ = ["JUDGED_LOOP", "LIMIT", "REGISTRY", "STOP_MESSAGE", "Pattern", "Registry", "unknown_choice"]
+__all__ = [
+    "JUDGED_LOOP",
+    "LIMIT",
+    "REGISTRY",
+    "STOP_MESSAGE",
+    "STORE_ERROR",
+    "Pattern",
+    "Registry",
+    "unknown_choice",
+]
 
 STOP_MESSAGE: Final = "Stopping this run: {reason}. The loop was not going to end by itself."
 """The template of a stop, unless a pattern has its own."""
@@ -105,11 +114,24 @@ class Registry:
     an engine is built, never per event.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, builtins: str | None = None) -> None:
         self._patterns: dict[str, Pattern] = {}
         self._reporters: dict[str, list[str]] = {}
         self.specificity: Final[dict[str, int]] = {}
         """Each pattern's specificity rank, kept as patterns are declared (the engine's tie-break reads it)."""
+        self._builtins = builtins
+        """The package whose import declares the built-in rules' patterns, imported before the registry is first
+        read (``None``: nothing to import, or already imported)."""
+
+    def _declared(self) -> dict[str, Pattern]:
+        """The declared patterns, the built-in rules' included: reading the registry never depends on which rule
+        modules happen to have been imported."""
+        if self._builtins is not None:
+            package, self._builtins = self._builtins, None
+            import importlib  # the rules import this module: theirs is imported on first read, not at import
+
+            importlib.import_module(package)
+        return self._patterns
 
     def register(self, pattern: Pattern, *, by: str | None = None) -> Pattern:
         """Add ``pattern`` (reported by the rule class named ``by``); the same name declared otherwise is an error."""
@@ -144,7 +166,7 @@ class Registry:
     def get(self, name: object, *, field: str | None = None, escalated: bool = False) -> Pattern:
         """The pattern called ``name``; else a :class:`ConfigError` naming the declared patterns (with
         ``escalated=True``, only those a ladder escalates)."""
-        pattern = self._patterns.get(name) if isinstance(name, str) else None
+        pattern = self._declared().get(name) if isinstance(name, str) else None
         choices = self.escalated() if escalated else self.names()
         if pattern is None:
             hint = "" if isinstance(name, str) else " (a pattern is named by a string)"
@@ -158,39 +180,40 @@ class Registry:
     def names(self) -> tuple[str, ...]:
         """Every declared pattern's name: those a ladder escalates in the order they were declared, then the
         others (the loop judge's, the limits')."""
-        return (*self.escalated(), *(name for name, p in self._patterns.items() if p.ladder is None))
+        return (*self.escalated(), *(name for name, p in self._declared().items() if p.ladder is None))
 
     def escalated(self) -> tuple[str, ...]:
         """The patterns with a default ladder: those a ladder can be set for."""
-        return tuple(name for name, pattern in self._patterns.items() if pattern.ladder is not None)
+        return tuple(name for name, pattern in self._declared().items() if pattern.ladder is not None)
 
     def reported_by(self, name: str) -> tuple[str, ...]:
         """The rule classes that declared pattern ``name`` (empty for the engine's and the judge's own)."""
+        self._declared()
         return tuple(self._reporters.get(name, ()))
 
     def templates(self) -> dict[str, dict[int | str, str]]:
         """Every declared pattern's templates by level or action."""
-        return {name: self._patterns[name].templates for name in self.names()}
+        return {name: self._declared()[name].templates for name in self.names()}
 
     def evidence(self) -> dict[str, tuple[str, ...]]:
         """Every declared pattern's evidence facts."""
-        return {name: pattern.evidence for name, pattern in self._patterns.items()}
+        return {name: pattern.evidence for name, pattern in self._declared().items()}
 
     def as_mapping(self) -> Mapping[str, Pattern]:
         """A read-only view of the declared patterns by name."""
-        return MappingProxyType(self._patterns)
+        return MappingProxyType(self._declared())
 
     def __contains__(self, name: object) -> bool:
-        return name in self._patterns
+        return name in self._declared()
 
     def __iter__(self) -> Iterator[Pattern]:
-        return iter(tuple(self._patterns.values()))
+        return iter(tuple(self._declared().values()))
 
     def __len__(self) -> int:
-        return len(self._patterns)
+        return len(self._declared())
 
     def __repr__(self) -> str:
-        return f"Registry(patterns={list(self._patterns)})"
+        return f"Registry(patterns={list(self._declared())})"
 
 
 def unknown_choice(key: object, choices: Iterable[str], what: str) -> str:
@@ -210,7 +233,7 @@ def _listing(choices: Iterable[str]) -> str:
     return ", ".join(repr(c) for c in choices)
 
 
-REGISTRY: Final = Registry()
+REGISTRY: Final = Registry(builtins="loopwatch.core.detectors")
 """The declared patterns: loopwatch's rules declare theirs as they are defined (importing
 :mod:`loopwatch.core.detectors` declares them all), and so does any rule class of your own."""
 
@@ -226,3 +249,7 @@ JUDGED_LOOP: Final = REGISTRY.register(
 
 LIMIT: Final = REGISTRY.register(Pattern("limit", "{reason}.", stop_message="{reason}."))
 """A limit reached (:mod:`loopwatch.core._limits`): its warning nudges, its limit stops, without a ladder."""
+
+STORE_ERROR: Final = REGISTRY.register(Pattern("store_error", "{reason}", stop_message=None))
+"""A tool call refused because the guard's store (or service) failed, with ``on_store_error="block"`` (fail closed):
+never escalated by a ladder."""
