@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
+"""The pages the repository and the docs site show (the site shows CHANGELOG.md as its changelog page)."""
 
 _IMPORT = re.compile(r"^[ \t]*(?:>>> )?from (loopwatch[\w.]*) import (?:\(([^)]*)\)|([\w, \t]+))", re.M)
 _DOTTED = re.compile(r"(?<![\w./-])loopwatch((?:\.[A-Za-z_]\w*)+)")
@@ -73,9 +75,28 @@ def _resolve(parts: list[str]) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
-def test_every_loopwatch_name_a_page_shows_can_be_imported(page: Path) -> None:
-    text = page.read_text(encoding="utf-8")
+def _generated_reference() -> str:
+    """The configuration reference the docs site generates at build time (``tools/docs_hooks.py``)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from config_reference import page
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    text: str = page()
+    return text
+
+
+TEXTS = {**{str(p.relative_to(ROOT)): p for p in PAGES}, "reference/configuration.md (generated)": None}
+
+
+def _text(name: str) -> str:
+    path = TEXTS[name]
+    return _generated_reference() if path is None else path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", TEXTS)
+def test_every_loopwatch_name_a_page_shows_can_be_imported(name: str) -> None:
+    text = _text(name)
     missing = []
     for module, name in _imported(text):
         try:
@@ -89,19 +110,19 @@ def test_every_loopwatch_name_a_page_shows_can_be_imported(page: Path) -> None:
             except ImportError:
                 missing.append(f"{module}.{name}")
     missing += [unknown for parts in _dotted(text) if (unknown := _resolve(parts))]
-    assert not missing, f"{page.name} names what loopwatch does not have: {sorted(set(missing))}"
+    assert not missing, f"{name} names what loopwatch does not have: {sorted(set(missing))}"
 
 
 def _private(part: str) -> bool:
     return part.startswith("_") and not part.startswith("__")
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
-def test_no_page_shows_a_private_name(page: Path) -> None:
-    text = page.read_text(encoding="utf-8")
+@pytest.mark.parametrize("name", TEXTS)
+def test_no_page_shows_a_private_name(name: str) -> None:
+    text = _text(name)
     shown = [f"{m}.{n}" for m, n in _imported(text)] + ["loopwatch." + ".".join(p) for p in _dotted(text)]
-    private = [name for name in shown if any(_private(part) for part in name.split("."))]
-    assert not private, f"{page.name} shows private names: {private}"
+    private = [item for item in shown if any(_private(part) for part in item.split("."))]
+    assert not private, f"{name} shows private names: {private}"
 
 
 def test_the_pages_show_names_at_all() -> None:
