@@ -358,6 +358,9 @@ def test_unknown_preset() -> None:
         config_from_mapping({"preset": "doom_loop"})
     assert info.value.field == "preset"
     assert "did you mean 'doom-loop'?" in str(info.value)
+    with pytest.raises(UnknownPresetError) as typed:  # the same help in Python and on the command line's --preset
+        preset("defualt")
+    assert str(typed.value).startswith("preset: unknown preset 'defualt'; did you mean 'default'? (expected one of")
 
 
 def test_detectors_are_validated_against_the_selected_preset() -> None:

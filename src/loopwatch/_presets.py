@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from .core._limits import Limits, max_consecutive_failures, max_cost, max_iterations, max_runtime
 from .core._messages import Messages
+from .core._patterns import unknown_choice
 from .core._policy import Ladder, Policy, Retired, Rung
 from .core.detectors import (
     Detector,
@@ -328,5 +329,5 @@ def preset(name: str) -> Policy:
     """The policy of the preset called ``name``; raises :class:`UnknownPresetError` naming the choices."""
     factory = PRESETS.get(name)
     if factory is None:
-        raise UnknownPresetError(f"unknown preset {name!r} (choose from {', '.join(PRESETS)})", field="preset")
+        raise UnknownPresetError(unknown_choice(name, PRESETS, "preset"), field="preset")
     return factory()
