@@ -48,6 +48,19 @@ stop from any framework.
 
 from __future__ import annotations
 
+__all__ = [
+    "ConfigError",
+    "EventError",
+    "InputError",
+    "LoopStopped",
+    "LoopwatchError",
+    "MissingExtraError",
+    "OtherLayoutError",
+    "StateError",
+    "UnknownPresetError",
+    "UnsupportedError",
+]
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # importing this module loads nothing else: a hook process imports it on every run
     from .core._verdict import Verdict

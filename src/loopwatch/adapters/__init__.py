@@ -24,3 +24,5 @@
 
 Nothing is imported here, so ``python -m loopwatch.adapters.<name>`` loads only the adapter it runs.
 """
+
+__all__: list[str] = []

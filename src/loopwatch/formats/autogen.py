@@ -29,6 +29,8 @@ from ..errors import InputError
 from ._common import count, mapping, parts_text, tool_args
 from ._run import ErrorHandler, Run, run_id_from_path
 
+__all__ = ["read", "sniff"]
+
 NAMES: Final = ("autogen",)
 
 _TEXT: Final = frozenset({"TextMessage", "MultiModalMessage", "HandoffMessage", "StopMessage", "StructuredMessage"})

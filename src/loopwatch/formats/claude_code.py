@@ -30,6 +30,8 @@ from ..errors import EventError, InputError
 from . import _chat
 from ._run import ErrorHandler, Run, run_id_from_path
 
+__all__ = ["read", "sniff"]
+
 NAME: Final = "claude-code"
 NAMES: Final[tuple[str, ...]] = (NAME,)
 _MARKS: Final = ("sessionId", "parentUuid", "leafUuid", "isSidechain", "session_id")

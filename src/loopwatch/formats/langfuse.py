@@ -32,6 +32,8 @@ from ..errors import InputError
 from ._common import count, mapping, number, tool_args
 from ._run import ErrorHandler, Run
 
+__all__ = ["read", "sniff"]
+
 NAMES: Final = ("langfuse",)
 
 TYPES: Final = frozenset(

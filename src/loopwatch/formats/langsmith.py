@@ -31,6 +31,8 @@ from ..errors import InputError
 from ._common import count, mapping, number, tool_args
 from ._run import ErrorHandler, Run
 
+__all__ = ["read", "sniff"]
+
 NAMES: Final = ("langsmith",)
 
 RUN_TYPES: Final = frozenset({"tool", "chain", "llm", "retriever", "embedding", "prompt", "parser"})

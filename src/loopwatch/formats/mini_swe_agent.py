@@ -21,6 +21,8 @@ from ..core._events import Event, Message, ToolCall, ToolResult, Usage
 from ._common import count, mapping, number, parts_text, read_documents
 from ._run import ErrorHandler, Run
 
+__all__ = ["read", "sniff"]
+
 NAMES: Final = ("mini-swe-agent",)
 
 _ACTION_REGEX: Final = r"```bash\s*\n(.*?)\n```"

@@ -14,6 +14,8 @@ from typing import Any, Final
 from . import _chat
 from ._run import ErrorHandler, Run
 
+__all__ = ["read", "sniff"]
+
 NAMES: Final[tuple[str, ...]] = (_chat.OPENAI,)
 
 

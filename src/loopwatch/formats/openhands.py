@@ -28,6 +28,8 @@ from ..errors import InputError
 from ._common import count, mapping, number
 from ._run import ErrorHandler, Run, run_id_from_path
 
+__all__ = ["read", "sniff"]
+
 NAMES: Final = ("openhands",)
 
 _TOOLS: Final = {

@@ -27,6 +27,8 @@ from ..errors import InputError
 from ._common import count, mapping, tool_args
 from ._run import ErrorHandler, Run
 
+__all__ = ["read", "sniff"]
+
 NAMES: Final = ("otel",)
 
 _CHAT: Final = frozenset({"chat", "text_completion", "generate_content"})

@@ -22,6 +22,8 @@ from ..core._events import Event, Message, ToolCall, ToolResult
 from ._common import add_records, mapping, read_documents
 from ._run import ErrorHandler, Run
 
+__all__ = ["read", "sniff"]
+
 NAMES: Final = ("swe-agent",)
 
 _EXIT_ACTIONS: Final = frozenset({"exit_cost", "exit_context", "exit_api", "exit_format", "exit_error", "exit_forfeit"})

@@ -19,6 +19,8 @@ from ..errors import InputError
 from ._common import add_records, parts_text
 from ._run import ErrorHandler, Run
 
+__all__ = ["read", "sniff"]
+
 NAMES: Final = ("tau-bench",)
 
 

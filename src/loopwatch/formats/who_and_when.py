@@ -30,6 +30,8 @@ from ..errors import InputError
 from ._common import add_records
 from ._run import ErrorHandler, Run, run_id_from_path
 
+__all__ = ["read", "sniff"]
+
 NAMES: Final = ("who-and-when",)
 
 ACTING_AGENTS: Final = frozenset({"WebSurfer", "FileSurfer", "ComputerTerminal", "Computer_terminal"})

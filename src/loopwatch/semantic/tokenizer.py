@@ -121,7 +121,7 @@ def _split_unicode(text: str) -> list[str]:
     return words
 
 
-def basic_tokens(text: str) -> list[str]:
+def _basic_tokens(text: str) -> list[str]:
     """The words of ``text`` after normalisation and pre-tokenisation (before WordPiece)."""
     if text.isascii():
         text = _ASCII_SPACE.sub(" ", _ASCII_CONTROL.sub("", text)).lower()
@@ -198,7 +198,7 @@ class WordPieceTokenizer:
     def tokenize(self, text: str) -> list[int]:
         """The word-piece ids of ``text``, without special tokens and without truncation."""
         ids: list[int] = []
-        for word in basic_tokens(text):
+        for word in _basic_tokens(text):
             ids.extend(self.word_pieces(word))
         return ids
 
@@ -206,7 +206,7 @@ class WordPieceTokenizer:
         """``[CLS]`` + the word pieces of ``text`` (at most ``max_length - 2``) + ``[SEP]``."""
         room = self.max_length - 2
         ids: list[int] = [self.cls_id]
-        for word in basic_tokens(text):
+        for word in _basic_tokens(text):
             ids.extend(self.word_pieces(word))
             if len(ids) > room:
                 break

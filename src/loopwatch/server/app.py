@@ -54,13 +54,13 @@ from .ratelimit import RateLimiter
 from .relay import Relay, relay_url
 from .settings import ServiceSettings, Tokens
 
-__all__ = ["Service", "create_app"]
+__all__ = ["Service", "app_from_env", "create_app"]
 
 logger = logging.getLogger("loopwatch")
 _EVENT_CLASSES: Final = (ToolCall, ToolResult, Message, TextDelta, Usage, Reset)
 
 
-def build_guard(settings: ServiceSettings, sinks: list[Any] | None = None) -> Guard:
+def _build_guard(settings: ServiceSettings, sinks: list[Any] | None = None) -> Guard:
     """The guard the service judges with: the configured policy, in the configured store."""
     policy = PolicySpec(settings.preset, settings.config).build()
     return Guard(
@@ -72,14 +72,14 @@ def build_guard(settings: ServiceSettings, sinks: list[Any] | None = None) -> Gu
     )
 
 
-def verdict_json(verdict: Verdict) -> dict[str, Any]:
+def _verdict_json(verdict: Verdict) -> dict[str, Any]:
     """A verdict as the API answers it: its JSON form, and whether the event was recorded in the session."""
     data = verdict.to_json()
     data["recorded"] = verdict.index >= 0
     return data
 
 
-def session_summary(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+def _session_summary(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     """What ``GET /v1/sessions/{id}`` says: events, stop, open streaks, the last verdict, spend."""
     state = snapshot["state"]
     last = state.get("last")
@@ -112,7 +112,7 @@ class Service:
         self.settings = settings
         self.tokens = tokens if tokens is not None else Tokens.load(settings.token_file)
         tagged = [ClientTagged(sink) for sink in sinks or ()]
-        self.guard = guard if guard is not None else build_guard(settings, tagged)
+        self.guard = guard if guard is not None else _build_guard(settings, tagged)
         if guard is not None:
             guard.sinks.extend(tagged)
         self.sinks = tagged
@@ -321,8 +321,8 @@ class Service:
         headers = dict(request.headers)
         verdicts: list[Verdict] = await self._call(self._judge, session, events, caller, headers)
         if single:
-            return json_response({"session": session, "verdict": verdict_json(verdicts[0])})
-        return json_response({"session": session, "verdicts": [verdict_json(v) for v in verdicts]})
+            return json_response({"session": session, "verdict": _verdict_json(verdicts[0])})
+        return json_response({"session": session, "verdicts": [_verdict_json(v) for v in verdicts]})
 
     def _judge(self, session: str, events: list[Event], caller: Caller, headers: dict[str, str]) -> list[Verdict]:
         token = current_caller.set(caller)
@@ -366,7 +366,7 @@ class Service:
         snapshot = await self._call(self.guard.snapshot, session)
         if not snapshot["state"].get("index") and session not in await self._call(self.guard.sessions):
             raise ApiError("not_found", f"no session {session!r}")
-        return json_response(session_summary(snapshot))
+        return json_response(_session_summary(snapshot))
 
     async def forget_session(self, request: Request) -> Response:
         session = checked_name(request.path_params["session"], "session")

@@ -55,7 +55,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def settings_from(args: argparse.Namespace) -> ServiceSettings:
+def _settings_from(args: argparse.Namespace) -> ServiceSettings:
     return ServiceSettings(
         host=args.host,
         port=args.port,
@@ -75,7 +75,7 @@ def settings_from(args: argparse.Namespace) -> ServiceSettings:
     )
 
 
-def check(settings: ServiceSettings, tokens: Tokens) -> None:
+def _check(settings: ServiceSettings, tokens: Tokens) -> None:
     """Refuse settings that would be unsafe or wrong: an address beyond loopback without a token, several
     workers each with its own memory."""
     if not tokens and not is_loopback(settings.host):
@@ -103,7 +103,7 @@ def serve(settings: ServiceSettings, *, log_level: str = "warning") -> int:
     except ImportError as exc:
         raise MissingExtraError(exc.name or "starlette", "server") from exc
     tokens = Tokens.load(settings.token_file)
-    check(settings, tokens)
+    _check(settings, tokens)
     PolicySpec(settings.preset, settings.config).build()  # a bad preset or config fails here, not in each worker
     os.environ[SETTINGS_ENV] = settings.to_env()
     made = None
@@ -137,7 +137,7 @@ def serve(settings: ServiceSettings, *, log_level: str = "warning") -> int:
 def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
     try:
-        return serve(settings_from(args), log_level=args.log_level)
+        return serve(_settings_from(args), log_level=args.log_level)
     except (LoopwatchError, OSError) as exc:
         print(f"loopwatch: {exc}", file=sys.stderr)
         return 2
