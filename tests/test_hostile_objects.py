@@ -20,6 +20,8 @@ from loopwatch._session_backend import InProcessSessions
 from loopwatch.core._canonical import canonical_json
 from loopwatch.core._events import MAX_ARG_TEXT, MAX_MESSAGE_TEXT, MAX_NAME, MAX_TEXT, Reset, cut_text
 from loopwatch.core._limits import max_runtime
+from loopwatch.core._swarm_tally import SwarmTally
+from loopwatch.core.detectors import Detector, Finding, Step
 from loopwatch.stores import MemoryStore
 from raising_rule import RaisingRule
 
@@ -299,6 +301,50 @@ def test_a_damaged_restored_state_is_started_afresh_and_detection_goes_on(caplog
     assert guard.stats["errors"] == 1 and guard.stats["state_resets"] == 1
     assert [r["event"] for r in records] == ["session.state_reset", "loop.nudge"]
     assert "starts afresh" in caplog.text
+
+
+class _SwarmSeen(Detector):
+    """Records the swarm tally each call step carries (what the swarm rule reads), and finds nothing."""
+
+    name = "swarm_seen"
+    kinds = frozenset({"call"})
+
+    def __init__(self) -> None:
+        self.seen: list[SwarmTally | None] = []
+
+    def new_state(self) -> None:
+        return None
+
+    def observe(self, state: None, step: Step) -> Finding | None:
+        self.seen.append(step.swarm)
+        return None
+
+    def dump_state(self, state: None) -> dict[str, Any]:
+        return {}
+
+    def load_state(self, data: dict[str, Any]) -> None:
+        return None
+
+
+@pytest.mark.parametrize("stored", [False, True], ids=["in process", "in a store"])
+def test_a_session_started_afresh_in_a_swarm_hands_the_swarm_rule_the_call_s_tally(stored: bool) -> None:
+    # the failed attempt counted the call in the swarm; the fresh one reads the tally without counting it again
+    seen = _SwarmSeen()
+    base = preset("default-lexical")
+    policy = dataclasses.replace(base, name="with a recorder", detectors=(*base.detectors, seen))
+    guard = Guard(policy, store=MemoryStore() if stored else None, clock=None)
+    call = ToolCall("read", {"path": "same"})
+    for _ in range(2):
+        guard.observe("a", call, swarm="team")
+    guard.observe("b", ToolCall("bash", {"command": "ls"}))  # before b joined the swarm: not counted there
+    damaged = guard.snapshot("b")
+    damaged["state"]["stopped"] = {"bogus": 1}  # as in _damaged_snapshot: every later event fails on it
+    guard.restore({**damaged, "swarm": "team"})
+    guard.observe("b", call, swarm="team")
+    assert guard.stats["state_resets"] == 1
+    assert seen.seen[-1] == SwarmTally(calls=3, workers=2)  # a's two calls and b's one, by two workers
+    guard.observe("b", call, swarm="team")
+    assert seen.seen[-1] == SwarmTally(calls=4, workers=2)  # counted once each, the restarted one included
 
 
 @pytest.mark.parametrize("stored", [False, True], ids=["in process", "in a store"])

@@ -366,17 +366,15 @@ class Guard:
         """After an internal error: judge the event on a fresh state. When that works, the session's own state
         was what failed (a damaged snapshot restored, say): the session starts afresh with this event, and
         says so. When it fails too, the event itself is at fault and the session's state is kept."""
-        stamp = _stamp(event, now)
-        swarm = swarm or self.backend.swarm_of(session)
-        fresh = self.engine.new_session()
         try:
-            verdict, records = self.engine.evaluate(fresh, event, session=session, now=stamp, swarm=swarm)
+            (verdict, records), swarm = self.backend.restart(session, event, swarm=swarm, now=now)
+        except StoreError:
+            raise
         except Exception:
             return None
         self.stats["state_resets"] += 1
         _logger().warning("loopwatch: the state of session %r failed on an event; the session starts afresh", session)
-        self.backend.replace(session, fresh, swarm, now=now)
-        return Evaluation(verdict, (state_reset_record(session, event, stamp), *records)), swarm
+        return Evaluation(verdict, (state_reset_record(session, event, _stamp(event, now)), *records)), swarm
 
     def _store_failed(self, session: str, event: Event, exc: StoreError, ts: float | None) -> Evaluation:
         self.stats["store_errors"] += 1

@@ -85,6 +85,22 @@ class SessionBackend(ABC):
         session belongs to (``swarm`` when given, else the one it joined before). ``now``: the guard's clock; the
         event's own ``ts`` wins. Raises :class:`JudgingError` when the rules fail on the session's state."""
 
+    def restart(
+        self, session: str, event: Event, *, swarm: str | None, now: float | None
+    ) -> tuple[Evaluation, str | None]:
+        """After the rules failed on the session's state (:class:`JudgingError`): judge ``event`` on a fresh state and,
+        when that works, make it the session's state (the session starts afresh with this event); the evaluation and
+        the session's swarm. The swarm rule reads the call's tally as it stands, without counting the call again
+        (the failed attempt counted it). Raises what the engine raises when a fresh state fails too (the event itself
+        is at fault: the session's state is kept)."""
+        group = swarm or self.swarm_of(session)
+        fresh = self.engine.new_session()
+        stamp = event.ts if event.ts is not None else now
+        tally = None if group is None else _reader(self, group)
+        evaluation = self.engine.evaluate(fresh, event, session=session, now=stamp, swarm=group, count_swarm=tally)
+        self.replace(session, fresh, group, now=now)
+        return evaluation, group
+
     @abstractmethod
     def reset(self, session: str, *, limits: bool) -> None:
         """Clear a known session's loop state (:meth:`Engine.reset`); an unknown session stays unknown."""
@@ -125,6 +141,17 @@ class SessionBackend(ABC):
     def evict_idle(self, max_idle_seconds: float, now: float) -> int:
         """Forget the sessions not seen for ``max_idle_seconds`` and the swarms no session used for as long; how
         many sessions. :class:`~loopwatch.errors.UnsupportedError` where that cannot be known (a store)."""
+
+
+def _reader(backend: SessionBackend, swarm: str) -> SwarmCounter:
+    """A swarm counter that counts nothing: a call's tally as the swarm's counts hold it (a call not counted yet: one
+    call, by its worker), read from ``backend`` when the engine asks (only a policy with a swarm rule does)."""
+
+    def read(fingerprint: str, worker: str, tool: str) -> SwarmTally:
+        calls, workers, _tool = backend.swarm_counts(swarm).get(fingerprint, (1, [worker], tool))
+        return SwarmTally(calls, len(workers))
+
+    return read
 
 
 @dataclass(slots=True, kw_only=True)
