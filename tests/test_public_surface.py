@@ -63,6 +63,23 @@ LOOPWATCH = [
     "preset",
 ]
 
+FORMATS = (
+    "anthropic",
+    "autogen",
+    "claude_code",
+    "langfuse",
+    "langsmith",
+    "mini_swe_agent",
+    "openai",
+    "openai_responses",
+    "openhands",
+    "otel",
+    "swe_agent",
+    "tau_bench",
+    "who_and_when",
+)
+"""The trace formats' modules (``loopwatch.formats.<name>``)."""
+
 EXPORTS: dict[str, list[str]] = {
     # the command line: one entry point; its scans, evaluation and report are its own (loopwatch.cli._*)
     "loopwatch.cli": ["main"],
@@ -373,19 +390,7 @@ EXPORTS: dict[str, list[str]] = {
     # the adapters' package imports nothing: each framework's module is imported by name
     "loopwatch.adapters": [],
     # each trace format: its reader and the test that tells its files (loopwatch.formats.reader(NAME) finds them)
-    "loopwatch.formats.anthropic": ["read", "sniff"],
-    "loopwatch.formats.autogen": ["read", "sniff"],
-    "loopwatch.formats.claude_code": ["read", "sniff"],
-    "loopwatch.formats.langfuse": ["read", "sniff"],
-    "loopwatch.formats.langsmith": ["read", "sniff"],
-    "loopwatch.formats.mini_swe_agent": ["read", "sniff"],
-    "loopwatch.formats.openai": ["read", "sniff"],
-    "loopwatch.formats.openai_responses": ["read", "sniff"],
-    "loopwatch.formats.openhands": ["read", "sniff"],
-    "loopwatch.formats.otel": ["read", "sniff"],
-    "loopwatch.formats.swe_agent": ["read", "sniff"],
-    "loopwatch.formats.tau_bench": ["read", "sniff"],
-    "loopwatch.formats.who_and_when": ["read", "sniff"],
+    **{f"loopwatch.formats.{name}": ["read", "sniff"] for name in FORMATS},
 }
 
 PUBLIC_MODULES = {
@@ -419,22 +424,7 @@ PUBLIC_MODULES = {
     ],
     "cli": ["loopwatch.cli"],
     "core": ["loopwatch.core", "loopwatch.core.detectors"],
-    "formats": [
-        "loopwatch.formats",
-        "loopwatch.formats.anthropic",
-        "loopwatch.formats.autogen",
-        "loopwatch.formats.claude_code",
-        "loopwatch.formats.langfuse",
-        "loopwatch.formats.langsmith",
-        "loopwatch.formats.mini_swe_agent",
-        "loopwatch.formats.openai",
-        "loopwatch.formats.openai_responses",
-        "loopwatch.formats.openhands",
-        "loopwatch.formats.otel",
-        "loopwatch.formats.swe_agent",
-        "loopwatch.formats.tau_bench",
-        "loopwatch.formats.who_and_when",
-    ],
+    "formats": ["loopwatch.formats", *(f"loopwatch.formats.{name}" for name in FORMATS)],
     "semantic": [
         "loopwatch.semantic",
         "loopwatch.semantic.adapters",
