@@ -49,7 +49,7 @@ def detector_overrides(value: Any, path: str, base: Policy) -> dict[str, dict[st
     return out
 
 
-def _detector_params(detector: Detector, value: Any, path: str) -> dict[str, Any]:
+def _detector_params(detector: Detector[Any], value: Any, path: str) -> dict[str, Any]:
     table = as_table(value, path)
     params = parameters_of(type(detector))
     check_keys(table, (ENABLED, *params), path, f"{type(detector).__name__} parameter")
@@ -69,25 +69,25 @@ def _detector_params(detector: Detector, value: Any, path: str) -> dict[str, Any
 
 
 def apply_overrides(
-    detectors: Iterable[Detector], overrides: Overrides, retired: Iterable[Detector] = ()
-) -> tuple[Detector, ...]:
+    detectors: Iterable[Detector[Any]], overrides: Overrides, retired: Iterable[Detector[Any]] = ()
+) -> tuple[Detector[Any], ...]:
     """``detectors`` with their overrides applied (``enabled = false`` drops one), then the ``retired`` rules that
     ``enabled = true`` brings back, with theirs."""
     kept = [d for d in detectors if overrides.get(d.name, {}).get(ENABLED, True) is not False]
     held = {detector.name for detector in kept}
     kept += [d for d in retired if overrides.get(d.name, {}).get(ENABLED) is True and d.name not in held]
-    applied: list[Detector] = []
+    applied: list[Detector[Any]] = []
     for detector in kept:
         changes = _without_enabled(overrides.get(detector.name, {}))
         applied.append(rebuilt(detector, changes) if changes else detector)
     return tuple(applied)
 
 
-def rebuilt(detector: Detector, changes: Mapping[str, Any]) -> Detector:
+def rebuilt(detector: Detector[Any], changes: Mapping[str, Any]) -> Detector[Any]:
     """A detector of the same class with its current parameters updated by ``changes``."""
     names = parameters_of(type(detector))
     current = {k: v for k, v in detector._params().items() if k in names}  # with what repr shows (an embedder)
-    factory: Callable[..., Detector] = type(detector)
+    factory: Callable[..., Detector[Any]] = type(detector)
     return factory(**{**current, **changes})
 
 
@@ -95,13 +95,13 @@ def _without_enabled(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k != ENABLED}
 
 
-def parameters_of(cls: type[Detector]) -> dict[str, inspect.Parameter]:
+def parameters_of(cls: type[Detector[Any]]) -> dict[str, inspect.Parameter]:
     """The parameters a rule's constructor takes by name (what a configuration or a sweep may set)."""
     kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return {name: p for name, p in constructor_signature(cls).parameters.items() if p.kind in kinds}
 
 
-def _type_hints(cls: type[Detector]) -> dict[str, Any]:
+def _type_hints(cls: type[Detector[Any]]) -> dict[str, Any]:
     try:
         return constructor_hints(cls)
     except (NameError, TypeError):  # unresolvable annotations: check values against defaults only

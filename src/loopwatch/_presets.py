@@ -309,7 +309,7 @@ def default_policy(*, semantic: bool, name: str = "default") -> Policy:
     )
 
 
-def declared_ladders(detectors: Iterable[Detector]) -> dict[str, Ladder]:
+def declared_ladders(detectors: Iterable[Detector[Any]]) -> dict[str, Ladder]:
     """The default ladder of every pattern the ``detectors`` report, as their rules declare it."""
     return {p.name: p.ladder for d in detectors for p in d.patterns if p.ladder is not None}
 

@@ -183,7 +183,7 @@ class Sweep:
         return out
 
 
-def _rebuilt(detector: Detector, changes: Mapping[str, Any]) -> Detector:
+def _rebuilt(detector: Detector[Any], changes: Mapping[str, Any]) -> Detector[Any]:
     try:
         return rebuilt(detector, changes)
     except (TypeError, ValueError) as exc:

@@ -455,7 +455,7 @@ _ASK: Final = "ask"
 """A rule whose fresh state is shared, on a kind of step that may change it (:meth:`Detector.keeps_fresh` says)."""
 
 
-def _sharing(detector: Detector, kind: str) -> str:
+def _sharing(detector: Detector[Any], kind: str) -> str:
     if not detector.fresh_shared:
         return _OWN
     return _KEPT_FRESH if kind in detector.fresh_kinds else _ASK

@@ -5,7 +5,7 @@ the name verdicts carry, its default ladder (what the ``default`` preset escalat
 specificity rank (which pattern speaks when two fire at the same action and level) and the facts of a finding that
 become a verdict's evidence::
 
-    class SlowPollDetector(Detector):
+    class SlowPollDetector(Detector[SlowPollState]):
         patterns = (
             Pattern("slow_poll", "You have polled {tool} {count} times...", ladder=Ladder.of(nudge=5)),
         )

@@ -118,7 +118,7 @@ class Retired(NamedTuple):
     policy's own rules: ``[detectors.NAME] enabled = true``), where its state sat in the policy's snapshots, and the
     keys that state had (how an old snapshot's entry is told from the rule now at that place)."""
 
-    detector: Detector
+    detector: Detector[Any]
     position: int
     keys: frozenset[str]
 
@@ -128,7 +128,7 @@ class Policy:
     """Everything that decides verdicts, and nothing that moves data (no clock, no I/O)."""
 
     name: str
-    detectors: tuple[Detector, ...]
+    detectors: tuple[Detector[Any], ...]
     ladders: Mapping[str, Ladder]
     limits: Limits = field(default_factory=Limits)
     messages: Messages = field(default_factory=Messages)

@@ -15,7 +15,7 @@ from abc import abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Final, TypeVar
+from typing import Any, ClassVar, Final, Generic, TypeVar, cast
 
 from .. import _kernels
 from .._canonical import canonical_json
@@ -51,6 +51,8 @@ def word_values(words: bytes) -> array[int]:
 
 
 T = TypeVar("T")
+S = TypeVar("S")
+"""A rule's state type (what its :meth:`Detector.new_state` makes)."""
 State = dict[str, Any]
 
 
@@ -78,8 +80,9 @@ class Finding:
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # a user's rules, run from source, subclass it
-class Detector(Configured):
-    """A loop rule. Subclasses hold thresholds only; per-session data lives in the state they create.
+class Detector(Configured, Generic[S]):
+    """A loop rule over its state type ``S`` (``class MyRule(Detector[MyState])``). Subclasses hold thresholds only;
+    per-session data lives in the state they create.
 
     Every rule defines :meth:`new_state` and :meth:`observe` (mypy says so where a rule without them is made; a
     policy refuses one). The class is not an ``abc.ABC``: the compiled rules would share one ``isinstance`` cache."""
@@ -111,15 +114,16 @@ class Detector(Configured):
         if declared is not None:
             cls.patterns = REGISTRY.declare(declared, by=cls.__name__)
 
-    # A rule's state is its own type (a dataclass with slots, or a plain JSON dict): each rule declares it in
-    # its own signatures, which mypy checks; the engine only hands it back.
+    # A rule's state is its own type S (a dataclass with slots, or a plain JSON dict): a rule subclasses
+    # Detector[S], so mypy checks that what new_state makes is what observe, dump_state and the others take; the
+    # engine, which holds rules of every kind (Detector[Any]), only hands each its own state back.
 
     @abstractmethod
-    def new_state(self) -> Any:
+    def new_state(self) -> S:
         """A fresh state for one session."""
 
     @abstractmethod
-    def observe(self, state: Any, step: Step) -> Finding | None:
+    def observe(self, state: S, step: Step) -> Finding | None:
         """Update ``state`` with ``step`` and report a finding, if any."""
 
     def keeps_fresh(self, step: Step) -> bool:
@@ -127,35 +131,35 @@ class Detector(Configured):
         :attr:`fresh_shared`; ``False`` is always a safe answer.)"""
         return False
 
-    def is_fresh(self, state: Any) -> bool:
+    def is_fresh(self, state: S) -> bool:
         """Is ``state`` the same as a fresh one? (Asked only with :attr:`fresh_shared`; ``False`` is always a safe
         answer.)"""
         return False
 
-    def suspicion(self, state: Any, index: int) -> str | None:
+    def suspicion(self, state: S, index: int) -> str | None:
         """What this rule found suggestive but not enough at step ``index`` (something an LLM judge may be
         asked about), or ``None``. Most rules are never undecided."""
         return None
 
-    def dump_state(self, state: Any) -> dict[str, Any]:
+    def dump_state(self, state: S) -> dict[str, Any]:
         """The JSON form of ``state`` (a plain JSON dict state as it is)."""
-        return dict(state)
+        return dict(cast(State, state))
 
-    def load_state(self, data: dict[str, Any]) -> Any:
+    def load_state(self, data: dict[str, Any]) -> S:
         """The state from its JSON form; raises ``KeyError``/``TypeError``/``ValueError`` when malformed."""
-        return self.load_dict_state(data)
+        return cast(S, self.load_dict_state(data))
 
-    def pack_state(self, state: Any) -> Any:
+    def pack_state(self, state: S) -> Any:
         """``state`` packed for a store (:mod:`._state_pack`): a dataclass state as its fields' values, a plain JSON
         dict state as it is (the engine keeps a shared fresh state, ``None``, as it is). A rule whose state holds
         records (:attr:`state_records`) packs them too."""
         return pack_fields(state)
 
-    def unpack_state(self, packed: Any) -> Any:
+    def unpack_state(self, packed: Any) -> S:
         """:meth:`pack_state` undone; raises ``TypeError``/``ValueError`` when ``packed`` is not such a state."""
         if type(packed) is dict:  # a plain JSON dict state: checked as a snapshot's is
             return self.load_state(packed)
-        return self.state_class()(*packed)
+        return cast(S, self.state_class()(*packed))
 
     def state_class(self) -> type:
         """The class of the rule's state (of what :meth:`new_state` makes)."""
@@ -164,7 +168,7 @@ class Detector(Configured):
     def load_dict_state(self, data: dict[str, Any]) -> State:
         """A plain JSON dict state: ``data`` with the keys :meth:`new_state` makes (those of
         :attr:`optional_state` may be missing: they get their fresh values)."""
-        fresh = self.new_state()
+        fresh = cast(State, self.new_state())
         for key in self.optional_state - data.keys():
             data[key] = fresh[key]
         if set(data) != set(fresh):
@@ -176,7 +180,7 @@ class Detector(Configured):
         return f"{type(self).__name__}({params})"
 
 
-def check_judges(detector: Detector) -> None:
+def check_judges(detector: Detector[Any]) -> None:
     """``TypeError`` naming what ``detector`` lacks when it does not define :meth:`~Detector.new_state` and
     :meth:`~Detector.observe`: what a policy checks of each rule it holds."""
     kind = type(detector)

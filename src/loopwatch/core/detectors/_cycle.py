@@ -92,7 +92,7 @@ MAX_PERIOD: Final = 64
 that many calls."""
 
 
-class CycleDetector(Detector):
+class CycleDetector(Detector[CycleState]):
     """Cycles of period ``min_period``..``max_period`` (at most 64), with the number of unit repetitions as count.
 
     For each period p a counter holds how many consecutive calls equalled the call p positions earlier;

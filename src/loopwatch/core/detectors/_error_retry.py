@@ -182,7 +182,7 @@ class ErrorRetryState:
 _unpack_streaks = table_unpacker(record_maker(Streak))
 
 
-class ErrorRetryDetector(Detector):
+class ErrorRetryDetector(Detector[ErrorRetryState]):
     """The same action of a tool failing again and again with the same (or an equivalent) error.
 
     "Tool" is the tool key: for shell-like tools, the program run (``bash:python``, ``bash:cd``...). Errors

@@ -84,7 +84,7 @@ class FailureStreakState:
     """Sketches (:func:`error_bits`) of the streak's distinct errors (the last four)."""
 
 
-class FailureStreakDetector(Detector):
+class FailureStreakDetector(Detector[FailureStreakState]):
     """Consecutive failed tool results, whatever the tool (the ``ralph`` design's limit, the ``doom-loop``
     design's bash cascade).
 

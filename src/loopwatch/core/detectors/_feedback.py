@@ -60,7 +60,7 @@ class FeedbackState:
     """Did the last attempt differ from the one before it?"""
 
 
-class FeedbackRepeatDetector(Detector):
+class FeedbackRepeatDetector(Detector[FeedbackState]):
     """The environment (or the user) answering every attempt with the same canned complaint.
 
     Harnesses reply to a malformed turn with a user message ("Please always provide EXACTLY ONE

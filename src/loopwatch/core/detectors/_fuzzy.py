@@ -67,7 +67,7 @@ class DoomLoopState:
     fuzzy_start: int | None = None
 
 
-class BehavioralDetector(Detector):
+class BehavioralDetector(Detector[BehavioralState]):
     """The ``behavioral`` design: a run of similar actions (same tool, normalised-argument Jaccard >= ``threshold``).
 
     Exactly the ``behavioral`` design's ``checkSimilarity``: the run is compared against the action that started it (the
@@ -125,7 +125,7 @@ class BehavioralDetector(Detector):
         )
 
 
-class DoomLoopDetector(Detector):
+class DoomLoopDetector(Detector[DoomLoopState]):
     """The ``doom-loop`` design: the same fingerprint consecutively in the last ``window`` calls.
 
     Exact fingerprint (tool + identical serialised arguments) at ``threshold``; when that does not trigger,

@@ -89,7 +89,7 @@ class StallState:
     idx: tuple[int, ...] = ()
 
 
-class SelfReportDetector(Detector):
+class SelfReportDetector(Detector[StallState]):
     """``threshold`` progress ledgers in a row (see the module docstring) that say the run is stuck; a ledger
     that says it is making progress ends the streak."""
 

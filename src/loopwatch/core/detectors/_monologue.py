@@ -73,7 +73,7 @@ _MONOLOGUE_READERS: Final[dict[str, Reader]] = {
 }
 
 
-class MonologueDetector(Detector):
+class MonologueDetector(Detector[MonologueState]):
     """Talking instead of working: consecutive assistant messages with no tool call in between, once
     tools have been used in the session (the ``doom-loop`` design's summary loop), and identical assistant messages.
 

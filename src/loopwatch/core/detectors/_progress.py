@@ -188,7 +188,7 @@ _READERS: Final[dict[str, Reader]] = {
 }
 
 
-class NoProgressDetector(Detector):
+class NoProgressDetector(Detector[NoProgressState]):
     """The same look-up again, in a place already searched, bringing nothing new.
 
     A *re-search* is a call of the same kind (look-ups: find, grep, ls, read, search...; other tools: each its

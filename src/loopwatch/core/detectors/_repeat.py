@@ -113,7 +113,7 @@ def loose_fp(step: Step) -> str:
     return str(cached)
 
 
-class RepeatDetector(Detector):
+class RepeatDetector(Detector[RepeatState]):
     """The same call again and again, result-aware.
 
     Consecutive identical calls (same fingerprint) count as no progress while their outcomes stay the

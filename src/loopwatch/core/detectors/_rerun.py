@@ -165,7 +165,7 @@ _unpack_runs = table_unpacker(record_maker(Run))
 _unpack_versions = table_unpacker(record_maker(Version))
 
 
-class RerunDetector(Detector):
+class RerunDetector(Detector[RerunState]):
     """The same call re-run after changes, failing the same way or printing nothing each time.
 
     Counted per call (its fingerprint; the last ``calls`` distinct calls are kept): a run counts when its

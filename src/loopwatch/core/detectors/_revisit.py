@@ -107,7 +107,7 @@ class RevisitState:
 _unpack_seen = table_unpacker(record_maker(Answered))
 
 
-class RevisitDetector(Detector):
+class RevisitDetector(Detector[RevisitState]):
     """A call made again that answers exactly what it answered before, with nothing changed in between.
 
     Consecutive repeats are the ``repeat`` rule's; this one sees the circuit: the same files read, the same

@@ -84,7 +84,7 @@ def _pack_channels(channels: Flat) -> tuple[Any, ...]:
 _unpack_channels = table_unpacker(Channel)
 
 
-class RephraseDetector(Detector):
+class RephraseDetector(Detector[RephraseState]):
     """The same intent reworded (see the module docstring), per channel: tool-call reasoning, or one
     worker's messages.
 

@@ -25,7 +25,7 @@ SWARM_REPEAT = Pattern(
 """The same call made again and again across the workers of a swarm."""
 
 
-class SwarmDetector(Detector):
+class SwarmDetector(Detector[None]):
     """``threshold``+ calls with the same fingerprint from ``min_workers``+ workers of one swarm.
 
     It only reads: the session backend (the guard's sessions in this process, or a store shared between

@@ -72,7 +72,7 @@ _TEST_FIX_READERS: Final[dict[str, Reader]] = {
 }
 
 
-class TestFixDetector(Detector):
+class TestFixDetector(Detector[TestFixState]):
     """Consecutive failing test runs whose failure stays the same, whatever edits happen in between.
 
     Re-running tests after edits that change the failure (or make it pass) is progress and restarts the

@@ -127,7 +127,7 @@ _SIMILAR_TEXT_READERS: Final[dict[str, Reader]] = {
 }
 
 
-class SimilarTextDetector(Detector):
+class SimilarTextDetector(Detector[SimilarTextState]):
     """Assistant turns compared with the last ``window`` turns.
 
     ``metric="jaccard"``: the ``jaccard-turns`` design's word-set overlap; ``metric="fuzz"``: the ``ralph``
@@ -335,7 +335,7 @@ class ChantingState:
     done: bool = False
 
 
-class ChantingDetector(Detector):
+class ChantingDetector(Detector[ChantingState]):
     """One assistant message (or its stream of ``text_delta`` chunks) repeating the same chunk of text.
 
     Code blocks, tables, lists, headings and dividers are not counted (see :mod:`loopwatch.core._chanting`).
