@@ -84,7 +84,7 @@ def test_the_walk_finds_the_package_s_errors() -> None:
     found = _public_exceptions()
     assert {
         "loopwatch.errors.ConfigError",
-        "loopwatch.stores.StoreError",
+        "loopwatch.errors.StoreError",
         "loopwatch._session_backend.JudgingError",
     } <= set(found)
 

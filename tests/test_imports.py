@@ -86,6 +86,15 @@ def test_a_public_name_loads_its_module_on_first_use(tmp_path: Path) -> None:
     )
 
 
+def test_a_guard_without_a_store_loads_no_store(tmp_path: Path) -> None:
+    code = "from loopwatch import Guard, ToolCall\nGuard().observe('s', ToolCall('read', {'path': 'a'}))"
+    loaded = _modules_after(code, tmp_path)
+    assert "loopwatch._guard" in loaded
+    assert [m for m in loaded if m.startswith(("loopwatch.stores", "loopwatch._stored"))] == []
+    with_store = _modules_after(f"from loopwatch import Guard\nGuard(store='sqlite:///{tmp_path}/s.db')", tmp_path)
+    assert {"loopwatch.stores", "loopwatch._stored", "loopwatch.stores.sqlite"} <= set(with_store)
+
+
 def test_import_loopwatch_core_loads_none_of_its_modules(tmp_path: Path) -> None:
     loaded = _modules_after("import loopwatch.core", tmp_path)
     assert [m for m in loaded if m.startswith("loopwatch.")] == ["loopwatch._native", "loopwatch.core"]

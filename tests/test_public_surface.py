@@ -384,6 +384,7 @@ EXPORTS: dict[str, list[str]] = {
         "MissingExtraError",
         "OtherLayoutError",
         "StateError",
+        "StoreError",
         "UnknownPresetError",
         "UnsupportedError",
     ],

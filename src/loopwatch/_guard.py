@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from ._async_guard import AsyncGuard as AsyncGuard
 from ._guard_inputs import _event_of, _listed, _name, _policy_of, _safe_repr, _stamp, _store_of
 from ._session_backend import InProcessSessions, JudgingError, SessionBackend, _logger
-from ._stored import DamagedStateError, StoredSessions
 from .core._audit import (
     damaged_state_record,
     judge_record,
@@ -34,12 +33,13 @@ from .core._engine import Engine, Evaluation
 from .core._events import Event, ToolCall
 from .core._policy import Policy
 from .core._verdict import Verdict
-from .errors import ConfigError, EventError, StateError
-from .stores import Store, StoreError
+from .errors import ConfigError, EventError, StateError, StoreError
 
 if TYPE_CHECKING:
+    from ._stored import DamagedStateError
     from .core._judge import JudgeMemory, LoopJudge
     from .redact import Redactor
+    from .stores import Store
 
 
 Listener = Callable[[dict[str, Any]], None]
@@ -143,6 +143,8 @@ class Guard:
         """Where the sessions live: :class:`~loopwatch._session_backend.InProcessSessions`, or with a store
         :class:`~loopwatch._stored.StoredSessions`; the guard only drives it."""
         if self.store is not None:
+            from ._stored import StoredSessions  # here: a guard without a store never loads the stores
+
             self.backend = StoredSessions(self.engine, self.store, cache_size=max_sessions, on_damaged=self._damaged)
         else:
             self.backend = InProcessSessions(self.engine, self.stats, max_sessions=max_sessions, max_swarms=max_swarms)

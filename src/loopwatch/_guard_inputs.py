@@ -7,13 +7,15 @@ in a log line.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._presets import preset as get_preset
 from .core._events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, name_of, parse_event
 from .core._policy import Policy
 from .errors import ConfigError, EventError
-from .stores import Store, store_from_url
+
+if TYPE_CHECKING:
+    from .stores import Store
 
 _EVENT_CLASSES = (ToolCall, ToolResult, Message, TextDelta, Usage, Reset)
 
@@ -35,7 +37,11 @@ def _policy_of(preset: str | Policy | None, policy: Policy | None) -> Policy:
 
 
 def _store_of(store: str | Store | None) -> Store | None:
-    if store is None or isinstance(store, Store):
+    if store is None:
+        return None
+    from .stores import Store, store_from_url  # here: a guard without a store never loads the stores
+
+    if isinstance(store, Store):
         return store
     if not isinstance(store, str):
         raise ConfigError(f"must be a Store or a store URL, got {type(store).__name__}", field="store")

@@ -27,8 +27,7 @@ from .core._engine import Engine, Evaluation
 from .core._events import Event
 from .core._session_state import SessionState
 from .core._swarm_tally import SwarmCounter, SwarmTally, count_call
-from .errors import LoopwatchError
-from .stores import StoreError
+from .errors import LoopwatchError, StoreError
 
 State = SessionState
 """A session's state as the engine keeps it."""

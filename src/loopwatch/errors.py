@@ -57,6 +57,7 @@ __all__ = [
     "MissingExtraError",
     "OtherLayoutError",
     "StateError",
+    "StoreError",
     "UnknownPresetError",
     "UnsupportedError",
 ]
@@ -133,6 +134,11 @@ class MissingExtraError(LoopwatchError, ImportError):
         self.module = module
         self.extra = extra
         super().__init__(f"{module} is not installed: pip install 'loopwatch[{extra}]'")
+
+
+class StoreError(LoopwatchError):
+    """A store could not be reached or refused an operation (the guard's ``on_store_error`` decides); also
+    :class:`loopwatch.stores.StoreError`. Here, so that a guard without a store never imports the stores."""
 
 
 class LoopStopped(LoopwatchError):

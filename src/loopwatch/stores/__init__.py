@@ -37,7 +37,8 @@ from typing import Any, Final, Protocol
 from ..core._swarm_tally import MAX_SWARM_FINGERPRINTS as MAX_SWARM_FINGERPRINTS
 from ..core._swarm_tally import MAX_SWARM_WORKERS as MAX_SWARM_WORKERS
 from ..core._swarm_tally import SwarmTally, count_call
-from ..errors import ConfigError, LoopwatchError
+from ..errors import ConfigError
+from ..errors import StoreError as StoreError  # the error tree holds it: a guard without a store needs no store
 
 __all__ = [
     "NO_STATE",
@@ -55,10 +56,6 @@ __all__ = [
     "storable",
     "store_from_url",
 ]
-
-
-class StoreError(LoopwatchError):
-    """A store could not be reached or refused an operation (the guard's ``on_store_error`` decides)."""
 
 
 @dataclass(frozen=True)
