@@ -29,6 +29,7 @@ from .core._audit import (
     store_error_block,
     store_error_record,
 )
+from .core._checked import integer_at_least
 from .core._engine import Engine, Evaluation
 from .core._events import Event, ToolCall
 from .core._policy import Policy
@@ -119,11 +120,8 @@ class Guard:
                 raise ConfigError("must be True, False or a Redactor", field="redact_listeners")
         self.redact_listeners: bool | Redactor = redact_listeners
         self.clock = clock
-        for field, value in (("max_sessions", max_sessions), ("max_swarms", max_swarms)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"must be an integer >= 1, got {_safe_repr(value)}", field=field)
-        self.max_sessions = max_sessions
-        self.max_swarms = max_swarms
+        self.max_sessions = integer_at_least(max_sessions, 1, "max_sessions")
+        self.max_swarms = integer_at_least(max_swarms, 1, "max_swarms")
         self.on_error = on_error
         self.on_audit_error = on_audit_error
         if judge is not None:

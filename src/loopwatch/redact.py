@@ -36,6 +36,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from .core._checked import integer_at_least
 from .core._lazy_re import lazy_compile
 from .errors import ConfigError
 
@@ -241,8 +242,8 @@ class Redactor:
         self.extra_keys: tuple[str, ...] = tuple(extra_keys)
         self._extra = tuple(_normalize_key(key) for key in self.extra_keys if key)
         self.enabled = bool(enabled)
-        self.max_depth = _positive_int(max_depth, "max_depth")
-        self.max_string = _positive_int(max_string, "max_string")
+        self.max_depth = integer_at_least(max_depth, 1, "max_depth")
+        self.max_string = integer_at_least(max_string, 1, "max_string")
 
     def __call__(self, value: Any) -> Any:
         return self._copy(value, 0, set())
@@ -381,12 +382,6 @@ def _hide_command_secret(match: re.Match[str]) -> str:
             offset = start - match.start()
             return match.group(0)[:offset] + quote + REDACTED
     return match.group(0)
-
-
-def _positive_int(value: int, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"must be a positive integer, got {value!r}", field=field)
-    return value
 
 
 _DEFAULT: Final = Redactor()

@@ -25,6 +25,7 @@ from urllib.parse import quote, urlsplit
 from ._guard import Guard, OnStoreError
 from ._session_backend import _logger
 from .core._audit import store_error_block
+from .core._checked import positive_number
 from .core._events import Event, ToolCall, event_to_json
 from .core._policy import Policy
 from .core._verdict import Verdict
@@ -93,8 +94,7 @@ class ServiceGuard(Guard):
             raise ConfigError(f"not a usable URL ({exc}): {url!r}", field="url") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"expected an http(s) URL, got {url!r}", field="url")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
-            raise ConfigError(f"must be a number of seconds > 0, got {timeout!r}", field="timeout")
+        positive_number(timeout, "timeout")  # seconds
         self.url = url.rstrip("/")
         self._https = parts.scheme == "https"
         self._host = parts.hostname

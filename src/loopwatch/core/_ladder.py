@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import ConfigError
+from ._checked import integer_at_least
 from ._verdict import SEVERITY, Action
 
 Metric = Literal["count", "detections"]
@@ -35,8 +36,7 @@ class Rung:
     def __post_init__(self) -> None:
         if self.action not in ("nudge", "block", "stop"):
             raise ConfigError(f"a rung's action is nudge, block or stop, got {self.action!r}", field="action")
-        if isinstance(self.at, bool) or not isinstance(self.at, int) or self.at < 1:
-            raise ConfigError(f"a rung's threshold must be an integer >= 1, got {self.at!r}", field="at")
+        integer_at_least(self.at, 1, "at")  # a rung's threshold
         for name in ("message", "reason", "status"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
@@ -69,9 +69,8 @@ class Ladder:
         severities = [SEVERITY[r.action] for r in self.rungs]
         if severities != sorted(severities):
             raise ConfigError("ladder actions must not de-escalate (nudge <= block <= stop)", field="rungs")
-        restrike = self.restrike
-        if restrike is not None and (isinstance(restrike, bool) or not isinstance(restrike, int) or restrike < 1):
-            raise ConfigError(f"must be >= 1 event, got {restrike!r}", field="restrike")
+        if self.restrike is not None:
+            integer_at_least(self.restrike, 1, "restrike")  # events
 
     @classmethod
     def of(

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..errors import ConfigError
+from ._checked import positive_number
 from ._configured import Configured
 from .detectors._base import Step
 
@@ -70,12 +71,6 @@ class Limit(Configured):
         return f"{_FACTORY_NAMES.get(type(self).__name__, type(self).__name__)}({args})"
 
 
-def _positive(value: float, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise ConfigError(f"must be a positive finite number, got {value!r}", field=name)
-    return value
-
-
 def _positive_int(value: int, name: str) -> int:
     if (
         isinstance(value, bool)
@@ -108,7 +103,7 @@ class MaxRuntime(Limit):
     status = "MAX_RUNTIME"
 
     def __init__(self, seconds: float = 4 * 3600) -> None:
-        self.seconds = _positive(seconds, "max_runtime")
+        self.seconds = positive_number(seconds, "max_runtime")
 
     def check(self, usage: UsageCounters) -> LimitHit | None:
         first, last = usage.first_ts, usage.last_ts
@@ -126,7 +121,7 @@ class MaxCost(Limit):
     status = "MAX_COST"
 
     def __init__(self, amount: float = 10.0, *, warn_at: float | None = 0.8) -> None:
-        self.amount = _positive(amount, "max_cost")
+        self.amount = positive_number(amount, "max_cost")
         if warn_at is not None and (
             isinstance(warn_at, bool) or not isinstance(warn_at, (int, float)) or not 0 < warn_at < 1
         ):

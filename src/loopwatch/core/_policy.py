@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from ..errors import ConfigError
+from ._checked import integer_at_least
 from ._ladder import Ladder, Metric, Rung
 from ._limits import Limit, Limits
 from ._messages import Messages
@@ -160,9 +161,8 @@ class Policy:
             raise ConfigError(f"expected limits (max_iterations(40) | ...), got {self.limits!r}", field="limits")
         if not isinstance(self.messages, Messages):
             raise ConfigError(f"expected Messages, got {type(self.messages).__name__}", field="messages")
-        refusals = self.stop_after_refusals
-        if refusals is not None and (isinstance(refusals, bool) or not isinstance(refusals, int) or refusals < 1):
-            raise ConfigError(f"must be an integer >= 1 or None, got {refusals!r}", field="stop_after_refusals")
+        if self.stop_after_refusals is not None:
+            integer_at_least(self.stop_after_refusals, 1, "stop_after_refusals")
         if self.nudge_role not in ("system", "user"):
             raise ConfigError(f"must be 'system' or 'user', got {self.nudge_role!r}", field="nudge_role")
         for name, settings in self.tools.items():

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from importlib import resources
 from typing import Final
 
+from ..core._checked import integer_at_least
 from ..errors import ConfigError
 
 __all__ = ["WordPieceTokenizer", "bert_vocabulary"]
@@ -138,8 +139,7 @@ class WordPieceTokenizer:
     """
 
     def __init__(self, vocab: Mapping[str, int] | None = None, *, max_length: int = 256) -> None:
-        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
-            raise ConfigError(f"must be an integer of at least 2, not {max_length!r}", field="max_length")
+        integer_at_least(max_length, 2, "max_length")
         if vocab is not None and not isinstance(vocab, Mapping):  # a file's path, say: the mapping is read from it
             raise ConfigError(f"must be a mapping of tokens to ids, got {type(vocab).__name__}", field="vocab")
         self.vocab: dict[str, int] = dict(bert_vocabulary() if vocab is None else vocab)

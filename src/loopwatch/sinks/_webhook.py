@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from ..core._checked import integer_at_least
 from ..errors import ConfigError
 from ..redact import Redactor
 from ._common import make_redactor
@@ -72,12 +73,6 @@ def _check_timeout(value: float, field: str = "timeout") -> float:
     if not valid or value <= 0:
         raise ConfigError(f"must be a positive number of seconds, got {value!r}", field=field)
     return float(value)
-
-
-def _check_int(value: int, field: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"must be an integer >= {minimum}, got {value!r}", field=field)
-    return value
 
 
 def _check_min_action(value: str | None) -> int:
@@ -155,9 +150,9 @@ class WebhookSink:
         self.deadline = _check_timeout(deadline, "deadline")
         self.exit_timeout = _check_timeout(exit_timeout, "exit_timeout")
         self._record_deadline = 0.0  # when the record being posted gives up (set by the worker)
-        self.retries = _check_int(retries, "retries", 0)
-        self.max_queue = _check_int(max_queue, "max_queue", 1)
-        self.warn_every = _check_int(warn_every, "warn_every", 1)
+        self.retries = integer_at_least(retries, 0, "retries")
+        self.max_queue = integer_at_least(max_queue, 1, "max_queue")
+        self.warn_every = integer_at_least(warn_every, 1, "warn_every")
         self.min_action = min_action
         self._min_severity = _check_min_action(min_action)
         self._headers = _check_headers(headers)

@@ -1,0 +1,25 @@
+"""The checks public constructors share: a setting that must be a whole number of at least some size, or a positive
+finite number; anything else is a :class:`~loopwatch.errors.ConfigError` naming the setting (``True`` is no
+number here, though Python counts it as 1)."""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import ConfigError
+
+__all__ = ["integer_at_least", "positive_number"]
+
+
+def integer_at_least(value: object, minimum: int, field: str) -> int:
+    """``value``, an integer of at least ``minimum``; else a :class:`ConfigError` naming ``field``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"must be an integer >= {minimum}, got {value!r}", field=field)
+    return value
+
+
+def positive_number(value: object, field: str) -> float:
+    """``value``, a number above 0 and finite; else a :class:`ConfigError` naming ``field``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ConfigError(f"must be a positive finite number, got {value!r}", field=field)
+    return value
