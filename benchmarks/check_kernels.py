@@ -76,6 +76,9 @@ def check(text: str, differences: Counter[str], regex: bool) -> int:
         if compiled.alnum_word_pair(text, limit) != pure.alnum_word_pair(text, limit):
             differences["alnum_word_pair"] += 1
     calls += 1
+    if compiled.poll_word(text[:400]) != pure.poll_word(text[:400]):
+        differences["poll_word"] += 1
+    calls += 1
     if compiled.word_sketch(data, 48, 1024) != pure.word_sketch(data, 48, 1024):
         differences["word_sketch"] += 1
     packed, other = pure.alnum_word_pair(text, 64)[0], pure.alnum_word_pair(text[len(text) // 2 :], 64)[0]

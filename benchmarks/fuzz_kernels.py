@@ -139,6 +139,10 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
             differences += 1
             print(f"DIFFERENCE in alnum_word_pair: {text[:200]!r}", file=sys.stderr)
         calls += 1
+        if compiled.poll_word(text[:400]) != pure.poll_word(text[:400]):
+            differences += 1
+            print(f"DIFFERENCE in poll_word: {text[:200]!r}", file=sys.stderr)
+        calls += 1
         if compiled.word_sketch(data, 32, 1024) != pure.word_sketch(data, 32, 1024):
             differences += 1
             print(f"DIFFERENCE in word_sketch: {data[:200]!r}", file=sys.stderr)

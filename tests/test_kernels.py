@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from loopwatch.core import _kernels, _kernels_py
 from loopwatch.core import _masking as masking
+from loopwatch.core._fingerprint import _POLL_COMMAND
 from loopwatch.core._kernels_py import WORD_CODE
 from loopwatch.core._masking import masked
 from loopwatch.core.detectors import _base as base
@@ -168,6 +169,57 @@ def test_compiled_byte_kernels_match_the_pure_ones(data: bytes) -> None:
     c = compiled()
     for name in _kernels_py.BYTE_KERNELS:
         assert getattr(c, name)(data) == getattr(_kernels_py, name)(data), name
+
+
+@needs_compiled
+def test_compiled_kernels_match_the_pure_ones_on_long_inputs() -> None:
+    """Past the lengths hypothesis draws: blanks dropped 16 bytes at a time (every alignment of every run of
+    blanks), and argument words sorted with more values than the sort keeps on the stack."""
+    c, rng = compiled(), random.Random(7)
+    for size in (15, 16, 17, 31, 32, 33, 100, 4_096):
+        data = bytes(rng.choice(b"ab \t\r\n\x0b\x0c\x00\xff") for _ in range(size))
+        for start in range(17):
+            assert c.blanks_dropped(data[start:]) == _kernels_py.blanks_dropped(data[start:]), (size, start)
+    assert c.blanks_dropped(b"x" * 40) == b"x" * 40
+    words = " ".join(f"w{rng.getrandbits(40):x} {n}" for n in range(700))
+    for limit in (16, 17, 256, 257, 1_000):
+        assert c.alnum_word_pair(words, limit) == _kernels_py.alnum_word_pair(words, limit), limit
+
+
+# commands with the poll words where a part starts, inside other words and cut short, and every blank there is
+_POLL_PIECES = [
+    *_kernels_py.POLL_WORDS, "sleep 5", "tail -f x", "gh run view", "ps aux", "steps", "https://", "pytest", "sle",
+    "kubect", " ", "\t", "\n", ";", "&", "|", "(", ")", "-", "x", "\x1c", "\x85", "\xa0", "\u2003", "\u3000", "é",
+    "😀", "\ud800",
+]  # fmt: skip
+_poll_text = st.one_of(any_text, st.lists(st.sampled_from(_POLL_PIECES), max_size=20).map("".join))
+
+
+@settings(max_examples=600, deadline=None)
+@given(_poll_text)
+def test_poll_word_is_its_regular_expression(text: str) -> None:
+    expected = _kernels_py.POLL_WORD.search(text) is not None
+    assert _kernels_py.poll_word(text) is expected
+    if _kernels_c is not None:
+        assert compiled().poll_word(text) is expected
+
+
+@settings(max_examples=400, deadline=None)
+@given(_poll_text)
+def test_every_poll_command_starts_with_a_poll_word(text: str) -> None:
+    """``is_poll`` asks the kernel first and the command expression only when it says yes: every command the
+    expression takes must hold a poll word where a part starts."""
+    if _POLL_COMMAND.search(text):
+        assert _kernels.poll_word(text)
+
+
+def test_poll_word_finds_the_words_where_a_part_of_a_command_starts() -> None:
+    for text in ("sleep 5", "make; sleep 5", "a && wait", "x|tail -f log", "(watch ls)", "\u3000ps aux", "\x85gh"):
+        assert _kernels.poll_word(text), text
+    for text in ("", "pytest -x steps", "https://example.com", "make-sleep", "./ps", "\u200bps", "xcurl"):
+        assert not _kernels.poll_word(text), text
+    if _kernels_c is not None:
+        assert outcome(compiled().poll_word, b"sleep") == ("error", TypeError)
 
 
 @needs_compiled

@@ -420,18 +420,13 @@ _POLL_COMMAND: Final = lazy_compile(
 _POLL_TOOLS: Final = lazy_compile(r"poll|status|progress|wait|output|check_run|job_state", re.I)
 
 
-_POLL_WORDS: Final = ("sleep", "wait", "watch", "tail", "gh", "kubectl", "docker", "squeue", "qstat", "ps", "curl")
-"""A word every :data:`_POLL_COMMAND` match contains: substring tests rule most commands out quickly."""
-
-
 def is_poll(tool: str, command: str | None) -> bool:
     """Is this call a wait or a status check (polling a job, tailing a log)? Repeating it is expected."""
     if command is not None and (is_shell_tool(tool) or first_word(command) == tool):
         head = command[:400]
-        for word in _POLL_WORDS:  # a plain loop: cheaper than any() over a generator for these few words
-            if word in head:
-                return bool(_POLL_COMMAND.search(head))
-        return False
+        # every match of the expression starts with a poll word where a part of the command starts: a command
+        # without one (most) is ruled out in one pass of the kernel
+        return _kernels.poll_word(head) and bool(_POLL_COMMAND.search(head))
     return bool(_POLL_TOOLS.search(tool))
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "long_word_hashes",
     "masked_bytes",
     "numbers_marked",
+    "poll_word",
     "rest_hash",
     "shared_words",
     "sketch_of",
@@ -53,6 +54,7 @@ word_hashes = _impl.word_hashes
 line_hashes = _impl.line_hashes
 line_bits = _impl.line_bits
 numbers_marked = _impl.numbers_marked
+poll_word = _impl.poll_word
 blanks_dropped = _impl.blanks_dropped
 alnum_word_pair = _impl.alnum_word_pair
 long_word_hashes = _impl.long_word_hashes

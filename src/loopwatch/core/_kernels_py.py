@@ -28,6 +28,7 @@ __all__ = [
     "lines_of",
     "long_word_hashes",
     "numbers_marked",
+    "poll_word",
     "rest_hash",
     "shared_words",
     "sketch_of",
@@ -182,6 +183,25 @@ def numbers_marked(data: bytes) -> bytes:
     if not between:  # nothing but digits
         return b"#"
     return (b"" if parts[0] else b"#") + b"#".join(between) + (b"" if parts[-1] else b"#")
+
+
+# -- poll words ----------------------------------------------------------------------------------------------
+
+POLL_WORDS: Final = ("sleep", "wait", "watch", "tail", "gh", "kubectl", "docker", "squeue", "qstat", "ps", "curl")
+"""The words a command that waits or checks a status holds where a part of it starts (what
+:func:`loopwatch.core._fingerprint.is_poll` looks for first: ``timeout 5 tail -f`` holds ``tail``)."""
+POLL_WORD: Final = re.compile(r"(?:^|[\s;&|(])(?:" + "|".join(POLL_WORDS) + ")")
+"""What :func:`poll_word` finds, as a regular expression (``POLL_WORD.search(text) is not None``): the definition,
+and what the tests compare both kernels with."""
+
+
+def poll_word(text: str) -> bool:
+    """Does one of :data:`POLL_WORDS` begin ``text``, or follow a blank, ``;``, ``&``, ``|`` or ``(`` in it? Substring
+    tests first (each costs less than the regular expression): most texts hold none of the words anywhere."""
+    for word in POLL_WORDS:  # a plain loop: cheaper than any() over a generator for these few words
+        if word in text:
+            return POLL_WORD.search(text) is not None
+    return False
 
 
 BYTE_KERNELS: Final = (
