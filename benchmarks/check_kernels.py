@@ -75,6 +75,10 @@ def check(text: str, differences: Counter[str], regex: bool) -> int:
         calls += 1
         if compiled.alnum_word_pair(text, limit) != pure.alnum_word_pair(text, limit):
             differences["alnum_word_pair"] += 1
+    for limit in (400, 1_000_000):
+        calls += 1
+        if compiled.collapsed(text, limit) != pure.collapsed(text, limit):
+            differences["collapsed"] += 1
     calls += 1
     if compiled.poll_word(text[:400]) != pure.poll_word(text[:400]):
         differences["poll_word"] += 1

@@ -139,6 +139,10 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
             differences += 1
             print(f"DIFFERENCE in alnum_word_pair: {text[:200]!r}", file=sys.stderr)
         calls += 1
+        if compiled.collapsed(text, limit % 1_000) != pure.collapsed(text, limit % 1_000):
+            differences += 1
+            print(f"DIFFERENCE in collapsed: {text[:200]!r}", file=sys.stderr)
+        calls += 1
         if compiled.poll_word(text[:400]) != pure.poll_word(text[:400]):
             differences += 1
             print(f"DIFFERENCE in poll_word: {text[:200]!r}", file=sys.stderr)

@@ -186,6 +186,29 @@ def test_compiled_kernels_match_the_pure_ones_on_long_inputs() -> None:
         assert c.alnum_word_pair(words, limit) == _kernels_py.alnum_word_pair(words, limit), limit
 
 
+_spaced_text = st.lists(
+    st.sampled_from(["word", "é", "😀", "\ud800", " ", "  ", "\t", "\n", "\x1c", "\x85", "\xa0", "\u3000", "x"]),
+    max_size=60,
+).map("".join)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.one_of(any_text, _spaced_text), st.integers(-5, 300))
+def test_collapsed_is_the_words_joined_and_cut(text: str, limit: int) -> None:
+    expected = " ".join(text.split())[:limit]
+    assert _kernels_py.collapsed(text, limit) == expected
+    if _kernels_c is not None:
+        assert compiled().collapsed(text, limit) == expected
+
+
+@needs_compiled
+def test_collapsed_refuses_what_the_pure_twin_refuses() -> None:
+    c = compiled()
+    assert outcome(c.collapsed, b"a b", 3) == outcome(_kernels_py.collapsed, b"a b", 3) == ("error", TypeError)
+    assert outcome(c.collapsed, "a b", "3")[0] == "error"
+    assert c.collapsed("a  b " * 400, 1_000) == " ".join(("a  b " * 400).split())[:1_000]  # past the stack buffer
+
+
 # commands with the poll words where a part starts, inside other words and cut short, and every blank there is
 _POLL_PIECES = [
     *_kernels_py.POLL_WORDS, "sleep 5", "tail -f x", "gh run view", "ps aux", "steps", "https://", "pytest", "sle",

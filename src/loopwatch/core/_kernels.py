@@ -17,6 +17,7 @@ __all__ = [
     "COMPILED",
     "alnum_word_pair",
     "bottom_k",
+    "collapsed",
     "error_lines",
     "fold",
     "last_error_line",
@@ -55,6 +56,7 @@ line_hashes = _impl.line_hashes
 line_bits = _impl.line_bits
 numbers_marked = _impl.numbers_marked
 poll_word = _impl.poll_word
+collapsed = _impl.collapsed
 blanks_dropped = _impl.blanks_dropped
 alnum_word_pair = _impl.alnum_word_pair
 long_word_hashes = _impl.long_word_hashes

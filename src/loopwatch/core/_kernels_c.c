@@ -81,6 +81,62 @@ static void tables_init(void) {
     for (const char *s = blanks; *s; s++) byte_blank[(unsigned char)*s] = 1;
 }
 
+/* -- blanks dropped 16 bytes at a time -------------------------------------------------------------------------
+
+   With SSSE3 (x86 processors since 2006, asked at run time): a comparison finds the blanks, and a byte shuffle per
+   8 bytes, looked up by which of them are blanks, moves the others together. Elsewhere blanks_dropped's byte-by-byte
+   copy does all the work, with the same result. (Lines, for line_hashes, are too short for it to pay: 0.94x.) */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define BLANKS_SIMD 1
+#include <immintrin.h>
+
+static int blanks_simd = 0;
+static unsigned char blank_shuffles[256][8]; /* [which of 8 bytes are blanks]: the others' places, in order */
+
+static void blanks_simd_init(void) {
+    __builtin_cpu_init();
+    blanks_simd = __builtin_cpu_supports("ssse3");
+    for (int m = 0; m < 256; m++) {
+        int k = 0;
+        for (int b = 0; b < 8; b++)
+            if (!(m & (1 << b))) blank_shuffles[m][k++] = (unsigned char)b;
+        for (; k < 8; k++) blank_shuffles[m][k] = 0x80; /* a zero byte, overwritten by what comes next */
+    }
+}
+
+/* Copies s[0:p) into o without its blanks (kept: *kept bytes) for the largest p that leaves 16 bytes or fewer, and
+   returns p. Every store writes 8 bytes at o + *kept, and *kept never passes the bytes read: all inside o's n. */
+__attribute__((target("ssse3"))) static Py_ssize_t blanks_dropped_simd(const unsigned char *s, Py_ssize_t n,
+                                                                      unsigned char *o, Py_ssize_t *kept) {
+    const __m128i space = _mm_set1_epi8(' '), tab = _mm_set1_epi8('\t'), cr = _mm_set1_epi8('\r'),
+                  lf = _mm_set1_epi8('\n'), vt = _mm_set1_epi8('\x0b'), ff = _mm_set1_epi8('\x0c');
+    Py_ssize_t p = 0, k = *kept;
+    for (; p + 16 <= n; p += 16) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)(s + p));
+        const __m128i blank = _mm_or_si128(
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, space), _mm_cmpeq_epi8(v, tab)),
+                         _mm_or_si128(_mm_cmpeq_epi8(v, cr), _mm_cmpeq_epi8(v, lf))),
+            _mm_or_si128(_mm_cmpeq_epi8(v, vt), _mm_cmpeq_epi8(v, ff)));
+        const unsigned mask = (unsigned)_mm_movemask_epi8(blank);
+        if (mask == 0) {
+            _mm_storeu_si128((__m128i *)(o + k), v);
+            k += 16;
+            continue;
+        }
+        const unsigned lo = mask & 0xFFu, hi = mask >> 8;
+        __m128i order;
+        memcpy(&order, blank_shuffles[lo], 8);
+        _mm_storel_epi64((__m128i *)(o + k), _mm_shuffle_epi8(v, order));
+        k += 8 - __builtin_popcount(lo);
+        memcpy(&order, blank_shuffles[hi], 8);
+        _mm_storel_epi64((__m128i *)(o + k), _mm_shuffle_epi8(_mm_srli_si128(v, 8), order));
+        k += 8 - __builtin_popcount(hi);
+    }
+    *kept = k;
+    return p;
+}
+#endif
+
 /* -- the pure-Python twin, for inputs the C code leaves to it ----------------------------------------------- */
 
 static PyObject *pure_module = NULL;
@@ -427,59 +483,6 @@ static PyObject *numbers_marked(PyObject *self, PyObject *arg) {
 }
 
 /* -- blanks_dropped ---------------------------------------------------------------------------------------- */
-
-/* With SSSE3 (x86 processors since 2006, asked at run time), 16 bytes at a time: a comparison finds the blanks, and
-   a byte shuffle per 8 bytes, looked up by which of them are blanks, moves the others together. */
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define BLANKS_SIMD 1
-#include <immintrin.h>
-
-static int blanks_simd = 0;
-static unsigned char blank_shuffles[256][8]; /* [which of 8 bytes are blanks]: the others' places, in order */
-
-static void blanks_simd_init(void) {
-    __builtin_cpu_init();
-    blanks_simd = __builtin_cpu_supports("ssse3");
-    for (int m = 0; m < 256; m++) {
-        int k = 0;
-        for (int b = 0; b < 8; b++)
-            if (!(m & (1 << b))) blank_shuffles[m][k++] = (unsigned char)b;
-        for (; k < 8; k++) blank_shuffles[m][k] = 0x80; /* a zero byte, overwritten by what comes next */
-    }
-}
-
-/* Copies s[0:p) into o without its blanks (kept: *kept bytes) for the largest p that leaves 16 bytes or fewer, and
-   returns p. Every store writes 8 bytes at o + *kept, and *kept never passes the bytes read: all inside o's n. */
-__attribute__((target("ssse3"))) static Py_ssize_t blanks_dropped_simd(const unsigned char *s, Py_ssize_t n,
-                                                                      unsigned char *o, Py_ssize_t *kept) {
-    const __m128i space = _mm_set1_epi8(' '), tab = _mm_set1_epi8('\t'), cr = _mm_set1_epi8('\r'),
-                  lf = _mm_set1_epi8('\n'), vt = _mm_set1_epi8('\x0b'), ff = _mm_set1_epi8('\x0c');
-    Py_ssize_t p = 0, k = *kept;
-    for (; p + 16 <= n; p += 16) {
-        const __m128i v = _mm_loadu_si128((const __m128i *)(s + p));
-        const __m128i blank = _mm_or_si128(
-            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, space), _mm_cmpeq_epi8(v, tab)),
-                         _mm_or_si128(_mm_cmpeq_epi8(v, cr), _mm_cmpeq_epi8(v, lf))),
-            _mm_or_si128(_mm_cmpeq_epi8(v, vt), _mm_cmpeq_epi8(v, ff)));
-        const unsigned mask = (unsigned)_mm_movemask_epi8(blank);
-        if (mask == 0) {
-            _mm_storeu_si128((__m128i *)(o + k), v);
-            k += 16;
-            continue;
-        }
-        const unsigned lo = mask & 0xFFu, hi = mask >> 8;
-        __m128i order;
-        memcpy(&order, blank_shuffles[lo], 8);
-        _mm_storel_epi64((__m128i *)(o + k), _mm_shuffle_epi8(v, order));
-        k += 8 - __builtin_popcount(lo);
-        memcpy(&order, blank_shuffles[hi], 8);
-        _mm_storel_epi64((__m128i *)(o + k), _mm_shuffle_epi8(_mm_srli_si128(v, 8), order));
-        k += 8 - __builtin_popcount(hi);
-    }
-    *kept = k;
-    return p;
-}
-#endif
 
 PyDoc_STRVAR(blanks_dropped_doc, "blanks_dropped(data: bytes) -> bytes\n--\n\n"
                                  "``data`` without its blanks (space, tab, CR, LF, VT, FF): "
@@ -1787,6 +1790,56 @@ static PyObject *poll_word(PyObject *self, PyObject *arg) {
     Py_RETURN_FALSE;
 }
 
+/* -- collapsed --------------------------------------------------------------------------------------------- */
+
+PyDoc_STRVAR(collapsed_doc,
+             "collapsed(text: str, limit: int) -> str\n--\n\n"
+             "``\" \".join(text.split())[:limit]`` for ``limit >= 0``: the words of ``text`` (split at ``str.isspace`` "
+             "characters) one space apart, at most ``limit`` characters, in one pass that stops there.");
+
+static PyObject *collapsed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "collapsed() takes exactly 2 arguments");
+        return NULL;
+    }
+    PyObject *text = args[0];
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "collapsed() expects str, not %.100s", Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    const Py_ssize_t limit = PyLong_AsSsize_t(args[1]);
+    if (limit == -1 && PyErr_Occurred()) return NULL;
+    if (limit < 0) { /* a slice that counts from the end: the pure twin's */
+        PyObject *pair = PyTuple_Pack(2, text, args[1]);
+        if (pair == NULL) return NULL;
+        PyObject *result = call_pure("collapsed", pair);
+        Py_DECREF(pair);
+        return result;
+    }
+    if (PyUnicode_READY(text) < 0) return NULL;
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    const Py_ssize_t room = limit < n ? limit : n; /* the words and the spaces between them are never longer */
+    Py_UCS4 small[512];
+    Py_UCS4 *out = room <= 512 ? small : (Py_UCS4 *)PyMem_Malloc(sizeof(Py_UCS4) * (size_t)room);
+    if (out == NULL) return PyErr_NoMemory();
+    Py_ssize_t kept = 0, p = 0;
+    while (kept < room) {
+        while (p < n && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, p))) p++;
+        if (p == n) break;
+        if (kept > 0) out[kept++] = ' ';
+        for (; kept < room && p < n; p++) {
+            const Py_UCS4 ch = PyUnicode_READ(kind, data, p);
+            if (Py_UNICODE_ISSPACE(ch)) break;
+            out[kept++] = ch;
+        }
+    }
+    PyObject *result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, kept);
+    if (out != small) PyMem_Free(out);
+    return result;
+}
+
 /* -- module ------------------------------------------------------------------------------------------------ */
 
 static PyMethodDef methods[] = {
@@ -1807,6 +1860,7 @@ static PyMethodDef methods[] = {
     {"word_sketch", (PyCFunction)(void (*)(void))word_sketch, METH_FASTCALL, word_sketch_doc},
     {"masked_bytes", (PyCFunction)masked_bytes, METH_O, masked_bytes_doc},
     {"poll_word", (PyCFunction)poll_word, METH_O, poll_word_doc},
+    {"collapsed", (PyCFunction)(void (*)(void))collapsed, METH_FASTCALL, collapsed_doc},
     {NULL, NULL, 0, NULL},
 };
 

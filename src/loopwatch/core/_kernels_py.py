@@ -21,6 +21,7 @@ __all__ = [
     "NUMBER",
     "alnum_word_pair",
     "bottom_k",
+    "collapsed",
     "error_lines",
     "fold",
     "last_error_line",
@@ -202,6 +203,24 @@ def poll_word(text: str) -> bool:
         if word in text:
             return POLL_WORD.search(text) is not None
     return False
+
+
+# -- whitespace collapsed ------------------------------------------------------------------------------------
+
+
+def collapsed(text: str, limit: int) -> str:
+    """``" ".join(text.split())[:limit]``, splitting only the head of ``text`` when that is enough.
+
+    Collapsing the whitespace of a prefix of a text gives a prefix of the collapsed text (a word cut at the
+    end is a prefix of the whole word), so when the head's collapsed form is ``limit`` long it is the answer.
+    """
+    if limit <= 0:
+        return " ".join(text.split())[:limit]
+    edge = limit + limit // 4
+    head = " ".join(text[:edge].split())
+    if len(head) >= limit or len(text) <= edge:
+        return head[:limit]
+    return " ".join(text.split())[:limit]
 
 
 BYTE_KERNELS: Final = (

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from .._fingerprint import ASCII_LOWER
-from .._kernels import line_bits, long_word_hashes, shared_words
+from .._kernels import collapsed, line_bits, long_word_hashes, shared_words
 from ._base import EMPTY_LINE, Step, fold, lines_of, masked_of, word_bytes
 
 _NOT_LETTERS: Final = bytes(c if 65 <= c <= 90 or 97 <= c <= 122 or c >= 128 else 32 for c in range(256))
@@ -62,21 +62,6 @@ def without_code(text: str) -> str:
         return text
     prose = parts[0] + "".join([" " + part for part in parts[2::2]])
     return prose + " " if len(parts) % 2 == 0 else prose
-
-
-def collapsed(text: str, limit: int) -> str:
-    """``" ".join(text.split())[:limit]``, splitting only the head of ``text`` when that is enough.
-
-    Collapsing the whitespace of a prefix of a text gives a prefix of the collapsed text (a word cut at the
-    end is a prefix of the whole word), so when the head's collapsed form is ``limit`` long it is the answer.
-    """
-    if limit <= 0:
-        return " ".join(text.split())[:limit]
-    edge = limit + limit // 4
-    head = " ".join(text[:edge].split())
-    if len(head) >= limit or len(text) <= edge:
-        return head[:limit]
-    return " ".join(text.split())[:limit]
 
 
 def line_set(masked_text: bytes) -> frozenset[int]:

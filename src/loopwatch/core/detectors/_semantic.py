@@ -41,7 +41,6 @@ from ._rephrase_state import _REPLIES, _SEEN_BITS, _SKETCH_BITS, NO_CHANNEL, rem
 from ._rephrase_state import Channel as Channel
 from ._rephrase_state import Rep as Rep
 from ._rephrase_state import RephraseState as RephraseState
-from ._rephrase_text import collapsed as collapsed
 from ._rephrase_text import instruction_of as instruction_of
 from ._rephrase_text import intent_text as intent_text
 from ._rephrase_text import line_set as line_set
