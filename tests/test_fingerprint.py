@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loopwatch import Guard, ToolCall, ToolResult
 from loopwatch.core._canonical import MAX_DEPTH, canonical_json
@@ -17,6 +20,7 @@ from loopwatch.core._fingerprint import (
     call_fingerprint,
     call_payload,
     error_signature,
+    is_mutation,
     loose_fingerprint,
     normalized_args,
     outcome_fingerprint,
@@ -573,3 +577,24 @@ def test_fingerprints_and_sketches_keep_their_values_across_releases() -> None:
         "AAAAAAAAAAAAAAAAAAAAABAIAAAAAAAAAAAAAIAAAAAAAAAAAAAAAAAAAAAAAAAAAEAAAAAAAAAAAAAAAAEAAAAAAEAAAAAAAABA"
         "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAgAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
     )
+
+
+# what a command line that changes something was, as one expression; is_mutation runs its three alternatives apart
+_ONE_EXPRESSION = re.compile(
+    r"(?:^|[\s;&|(])(?:sed\s+(?:-\w+\s+)*-i|perl\s+-\w*i|tee|patch|mv|cp|rm|mkdir|touch|chmod|ln|"
+    r"git\s+(?:apply|checkout|commit|add|reset|stash|restore|am|cherry-pick|rebase|merge)|"
+    r"(?:pip3?|uv\s+pip|npm|yarn|pnpm|apt-get|apt|brew|conda|cargo)\s+(?:install|add|remove|uninstall)|"
+    r"python3?\s+-m\s+pip\s+install|create|edit|insert|str_replace|apply_patch|truncate|dd)\b"
+    r"|(?<![0-9&>])>{1,2}\s*(?!/dev/null)[^\s&>|]|<<"
+)
+_COMMAND_PIECES = [
+    "sed -i s/a/b/ f", "perl -pi", "tee", "mv a b", "rm", "git add .", "pip install x", "uv pip install",
+    "python3 -m pip install", "cat", "ls", "echo hi", "> out", ">> log", "2>&1", "&> x", "> /dev/null", ">/dev/nullx",
+    "<<EOF", "<", "|", ";", "&&", "(", " ", "\t", "\n", "x", "-i", "1", "é", "dd", "add", "edit", "editor",
+]  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_COMMAND_PIECES), max_size=12).map("".join))
+def test_a_command_changes_something_as_the_one_expression_says(command: str) -> None:
+    assert is_mutation("bash", {"command": command}) == bool(_ONE_EXPRESSION.search(command))
