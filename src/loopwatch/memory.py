@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 
 from ._guard import Guard
+from .core._checked import integer_at_least
 from .core._events import Event
 from .core._fingerprint import normalized_args
 from .core._verdict import Verdict
-from .errors import ConfigError
 from .redact import Redactor
 from .sinks import AuditWriteError, Sink
 
@@ -244,8 +244,7 @@ class ForceDoneMemory:
         explain: Explain | None = None,
         issues_after: int = 2,
     ) -> None:
-        if isinstance(issues_after, bool) or not isinstance(issues_after, int) or issues_after < 0:
-            raise ConfigError("expected a number >= 0", field="issues_after")
+        integer_at_least(issues_after, 0, "issues_after")
         self.memory: Memory = memory if memory is not None else MarkdownMemory()
         self.task_of = task_of or (lambda record: str(record.get("session")))
         process = f"pid {os.getpid()}"

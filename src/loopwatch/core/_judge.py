@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..errors import ConfigError, LoopwatchError
+from ._checked import integer_at_least
 from ._events import Event, Message, TextDelta, ToolCall, ToolResult, Usage
 
 _LINE_CHARS: Final = 300
@@ -173,8 +174,7 @@ class LoopJudge:
             ("budget", budget, 0),
             ("history", history, 1),
         ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"must be an integer >= {low}, not {value!r}", field=name)
+            integer_at_least(value, low, name)
         if (
             isinstance(min_confidence, bool)
             or not isinstance(min_confidence, (int, float))

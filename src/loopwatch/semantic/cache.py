@@ -8,6 +8,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..core._checked import integer_at_least
 from ..errors import ConfigError
 from .base import Embedder, EmbeddingError, Vector, check_texts, to_vectors
 
@@ -77,10 +78,8 @@ class CachedEmbedder:
                 f"{type(inner).__name__} has no embed(texts) method (loopwatch.semantic.embedder_from adapts it)",
                 field="inner",
             )
-        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 0:
-            raise ConfigError(f"must be an integer >= 0, not {max_entries!r}", field="max_entries")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigError(f"must be an integer >= 1, not {batch_size!r}", field="batch_size")
+        integer_at_least(max_entries, 0, "max_entries")
+        integer_at_least(batch_size, 1, "batch_size")
         self.inner = inner
         self.max_entries = max_entries
         self.batch_size = batch_size

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from ..core._checked import integer_at_least
 from ..errors import ConfigError, MissingExtraError
 from .base import EmbeddingError, Vector, check_texts
 from .tokenizer import WordPieceTokenizer
@@ -78,8 +79,7 @@ class MiniLMEmbedder:
         threads: int = 1,
         max_length: int = MAX_LENGTH,
     ) -> None:
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise ConfigError(f"must be an integer >= 1, not {threads!r}", field="threads")
+        integer_at_least(threads, 1, "threads")
         if isinstance(max_length, bool) or not isinstance(max_length, int) or not 2 <= max_length <= 512:
             raise ConfigError(f"must be an integer from 2 to 512, not {max_length!r}", field="max_length")
         self._np = _require("numpy")
