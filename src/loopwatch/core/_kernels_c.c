@@ -1774,7 +1774,6 @@ static PyObject *poll_word(PyObject *self, PyObject *arg) {
         PyErr_Format(PyExc_TypeError, "poll_word() expects str, not %.100s", Py_TYPE(arg)->tp_name);
         return NULL;
     }
-    if (PyUnicode_READY(arg) < 0) return NULL;
     const Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
     const int kind = PyUnicode_KIND(arg);
     const void *data = PyUnicode_DATA(arg);
@@ -1816,7 +1815,6 @@ static PyObject *collapsed(PyObject *self, PyObject *const *args, Py_ssize_t nar
         Py_DECREF(pair);
         return result;
     }
-    if (PyUnicode_READY(text) < 0) return NULL;
     const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     const int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
