@@ -598,3 +598,19 @@ _COMMAND_PIECES = [
 @given(st.lists(st.sampled_from(_COMMAND_PIECES), max_size=12).map("".join))
 def test_a_command_changes_something_as_the_one_expression_says(command: str) -> None:
     assert is_mutation("bash", {"command": command}) == bool(_ONE_EXPRESSION.search(command))
+
+
+@pytest.mark.parametrize("size", [0, 1, 127, 128, 129, 2_047, 2_048, 2_049, 100_000])
+def test_the_digests_are_64_bit_blake2b(size: int) -> None:
+    """A copy of one empty hasher per digest: the same digests as a new ``blake2b(digest_size=8)`` each time, so
+    fingerprints stored before read the same."""
+    from hashlib import blake2b
+
+    from loopwatch.core._canonical import digest, digest_bytes, digest_parts
+
+    data = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    assert digest_bytes(data) == blake2b(data, digest_size=8).hexdigest()
+    assert digest_parts(data, b"\x00", data) == blake2b(data + b"\x00" + data, digest_size=8).hexdigest()
+    text = data.decode("latin-1") + "\ud800"
+    assert digest(text) == blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    assert digest_bytes(b"") == "e4a6a0577479b2b4"  # the same value every process, every release

@@ -28,20 +28,29 @@ _MAX_INT_BITS: Final = 13_000  # about 3,900 digits: Python refuses to convert i
 _DUMPS = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode
 
 
+_BLAKE2B_8: Final = blake2b(digest_size=8)
+"""An empty 64-bit blake2b, never updated: a copy of it is a new hasher at ~60% of the cost of making one (no
+parameters to read), ~0.1 us a digest."""
+
+
 def digest(text: str) -> str:
     """A stable 64-bit hex digest (the same in every process, unlike ``hash``)."""
-    return blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    hasher = _BLAKE2B_8.copy()
+    hasher.update(text.encode("utf-8", "surrogatepass"))
+    return hasher.hexdigest()
 
 
 def digest_bytes(data: bytes) -> str:
     """:func:`digest` of raw bytes."""
-    return blake2b(data, digest_size=8).hexdigest()
+    hasher = _BLAKE2B_8.copy()
+    hasher.update(data)
+    return hasher.hexdigest()
 
 
 def digest_parts(*parts: bytes) -> str:
     """:func:`digest_bytes` of the parts joined (at least one), without joining them (no copy of a large part)."""
-    hasher = blake2b(parts[0], digest_size=8)
-    for part in parts[1:]:
+    hasher = _BLAKE2B_8.copy()
+    for part in parts:
         hasher.update(part)
     return hasher.hexdigest()
 
