@@ -538,26 +538,6 @@ static uint32_t crc_code_point(uint32_t c, Py_UCS4 ch) {
 /* str.isalnum() of one character (the re module's [^\W_]), without a call for ASCII */
 #define ALNUM(ch) ((ch) < 128 ? byte_alnum[(ch)] : Py_UNICODE_ISALNUM(ch))
 
-/* The running CRC c over n ASCII letters and digits, lowercased: setting bit 0x20 lowers a letter and leaves a digit
-   as it is, so 8 bytes are lowered at once and hashed in one slicing-by-8 step (see crc_bytes). */
-static uint32_t crc_alnum_lower(uint32_t c, const unsigned char *p, Py_ssize_t n) {
-    for (; n >= 8; p += 8, n -= 8) {
-        const uint32_t lo = (le32(p) | 0x20202020u) ^ c, hi = le32(p + 4) | 0x20202020u;
-        c = crc_slices[7][lo & 0xFFu] ^ crc_slices[6][(lo >> 8) & 0xFFu] ^ crc_slices[5][(lo >> 16) & 0xFFu] ^
-            crc_slices[4][lo >> 24] ^ crc_slices[3][hi & 0xFFu] ^ crc_slices[2][(hi >> 8) & 0xFFu] ^
-            crc_slices[1][(hi >> 16) & 0xFFu] ^ crc_slices[0][hi >> 24];
-    }
-    if (n >= 4) {
-        const uint32_t w = (le32(p) | 0x20202020u) ^ c;
-        c = crc_slices[3][w & 0xFFu] ^ crc_slices[2][(w >> 8) & 0xFFu] ^ crc_slices[1][(w >> 16) & 0xFFu] ^
-            crc_slices[0][w >> 24];
-        p += 4;
-        n -= 4;
-    }
-    for (; n > 0; p++, n--) c = CRC_BYTE(c, *p | 0x20u);
-    return c;
-}
-
 /* A scan of a text's words (runs of letters and digits) for alnum_word_pair: the text is
    ``text.lower()`` (a new reference: str.lower() itself, Unicode's full case mapping (final sigma, dotted I...),
    when not ASCII; ASCII letters are lowered byte by byte as they are hashed). */
@@ -615,12 +595,10 @@ static inline int word_scan_next(WordScan *scan, uint32_t *crc, int *number) {
             scan->p = p;
             return 0;
         }
-        const Py_ssize_t start = p;
         while (p < n && byte_alnum[s[p]]) {
             digits &= (s[p] >= '0' && s[p] <= '9');
-            p++;
+            c = CRC_BYTE(c, ascii_lower[s[p++]]);
         }
-        c = crc_alnum_lower(c, s + start, p - start);
     } else {
         while (p < n && !ALNUM(PyUnicode_READ(kind, data, p))) p++;
         if (p == n) {
