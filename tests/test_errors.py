@@ -21,6 +21,15 @@ from loopwatch.core._chanting import ChantTracker
 from loopwatch.core._limits import max_cost, max_iterations, max_runtime
 from loopwatch.core._policy import Ladder, Rung
 from loopwatch.core._verdict import Verdict
+from loopwatch.core.detectors import (
+    BehavioralDetector,
+    DoomLoopDetector,
+    ErrorRetryDetector,
+    FailureStreakDetector,
+    NoProgressDetector,
+    RepeatDetector,
+    SwarmDetector,
+)
 from loopwatch.core.detectors._cycle import CycleDetector
 from loopwatch.core.detectors._failures import FeedbackRepeatDetector
 from loopwatch.core.detectors._ledger import SelfReportDetector
@@ -189,6 +198,22 @@ BAD_CONSTRUCTORS: list[tuple[str, Callable[[], object], str]] = [
     ("feedback_repeat threshold", lambda: FeedbackRepeatDetector(threshold=1), "feedback_repeat"),
     ("rerun threshold", lambda: RerunDetector(threshold=1), "rerun"),
     ("revisit threshold", lambda: RevisitDetector(threshold=1), "revisit.threshold"),
+    # a rule's counts and shares: a negative count or a similarity above 1 quietly turned a rule off before
+    ("error_retry threshold", lambda: ErrorRetryDetector(threshold=-1), "error_retry.threshold"),
+    ("error_retry similarity", lambda: ErrorRetryDetector(similarity=7.0), "error_retry.similarity"),
+    ("error_retry tools", lambda: ErrorRetryDetector(tools=-1), "error_retry.tools"),
+    ("error_retry variants", lambda: ErrorRetryDetector(variant_similarity=0), "error_retry.variant_similarity"),
+    ("feedback_repeat similarity", lambda: FeedbackRepeatDetector(similarity=1.5), "feedback_repeat.similarity"),
+    ("no_progress near", lambda: NoProgressDetector(near=float("nan")), "no_progress.near"),
+    ("no_progress threshold", lambda: NoProgressDetector(seen_threshold=0), "no_progress.seen_threshold"),
+    ("repeat loose_min_chars", lambda: RepeatDetector(loose_min_chars=-5), "repeat.loose_min_chars"),
+    ("swarm threshold", lambda: SwarmDetector(threshold=0), "swarm.threshold"),
+    ("failure_streak similarity", lambda: FailureStreakDetector(similarity=2.0), "failure_streak.similarity"),
+    ("similar_text threshold", lambda: SimilarTextDetector(threshold=85.0), "similar_text.threshold"),
+    ("similar_text window", lambda: SimilarTextDetector(window=0), "similar_text.window"),
+    ("similar_text sketch", lambda: SimilarTextDetector(sketch=0), "similar_text.sketch"),
+    ("behavioral threshold", lambda: BehavioralDetector(threshold=75.0), "behavioral.threshold"),
+    ("doom_loop window", lambda: DoomLoopDetector(window=0), "doom_loop.window"),
     ("settings scope", lambda: settings_path("global"), "scope"),
     ("install_hooks handler", lambda: install_hooks({}), "command"),
 ]

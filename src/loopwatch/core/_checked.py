@@ -1,6 +1,7 @@
-"""The checks public constructors share: a setting that must be a whole number of at least some size, or a positive
-finite number; anything else is a :class:`~loopwatch.errors.ConfigError` naming the setting (``True`` is no
-number here, though Python counts it as 1)."""
+"""The checks public constructors share: a setting that must be a whole number of at least some size, a positive
+finite number, or a share (a similarity, a fraction: above 0, at most 1); anything else is a
+:class:`~loopwatch.errors.ConfigError` naming the setting (``True`` is no number here, though Python counts it as
+1)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 
 from ..errors import ConfigError
 
-__all__ = ["integer_at_least", "positive_number"]
+__all__ = ["fraction", "integer_at_least", "optional_integer_at_least", "positive_number"]
 
 
 def integer_at_least(value: object, minimum: int, field: str) -> int:
@@ -22,4 +23,17 @@ def positive_number(value: object, field: str) -> float:
     """``value``, a number above 0 and finite; else a :class:`ConfigError` naming ``field``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
         raise ConfigError(f"must be a positive finite number, got {value!r}", field=field)
+    return value
+
+
+def optional_integer_at_least(value: object, minimum: int, field: str) -> int | None:
+    """``value``, ``None`` or an integer of at least ``minimum``; else a :class:`ConfigError` naming ``field``."""
+    return None if value is None else integer_at_least(value, minimum, field)
+
+
+def fraction(value: object, field: str) -> float:
+    """``value``, a number above 0 and at most 1 (a similarity, a share); else a :class:`ConfigError` naming
+    ``field``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ConfigError(f"must be a number above 0 and at most 1, got {value!r}", field=field)
     return value

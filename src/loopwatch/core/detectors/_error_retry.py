@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any, Final
 
+from .._checked import fraction, integer_at_least
 from .._kernels import shared_words
 from .._ladder import Ladder
 from .._patterns import Pattern
@@ -244,6 +245,12 @@ class ErrorRetryDetector(Detector[ErrorRetryState]):
         variants: int = 5,
         counters: bool = False,
     ) -> None:
+        integer_at_least(threshold, 1, "error_retry.threshold")
+        fraction(similarity, "error_retry.similarity")
+        integer_at_least(gap, 1, "error_retry.gap")
+        integer_at_least(tools, 0, "error_retry.tools")
+        fraction(variant_similarity, "error_retry.variant_similarity")
+        integer_at_least(variants, 1, "error_retry.variants")
         self.counters = counters
         self.threshold = threshold
         self.similarity = similarity

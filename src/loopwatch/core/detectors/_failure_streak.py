@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .._checked import fraction
 from .._fingerprint import preview
 from .._ladder import Ladder
 from .._lazy_re import lazy_compile
@@ -115,6 +116,7 @@ class FailureStreakDetector(Detector[FailureStreakState]):
     )
 
     def __init__(self, *, shell_only: bool = False, empty: bool = False, news: bool = False, similarity: float = 0.5):
+        fraction(similarity, "failure_streak.similarity")
         self.shell_only = shell_only
         self.empty = empty
         self.news = news

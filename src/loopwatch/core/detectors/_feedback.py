@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ...errors import ConfigError
+from .._checked import fraction
 from .._fingerprint import preview
 from .._lazy_re import lazy_compile
 from ._base import (
@@ -100,6 +101,8 @@ class FeedbackRepeatDetector(Detector[FeedbackState]):
                 f" and {variants!r}",
                 field="feedback_repeat",
             )
+        fraction(similarity, "feedback_repeat.similarity")
+        fraction(variant_similarity, "feedback_repeat.variant_similarity")
         self.threshold = threshold
         self.reply_threshold = reply_threshold
         self.similarity = similarity

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .._canonical import digest
+from .._checked import fraction, integer_at_least
 from .._fingerprint import exact_serialized, normalized_args, preview, primary_fingerprint
 from .._similarity import jaccard_ws
 from ._base import Detector, Finding, Step, call_label, pushed
@@ -79,6 +80,8 @@ class BehavioralDetector(Detector[BehavioralState]):
     patterns = (REPEAT,)
 
     def __init__(self, *, threshold: float = 0.75, window: int = 20) -> None:
+        fraction(threshold, "behavioral.threshold")
+        integer_at_least(window, 1, "behavioral.window")
         self.threshold = threshold
         self.window = window
 
@@ -138,6 +141,9 @@ class DoomLoopDetector(Detector[DoomLoopState]):
     patterns = (REPEAT,)
 
     def __init__(self, *, threshold: int = 3, fuzzy_threshold: int = 4, window: int = 10) -> None:
+        integer_at_least(threshold, 1, "doom_loop.threshold")
+        integer_at_least(fuzzy_threshold, 1, "doom_loop.fuzzy_threshold")
+        integer_at_least(window, 1, "doom_loop.window")
         self.threshold = threshold
         self.fuzzy_threshold = fuzzy_threshold
         self.window = window

@@ -14,6 +14,7 @@ from itertools import islice, repeat
 from operator import attrgetter
 from typing import Any, Final
 
+from .._checked import fraction, integer_at_least
 from .._fingerprint import preview
 from .._ladder import Ladder
 from .._lazy_re import lazy_compile
@@ -223,6 +224,10 @@ class NoProgressDetector(Detector[NoProgressState]):
         near: float = 0.9,
         leaky: bool = True,
     ) -> None:
+        integer_at_least(seen_threshold, 1, "no_progress.seen_threshold")
+        integer_at_least(empty_threshold, 1, "no_progress.empty_threshold")
+        fraction(similarity, "no_progress.similarity")
+        fraction(near, "no_progress.near")
         self.seen_threshold = seen_threshold
         self.empty_threshold = empty_threshold
         self.similarity = similarity

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .._checked import integer_at_least
 from .._fingerprint import is_shell_tool, loose_fingerprint
 from .._ladder import Ladder
 from .._patterns import Pattern
@@ -131,6 +132,7 @@ class RepeatDetector(Detector[RepeatState]):
     patterns = (REPEAT, POLLING)
 
     def __init__(self, *, result_aware: bool = True, loose: bool = True, loose_min_chars: int = 48) -> None:
+        integer_at_least(loose_min_chars, 0, "repeat.loose_min_chars")
         self.result_aware = result_aware
         self.loose = loose
         self.loose_min_chars = loose_min_chars

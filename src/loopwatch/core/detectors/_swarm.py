@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._checked import integer_at_least
 from .._ladder import Ladder
 from .._patterns import Pattern
 from .._swarm_tally import SwarmTally as SwarmTally
@@ -39,6 +40,8 @@ class SwarmDetector(Detector[None]):
     reset_on_user = False
 
     def __init__(self, *, threshold: int = 10, min_workers: int = 2) -> None:
+        integer_at_least(threshold, 1, "swarm.threshold")
+        integer_at_least(min_workers, 1, "swarm.min_workers")
         self.threshold = threshold
         self.min_workers = min_workers
 

@@ -10,6 +10,7 @@ from typing import Any, Final, Literal
 from ...errors import ConfigError
 from .. import _kernels
 from .._chanting import ChantHit, ChantTracker
+from .._checked import fraction, integer_at_least, optional_integer_at_least
 from .._fingerprint import preview
 from .._ladder import Ladder
 from .._patterns import Pattern
@@ -174,6 +175,12 @@ class SimilarTextDetector(Detector[SimilarTextState]):
             raise ConfigError(f"must be 'jaccard' or 'fuzz', got {metric!r}", field="metric")
         if mode not in ("consecutive", "any"):
             raise ConfigError(f"must be 'consecutive' or 'any', got {mode!r}", field="mode")
+        fraction(threshold, "similar_text.threshold")
+        integer_at_least(window, 1, "similar_text.window")
+        integer_at_least(history, 1, "similar_text.history")
+        optional_integer_at_least(max_chars, 1, "similar_text.max_chars")
+        integer_at_least(min_chars, 0, "similar_text.min_chars")
+        optional_integer_at_least(sketch, 1, "similar_text.sketch")
         if actions and (metric != "jaccard" or sketch is None):
             raise ConfigError(
                 "actions=true compares word sketches: it needs metric = 'jaccard' and a sketch size", field="actions"
