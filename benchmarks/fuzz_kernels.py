@@ -10,8 +10,8 @@ object, each input's buffer included, gets ASan's guard zones). Inputs: random b
 mutated (bytes flipped, cut at any point (inside a UTF-8 sequence too), spliced, NULs, error words, times,
 durations, ids, temporary paths, lone surrogates and multi-byte characters inserted), and a few huge ones. Each
 input goes through every kernel, and each result is compared with the pure-Python twin's (a difference is a failure
-too). A sanitizer report aborts the run (exit status not 0) with the report on stderr; otherwise the counts are
-printed.
+too); every other input runs with the processor's vector instructions turned off, through the portable code. A
+sanitizer report aborts the run (exit status not 0) with the report on stderr; otherwise the counts are printed.
 """
 
 from __future__ import annotations
@@ -123,6 +123,7 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
             else:
                 data = mutate(rng, rng.choice(corpus), corpus)
         inputs += 1
+        compiled._vector_instructions(inputs % 2 == 0)  # every other input through the portable code
         text = as_text(data)
         calls += 1
         if compiled.masked_bytes(data) != _masked_bytes_py(data):

@@ -51,6 +51,22 @@ def compiled() -> ModuleType:
     return _kernels_c
 
 
+def both_ways(check: Callable[[ModuleType], None]) -> None:
+    """``check(compiled kernels)`` with the processor's vector instructions (SSSE3, POPCNT, AVX2, where it has them),
+    then again with the portable code alone (what a processor without them runs)."""
+    c = compiled()
+    try:
+        check(c)
+        c._vector_instructions(False)
+        check(c)
+    finally:
+        c._vector_instructions(True)
+
+
+def _same(a: object, b: object) -> None:
+    assert a == b
+
+
 def outcome(func: Callable[..., Any], *args: Any) -> tuple[str, Any]:
     """What a call returns, or the type of the error it raises (the two twins must agree on both)."""
     try:
@@ -166,9 +182,11 @@ def test_the_pure_argument_words_are_the_regular_expression_words(text: str, lim
 @settings(max_examples=600, deadline=None)
 @given(any_bytes)
 def test_compiled_byte_kernels_match_the_pure_ones(data: bytes) -> None:
-    c = compiled()
-    for name in _kernels_py.BYTE_KERNELS:
-        assert getattr(c, name)(data) == getattr(_kernels_py, name)(data), name
+    def check(c: ModuleType) -> None:
+        for name in _kernels_py.BYTE_KERNELS:
+            assert getattr(c, name)(data) == getattr(_kernels_py, name)(data), name
+
+    both_ways(check)
 
 
 @needs_compiled
@@ -176,11 +194,16 @@ def test_compiled_kernels_match_the_pure_ones_on_long_inputs() -> None:
     """Past the lengths hypothesis draws: blanks dropped 16 bytes at a time (every alignment of every run of
     blanks), and argument words sorted with more values than the sort keeps on the stack."""
     c, rng = compiled(), random.Random(7)
-    for size in (15, 16, 17, 31, 32, 33, 100, 4_096):
-        data = bytes(rng.choice(b"ab \t\r\n\x0b\x0c\x00\xff") for _ in range(size))
-        for start in range(17):
-            assert c.blanks_dropped(data[start:]) == _kernels_py.blanks_dropped(data[start:]), (size, start)
-    assert c.blanks_dropped(b"x" * 40) == b"x" * 40
+
+    def blanks(c: ModuleType) -> None:
+        for size in (15, 16, 17, 31, 32, 33, 100, 2_017, 4_096):
+            data = bytes(rng.choice(b"aB \t\r\n\x0b\x0c\x00\xff[{@Z") for _ in range(size))
+            for start in range(17):
+                assert c.blanks_dropped(data[start:]) == _kernels_py.blanks_dropped(data[start:]), (size, start)
+                assert c.line_hashes(data[start:]) == _kernels_py.line_hashes(data[start:]), (size, start)
+        assert c.blanks_dropped(b"x" * 40) == b"x" * 40
+
+    both_ways(blanks)
     words = " ".join(f"w{rng.getrandbits(40):x} {n}" for n in range(700))
     for limit in (16, 17, 256, 257, 1_000):
         assert c.alnum_word_pair(words, limit) == _kernels_py.alnum_word_pair(words, limit), limit
@@ -306,7 +329,7 @@ def test_line_bits_fold_the_line_hashes(data: bytes, bits: int) -> None:
         lambda d, b: _kernels_py.fold(_kernels_py.line_hashes(d), b), data, bits
     )
     if _kernels_c is not None:
-        assert outcome(_kernels_c.line_bits, data, bits) == outcome(_kernels_py.line_bits, data, bits)
+        both_ways(lambda c: _same(outcome(c.line_bits, data, bits), outcome(_kernels_py.line_bits, data, bits)))
 
 
 @settings(max_examples=300, deadline=None)
@@ -323,9 +346,13 @@ def test_best_similarity_is_the_highest_jaccard_of_the_packed_sets(history: list
     expected = max((jaccard(h, sketch & mask) for h in sets), default=None)
     assert _kernels_py.best_similarity(packed, bits) == expected
     if _kernels_c is not None:
-        assert _kernels_c.best_similarity(packed, bits) == expected
-        cut = packed[1:]  # not a whole number of sketches, unless empty or one byte each
-        assert outcome(_kernels_c.best_similarity, cut, bits) == outcome(_kernels_py.best_similarity, cut, bits)
+
+        def check(c: ModuleType) -> None:
+            assert c.best_similarity(packed, bits) == expected
+            cut = packed[1:]  # not a whole number of sketches, unless empty or one byte each
+            assert outcome(c.best_similarity, cut, bits) == outcome(_kernels_py.best_similarity, cut, bits)
+
+        both_ways(check)
 
 
 @settings(max_examples=300, deadline=None)
@@ -431,7 +458,7 @@ _volatile_bytes = st.one_of(
 @settings(max_examples=1500, deadline=None)
 @given(_volatile_bytes)
 def test_compiled_masking_matches_the_pure_one(data: bytes) -> None:
-    assert compiled().masked_bytes(data) == masking._masked_bytes_py(data)
+    both_ways(lambda c: _same(c.masked_bytes(data), masking._masked_bytes_py(data)))
 
 
 # Every kind of volatile part and every error word, with the bytes around them that decide (a letter or digit
@@ -448,15 +475,29 @@ _EVERY_KIND = (
 
 @needs_compiled
 def test_compiled_masking_error_lines_and_numbers_match_the_pure_ones_at_every_offset_and_length() -> None:
-    # the compiled kernels read 8 bytes at a time: every part must be found wherever it falls in those 8 bytes,
-    # and wherever the text ends
+    # the compiled kernels read 8 bytes at a time, and masking's scan 64 (32 with each vector comparison): every part
+    # must be found wherever it falls in those bytes, and wherever the text ends
+    def check(c: ModuleType) -> None:
+        for shift in range(66):
+            data = b"x" * shift + _EVERY_KIND
+            for end in range(len(data) + 1):
+                assert c.masked_bytes(data[:end]) == masking._masked_bytes_py(data[:end]), (shift, end)
+                if shift < 16:
+                    assert c.error_lines(data[:end]) == _kernels_py.error_lines(data[:end]), (shift, end)
+                    assert c.numbers_marked(data[:end]) == _kernels_py.numbers_marked(data[:end]), (shift, end)
+
+    both_ways(check)
+
+
+@needs_compiled
+def test_the_vector_instructions_can_be_turned_off_and_on_again() -> None:
     c = compiled()
-    for shift in range(16):
-        data = b"x" * shift + _EVERY_KIND
-        for end in range(len(data) + 1):
-            assert c.masked_bytes(data[:end]) == masking._masked_bytes_py(data[:end]), (shift, end)
-            assert c.error_lines(data[:end]) == _kernels_py.error_lines(data[:end]), (shift, end)
-            assert c.numbers_marked(data[:end]) == _kernels_py.numbers_marked(data[:end]), (shift, end)
+    found = c._vector_instructions()
+    assert set(found) == {"ssse3", "popcnt", "avx2"}
+    try:
+        assert c._vector_instructions(False) == dict.fromkeys(found, False)
+    finally:
+        assert c._vector_instructions(True) == found
 
 
 @needs_compiled
