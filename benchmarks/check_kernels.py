@@ -94,6 +94,10 @@ def check(text: str, differences: Counter[str], regex: bool) -> int:
     calls += 1
     if compiled.rest_hash(data, other) != pure.rest_hash(data, other):
         differences["rest_hash"] += 1
+    for k in (48, 1_000):
+        calls += 1
+        if compiled.fold_words(packed, k, 1024) != pure.fold_words(packed, k, 1024):
+            differences["fold_words"] += 1
     calls += 1
     if compiled.line_bits(data, 4096) != pure.line_bits(data, 4096):
         differences["line_bits"] += 1

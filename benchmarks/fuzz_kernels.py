@@ -175,7 +175,13 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
         if rng.random() < 0.2:
             hashes += [rng.randint(-(2**70), 2**70) for _ in range(rng.randint(0, 5))]
         k, bits = rng.choice((0, 1, 8, 32, 48, 1 << 20)), rng.choice((8, 64, 100, 512, 1024, 4096))
-        for name, args in (("fold", (hashes, bits)), ("bottom_k", (hashes, k, bits)), ("sketch_of", (hashes, k, bits))):
+        words = data[: len(data) // 4 * 4]  # as packed word hashes
+        for name, args in (
+            ("fold", (hashes, bits)),
+            ("bottom_k", (hashes, k, bits)),
+            ("sketch_of", (hashes, k, bits)),
+            ("fold_words", (words, k, bits)),
+        ):
             calls += 1
             got, want = _outcome(getattr(compiled, name), args), _outcome(getattr(pure, name), args)
             if got != want:

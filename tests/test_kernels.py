@@ -391,6 +391,21 @@ def test_compiled_sketches_match_the_pure_ones(hashes: Any, k: int, bits: int) -
     assert outcome(c.sketch_of, iter(list(hashes)), k, bits) == outcome(_kernels_py.sketch_of, hashes, k, bits)
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.integers(0, 2**32 - 1), max_size=200), st.integers(-3, 250), _bits)
+def test_fold_words_folds_the_first_packed_words(values: list[int], k: int, bits: int) -> None:
+    packed = array(WORD_CODE, sorted(set(values))).tobytes()
+    expected = outcome(_kernels_py.fold, sorted(set(values))[:k], bits) if k >= 0 else ("error", ValueError)
+    assert outcome(_kernels_py.fold_words, packed, k, bits) == expected
+    if _kernels_c is not None:
+        assert outcome(_kernels_c.fold_words, packed, k, bits) == expected
+        for bad in (packed + b"x", bytearray(packed), list(values), "text"):
+            assert outcome(_kernels_c.fold_words, bad, k, bits) == outcome(_kernels_py.fold_words, bad, k, bits)
+        for odd in (True, 2.0, "3", 2**80):
+            want = outcome(_kernels_py.fold_words, packed, odd, 1024)
+            assert outcome(_kernels_c.fold_words, packed, odd, 1024) == want
+
+
 @needs_compiled
 def test_compiled_kernels_refuse_what_the_pure_ones_refuse() -> None:
     c = compiled()

@@ -20,6 +20,7 @@ __all__ = [
     "collapsed",
     "error_lines",
     "fold",
+    "fold_words",
     "last_error_line",
     "line_hashes",
     "long_word_hashes",
@@ -64,6 +65,7 @@ shared_words = _impl.shared_words
 rest_hash = _impl.rest_hash
 best_similarity = _impl.best_similarity
 fold = _impl.fold
+fold_words = _impl.fold_words
 bottom_k = _impl.bottom_k
 sketch_of = _impl.sketch_of
 word_sketch = _impl.word_sketch

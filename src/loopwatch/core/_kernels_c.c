@@ -1218,6 +1218,48 @@ static PyObject *sketch_kernel(PyObject *const *args, Py_ssize_t nargs, int with
     return output == AS_TEXT ? words_to_text(words, nwords) : words_to_int(words, nwords);
 }
 
+PyDoc_STRVAR(fold_words_doc,
+             "fold_words(words: bytes, k: int, bits: int) -> int\n--\n\n"
+             "The first ``k`` word hashes packed 4 bytes each (as alnum_word_pair packs them, sorted: its bottom-k) "
+             "folded into ``bits`` bits, as an integer: fold(array('I', words)[:k], bits), without a Python int "
+             "for each.");
+
+static PyObject *fold_words(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "fold_words() takes exactly 3 arguments");
+        return NULL;
+    }
+    if (!PyBytes_Check(args[0])) {
+        PyErr_Format(PyExc_TypeError, "fold_words() expects bytes for words, not %.100s", Py_TYPE(args[0])->tp_name);
+        return NULL;
+    }
+    const Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    if (size % 4) {
+        PyErr_SetString(PyExc_ValueError, "fold_words(): words is not a whole number of 4-byte values");
+        return NULL;
+    }
+    Py_ssize_t k = -1, bits = 0;
+    if (PyLong_CheckExact(args[1]) && PyLong_CheckExact(args[2])) {
+        k = PyLong_AsSsize_t(args[1]);
+        bits = PyLong_AsSsize_t(args[2]);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            k = -1;
+        }
+    }
+    if (k < 0 || !bits_supported(bits)) return pure_with("fold_words", args[0], args, nargs); /* the twin decides */
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    const Py_ssize_t count = size / 4 < k ? size / 4 : k;
+    const uint64_t mask = (uint64_t)bits - 1;
+    uint64_t words[MAX_WORDS] = {0};
+    for (Py_ssize_t i = 0; i < count; i++) {
+        uint32_t value;
+        memcpy(&value, p + 4 * i, 4); /* the machine's order, as array("I") holds it */
+        fold_in(words, value, mask);
+    }
+    return words_to_int(words, bits / 64);
+}
+
 PyDoc_STRVAR(fold_doc, "fold(hashes: Iterable[int], bits: int) -> int\n--\n\n"
                        "The set of ``hashes`` folded into ``bits`` bits, as an integer.");
 
@@ -1996,6 +2038,7 @@ static PyMethodDef methods[] = {
     {"rest_hash", (PyCFunction)(void (*)(void))rest_hash, METH_FASTCALL, rest_hash_doc},
     {"long_word_hashes", (PyCFunction)long_word_hashes, METH_O, long_word_hashes_doc},
     {"fold", (PyCFunction)(void (*)(void))fold, METH_FASTCALL, fold_doc},
+    {"fold_words", (PyCFunction)(void (*)(void))fold_words, METH_FASTCALL, fold_words_doc},
     {"bottom_k", (PyCFunction)(void (*)(void))bottom_k, METH_FASTCALL, bottom_k_doc},
     {"sketch_of", (PyCFunction)(void (*)(void))sketch_of, METH_FASTCALL, sketch_of_doc},
     {"word_sketch", (PyCFunction)(void (*)(void))word_sketch, METH_FASTCALL, word_sketch_doc},

@@ -24,6 +24,7 @@ __all__ = [
     "collapsed",
     "error_lines",
     "fold",
+    "fold_words",
     "last_error_line",
     "line_hashes",
     "lines_of",
@@ -299,11 +300,16 @@ def shared_words(a: bytes, b: bytes) -> tuple[int, int, int]:
 def _packed_set(name: str, which: str, packed: bytes) -> set[int]:
     """The values of word hashes packed 4 bytes each, as a set; a ``TypeError`` or ``ValueError`` naming ``which``
     argument of ``name`` when ``packed`` is not that."""
+    return set(_packed_words(name, which, packed))
+
+
+def _packed_words(name: str, which: str, packed: bytes) -> array[int]:
+    """The values of word hashes packed 4 bytes each, in order (see :func:`_packed_set`)."""
     if not isinstance(packed, bytes):
         raise TypeError(f"{name}() expects bytes for {which}, not {type(packed).__name__}")
     if len(packed) % 4:
         raise ValueError(f"{name}(): {which} is not a whole number of 4-byte values")
-    return set(array(WORD_CODE, packed))
+    return array(WORD_CODE, packed)
 
 
 def rest_hash(data: bytes, known: bytes) -> int:
@@ -355,6 +361,15 @@ def fold(hashes: Iterable[int], bits: int) -> int:
     for h in hashes:
         value |= 1 << (h & mask)
     return value
+
+
+def fold_words(words: bytes, k: int, bits: int) -> int:
+    """The first ``k`` word hashes packed 4 bytes each (as :func:`alnum_word_pair` packs them, sorted: its bottom-k)
+    folded into ``bits`` bits (see :func:`fold`)."""
+    values = _packed_words("fold_words", "words", words)
+    if k < 0:
+        raise ValueError("fold_words(): k must be >= 0")
+    return fold(values[:k], bits)
 
 
 def bottom_k(hashes: Iterable[int], k: int, bits: int) -> int:

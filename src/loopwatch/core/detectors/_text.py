@@ -24,13 +24,11 @@ from ._base import (
     beyond_echo,
     bits_text,
     bottom_k,
-    fold,
     mutates,
     numberless_argument_words,
     packed_bits_text,
     pushed,
     text_bits,
-    word_values,
 )
 from ._packed import (
     Indices,
@@ -224,7 +222,7 @@ class SimilarTextDetector(Detector[SimilarTextState]):
         bits = word_bits(text if self.max_chars is None else text[: self.max_chars], k)
         if bits and self.actions and step.kind == "call":
             # the action's words, numbers aside: sorted, so the first k are its bottom-k sketch
-            bits |= fold(word_values(numberless_argument_words(step))[:k])
+            bits |= _kernels.fold_words(numberless_argument_words(step), k, SKETCH_BITS)
         packed = bits.to_bytes(_SKETCH_BYTES, "big")
         # the best bits_similarity to the last `window` sketches, read from the packed bytes as they are
         best = _kernels.best_similarity(history[-_SKETCH_BYTES * self.window :], packed)
