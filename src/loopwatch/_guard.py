@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import threading
 import time
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -339,7 +338,8 @@ class Guard:
         return judged
 
     def _lock(self, session: str) -> threading.Lock:
-        return self._locks[zlib.crc32(session.encode("utf-8", "surrogatepass")) % _STRIPES]
+        # the lock stripes of this process: a name's own hash, kept in the string, picks one
+        return self._locks[hash(session) % _STRIPES]
 
     def _now(self) -> float | None:
         return self.clock() if self.clock is not None else None
