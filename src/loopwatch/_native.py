@@ -49,6 +49,7 @@ MODULES: tuple[str, ...] = (
     "loopwatch.core.detectors._failure_text",
     "loopwatch.core.detectors._packed",
     "loopwatch.core.detectors._rephrase_text",
+    "loopwatch.core.detectors._rephrase_state",
     "loopwatch.core.detectors._state",
     "loopwatch.core.detectors._state_pack",
     "loopwatch.core.detectors._step",

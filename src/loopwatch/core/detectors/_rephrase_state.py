@@ -9,7 +9,7 @@ from functools import partial
 from itertools import chain
 from typing import Any, Final
 
-from ._base import bits_text
+from ._base import bits_text, mypyc_attr
 from ._rephrase_text import _is_vector
 from ._state import (
     Flat,
@@ -40,6 +40,7 @@ Rep = int | str
 vector (:func:`~loopwatch.core.detectors._semantic.quantize`)."""
 
 
+@mypyc_attr(native_class=False)  # a tuple of its own class: compiled, it stays a Python class
 class Channel(tuple[Any, ...]):
     """One channel's streak of repeats and recent intents (see :meth:`intents`), in one tuple (an object and a tuple
     fewer than a class holding a tuple of intents): ``n``, ``start``, ``idx``, ``sim``, then :attr:`past`. Never
