@@ -43,6 +43,7 @@ MODULES: tuple[str, ...] = (
     "loopwatch.core._canonical",
     "loopwatch.core._fingerprint",
     "loopwatch.core._masking",
+    "loopwatch.core._session_state",
     "loopwatch.core._steps",
     "loopwatch.core._tools",
     "loopwatch.core._engine",

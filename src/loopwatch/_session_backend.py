@@ -20,12 +20,11 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from dataclasses import dataclass, fields
-from typing import Any, Final
+from typing import Any
 
 from .core._engine import Engine, Evaluation
 from .core._events import Event
-from .core._session_state import SessionState
+from .core._session_state import HeldSession, SessionState, held_session
 from .core._swarm_tally import SwarmCounter, SwarmTally, count_call
 from .errors import LoopwatchError, StoreError
 
@@ -153,23 +152,6 @@ def _reader(backend: SessionBackend, swarm: str) -> SwarmCounter:
     return read
 
 
-@dataclass(slots=True, kw_only=True)
-class _Held(SessionState):
-    """A session kept in this process: its state, and when it was last seen and its swarm (in the same object: one
-    object less per session)."""
-
-    seen: float = 0.0
-    swarm: str | None = None
-
-
-_STATE_FIELDS: Final = tuple(f.name for f in fields(SessionState))
-
-
-def _held(state: State, seen: float, swarm: str | None) -> _Held:
-    """``state`` as a session kept in this process (its fields, not the object)."""
-    return _Held(**{name: getattr(state, name) for name in _STATE_FIELDS}, seen=seen, swarm=swarm)
-
-
 class InProcessSessions(SessionBackend):
     """Sessions and swarm counts in this process's memory, used as they are (never serialised); thread-safe.
 
@@ -180,7 +162,7 @@ class InProcessSessions(SessionBackend):
         self.stats = stats
         self.max_sessions = max_sessions
         self.max_swarms = max_swarms
-        self._sessions: OrderedDict[str, _Held] = OrderedDict()
+        self._sessions: OrderedDict[str, HeldSession] = OrderedDict()
         self._swarms: OrderedDict[str, dict[str, list[Any]]] = OrderedDict()
         self._swarm_seen: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -194,7 +176,7 @@ class InProcessSessions(SessionBackend):
         with self._lock:
             held = self._sessions.get(session)
             if held is None:
-                held = self._add(session, _held(self.engine.new_session(), now or 0.0, swarm))
+                held = self._add(session, held_session(self.engine.new_session(), now or 0.0, swarm))
             else:
                 self._sessions.move_to_end(session)
                 held.seen = now or 0.0  # under the lock: evict_idle reads it
@@ -205,7 +187,7 @@ class InProcessSessions(SessionBackend):
         stamp = event.ts if event.ts is not None else now
         return evaluate(self.engine, held, event, session, stamp, group, count), group
 
-    def _add(self, session: str, held: _Held) -> _Held:
+    def _add(self, session: str, held: HeldSession) -> HeldSession:
         """Keep a session, dropping the least recently used beyond ``max_sessions``; call with the lock held."""
         self._sessions[session] = held
         self._sessions.move_to_end(session)
@@ -249,7 +231,7 @@ class InProcessSessions(SessionBackend):
 
     def replace(self, session: str, state: State, swarm: str | None, *, now: float | None) -> None:
         with self._lock:
-            self._add(session, _held(state, now or 0.0, swarm))
+            self._add(session, held_session(state, now or 0.0, swarm))
 
     def swarm_of(self, session: str) -> str | None:
         with self._lock:

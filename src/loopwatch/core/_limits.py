@@ -15,20 +15,8 @@ from dataclasses import dataclass
 from ..errors import ConfigError
 from ._checked import positive_number
 from ._configured import Configured
+from ._session_state import UsageCounters as UsageCounters  # what a limit reads: a session's own counters
 from .detectors._base import Step
-
-
-@dataclass(slots=True)
-class UsageCounters:
-    """A session's counters the limits read (never reset by loop resets): agent actions, spend, tokens, failed
-    tool results in a row, and the time stamps of its first and last events."""
-
-    iterations: int = 0
-    cost: float = 0.0
-    tokens: int = 0
-    failures: int = 0
-    first_ts: float | None = None
-    last_ts: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """A session's state as the engine keeps it: typed, compact in memory, the same JSON as ever in a snapshot.
 
 :class:`SessionState` holds what the engine knows of one session besides its rules' own states: the events seen,
-each pattern's ladder (:class:`LadderState`), the limits' counters (:class:`~loopwatch.core._limits.UsageCounters`), the
+each pattern's ladder (:class:`LadderState`), the limits' counters (:class:`UsageCounters`), the
 tool calls awaiting their results, the limit warnings given, a stop, the last user replies, the last verdict and a
 refused call. Records are tuples and containers are made when first needed (an empty one costs as much as a small
 one). :func:`session_json` writes the JSON object snapshots have always held, in the same key order;
@@ -12,12 +12,11 @@ one). :func:`session_json` writes the JSON object snapshots have always held, in
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import Any, Final
 
 from ..errors import OtherLayoutError
-from ._limits import UsageCounters
 from .detectors._state import Flat, flat_items, flat_of, integer, optional_integer, table, text, text_tuple
 from .detectors._state_pack import layout_of, pack_table, record_maker, table_unpacker
 
@@ -30,6 +29,19 @@ LastVerdict = tuple[int, str, str | None, int]
 """The last verdict that was not ``ok``: (index, action, pattern, level)."""
 Refused = tuple[int, str | None, int]
 """The last refused call: (index, call fingerprint, times in a row it was refused and made again)."""
+
+
+@dataclass(slots=True)
+class UsageCounters:
+    """A session's counters the limits read (never reset by loop resets): agent actions, spend, tokens, failed
+    tool results in a row, and the time stamps of its first and last events."""
+
+    iterations: int = 0
+    cost: float = 0.0
+    tokens: int = 0
+    failures: int = 0
+    first_ts: float | None = None
+    last_ts: float | None = None
 
 
 @dataclass(slots=True)
@@ -77,6 +89,23 @@ class SessionState(UsageCounters):
     def reset_usage(self) -> None:
         """Give the limits' counters their fresh values."""
         UsageCounters.__init__(self)
+
+
+@dataclass(slots=True, kw_only=True)
+class HeldSession(SessionState):
+    """A session a guard keeps in its own process: its state, and when it was last seen and its swarm (in the same
+    object: one object less per session)."""
+
+    seen: float = 0.0
+    swarm: str | None = None
+
+
+_STATE_FIELDS: Final = tuple(f.name for f in fields(SessionState))
+
+
+def held_session(state: SessionState, seen: float, swarm: str | None) -> HeldSession:
+    """``state`` as a session kept in this process (its fields, not the object)."""
+    return HeldSession(**{name: getattr(state, name) for name in _STATE_FIELDS}, seen=seen, swarm=swarm)
 
 
 def session_json(state: SessionState, detectors: list[Any], policy: str) -> dict[str, Any]:

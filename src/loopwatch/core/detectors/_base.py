@@ -31,7 +31,7 @@ from ._step import Step as Step  # what every detector sees, with the features t
 from ._step import StepKind as StepKind
 
 try:
-    from mypy_extensions import mypyc_attr
+    from mypy_extensions import mypyc_attr as mypyc_attr  # (the compiled modules' class settings: shared)
 except ImportError:  # a build requirement only (mypyc reads it): at run time it has nothing to do
 
     def mypyc_attr(*_: object, **__: object) -> Callable[[T], T]:  # type: ignore[misc]
