@@ -69,19 +69,7 @@ fold_words = _impl.fold_words
 bottom_k = _impl.bottom_k
 sketch_of = _impl.sketch_of
 word_sketch = _impl.word_sketch
-
-
-def _last_of_error_lines(data: bytes) -> bytes | None:
-    """The last of the compiled :func:`error_lines` (``None`` when there is none): at C speed, reading the text
-    forwards costs less than the pure twin's search from the end."""
-    lines = error_lines(data)
-    return lines[-1] if lines else None
-
-
-last_error_line: Callable[[bytes], bytes | None] = (
-    _kernels_py.last_error_line if _impl is _kernels_py else _last_of_error_lines
-)
-"""The last line of ``data`` that says something went wrong (the last of :func:`error_lines`), or ``None``."""
+last_error_line = _impl.last_error_line
 
 masked_bytes: Callable[[bytes], bytes] | None = getattr(_impl, "masked_bytes", None)
 """The compiled twin of :func:`loopwatch.core._masking._masked_bytes_py` (the volatile parts of a text removed), or

@@ -377,6 +377,30 @@ static PyObject *error_lines(PyObject *self, PyObject *arg) {
     return out;
 }
 
+PyDoc_STRVAR(last_error_line_doc,
+             "last_error_line(data: bytes) -> bytes | None\n--\n\n"
+             "The last of error_lines(data), or None when there is none (the same scan, keeping only the last).");
+
+static PyObject *last_error_line(PyObject *self, PyObject *arg) {
+    if (!PyBytes_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "last_error_line() expects bytes, not %.100s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg);
+    Py_ssize_t last = -1, last_end = 0;
+    for (Py_ssize_t at = find_error(s, n, 0); at >= 0;) {
+        const unsigned char *nl = memchr(s + at, '\n', (size_t)(n - at));
+        last = at;
+        last_end = nl ? (Py_ssize_t)(nl - s) : n;
+        at = nl ? find_error(s, n, last_end + 1) : -1;
+    }
+    if (last < 0) Py_RETURN_NONE;
+    Py_ssize_t start = last;
+    while (start > 0 && s[start - 1] != '\n') start--;
+    return PyBytes_FromStringAndSize((const char *)s + start, last_end - start);
+}
+
 /* -- word_hashes ------------------------------------------------------------------------------------------- */
 
 PyDoc_STRVAR(word_hashes_doc, "word_hashes(data: bytes) -> list[int]\n--\n\n"
@@ -2043,6 +2067,7 @@ static PyMethodDef methods[] = {
     {"sketch_of", (PyCFunction)(void (*)(void))sketch_of, METH_FASTCALL, sketch_of_doc},
     {"word_sketch", (PyCFunction)(void (*)(void))word_sketch, METH_FASTCALL, word_sketch_doc},
     {"masked_bytes", (PyCFunction)masked_bytes, METH_O, masked_bytes_doc},
+    {"last_error_line", (PyCFunction)last_error_line, METH_O, last_error_line_doc},
     {"poll_word", (PyCFunction)poll_word, METH_O, poll_word_doc},
     {"collapsed", (PyCFunction)(void (*)(void))collapsed, METH_FASTCALL, collapsed_doc},
     {"_vector_instructions", (PyCFunction)(void (*)(void))vector_instructions, METH_FASTCALL, vector_instructions_doc},

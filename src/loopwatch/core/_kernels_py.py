@@ -225,7 +225,8 @@ def collapsed(text: str, limit: int) -> str:
 
 
 BYTE_KERNELS: Final = (
-    "error_lines", "word_hashes", "long_word_hashes", "line_hashes", "numbers_marked", "blanks_dropped",
+    "error_lines", "last_error_line", "word_hashes", "long_word_hashes", "line_hashes", "numbers_marked",
+    "blanks_dropped",
 )  # fmt: skip
 """The kernels that take one ``bytes`` argument (what the tests, the corpus check and the fuzzer call alike)."""
 
