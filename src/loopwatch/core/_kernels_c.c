@@ -115,33 +115,41 @@ static void cpu_features_init(void) {
     }
 }
 
+/* Which bytes of v are blanks of a line (space, tab, CR, VT, FF): 0xFF each. */
+__attribute__((target("ssse3"), always_inline)) static inline __m128i line_blanks(__m128i v) {
+    return _mm_or_si128(
+        _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\t'))),
+        _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\r')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\x0b'))),
+                     _mm_cmpeq_epi8(v, _mm_set1_epi8('\x0c'))));
+}
+
+/* Stores the bytes of v that ``dropped`` does not mark (bit i: byte i) at o + k, in order, and returns the new k.
+   Every store writes 8 or 16 bytes at o + k: the caller's buffer has room for what it read. */
+__attribute__((target("ssse3"), always_inline)) static inline Py_ssize_t stored_without(unsigned char *o, Py_ssize_t k,
+                                                                                       __m128i v, unsigned dropped) {
+    if (dropped == 0) {
+        _mm_storeu_si128((__m128i *)(o + k), v);
+        return k + 16;
+    }
+    const unsigned lo = dropped & 0xFFu, hi = dropped >> 8;
+    __m128i order;
+    memcpy(&order, blank_shuffles[lo], 8);
+    _mm_storel_epi64((__m128i *)(o + k), _mm_shuffle_epi8(v, order));
+    k += blank_kept[lo];
+    memcpy(&order, blank_shuffles[hi], 8);
+    _mm_storel_epi64((__m128i *)(o + k), _mm_shuffle_epi8(_mm_srli_si128(v, 8), order));
+    return k + blank_kept[hi];
+}
+
 /* Copies s[0:p) into o without its blanks (kept: *kept bytes) for the largest p that leaves 16 bytes or fewer, and
-   returns p. Every store writes 8 bytes at o + *kept, and *kept never passes the bytes read: all inside o's n. */
+   returns p. *kept never passes the bytes read: every store stays inside o's n. */
 __attribute__((target("ssse3"))) static Py_ssize_t blanks_dropped_simd(const unsigned char *s, Py_ssize_t n,
                                                                       unsigned char *o, Py_ssize_t *kept) {
-    const __m128i space = _mm_set1_epi8(' '), tab = _mm_set1_epi8('\t'), cr = _mm_set1_epi8('\r'),
-                  lf = _mm_set1_epi8('\n'), vt = _mm_set1_epi8('\x0b'), ff = _mm_set1_epi8('\x0c');
     Py_ssize_t p = 0, k = *kept;
     for (; p + 16 <= n; p += 16) {
         const __m128i v = _mm_loadu_si128((const __m128i *)(s + p));
-        const __m128i blank = _mm_or_si128(
-            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, space), _mm_cmpeq_epi8(v, tab)),
-                         _mm_or_si128(_mm_cmpeq_epi8(v, cr), _mm_cmpeq_epi8(v, lf))),
-            _mm_or_si128(_mm_cmpeq_epi8(v, vt), _mm_cmpeq_epi8(v, ff)));
-        const unsigned mask = (unsigned)_mm_movemask_epi8(blank);
-        if (mask == 0) {
-            _mm_storeu_si128((__m128i *)(o + k), v);
-            k += 16;
-            continue;
-        }
-        const unsigned lo = mask & 0xFFu, hi = mask >> 8;
-        __m128i order;
-        memcpy(&order, blank_shuffles[lo], 8);
-        _mm_storel_epi64((__m128i *)(o + k), _mm_shuffle_epi8(v, order));
-        k += blank_kept[lo];
-        memcpy(&order, blank_shuffles[hi], 8);
-        _mm_storel_epi64((__m128i *)(o + k), _mm_shuffle_epi8(_mm_srli_si128(v, 8), order));
-        k += blank_kept[hi];
+        const __m128i blank = _mm_or_si128(line_blanks(v), _mm_cmpeq_epi8(v, _mm_set1_epi8('\n')));
+        k = stored_without(o, k, v, (unsigned)_mm_movemask_epi8(blank));
     }
     *kept = k;
     return p;
@@ -151,32 +159,14 @@ __attribute__((target("ssse3"))) static Py_ssize_t blanks_dropped_simd(const uns
    it splits), for the largest p that leaves 16 bytes or fewer, and returns p; stores as in blanks_dropped_simd. */
 __attribute__((target("ssse3"))) static Py_ssize_t lowered_lines_simd(const unsigned char *s, Py_ssize_t n,
                                                                      unsigned char *o, Py_ssize_t *kept) {
-    const __m128i space = _mm_set1_epi8(' '), tab = _mm_set1_epi8('\t'), cr = _mm_set1_epi8('\r'),
-                  vt = _mm_set1_epi8('\x0b'), ff = _mm_set1_epi8('\x0c');
     const __m128i before_a = _mm_set1_epi8('A' - 1), after_z = _mm_set1_epi8('Z' + 1), case_bit = _mm_set1_epi8(32);
     Py_ssize_t p = 0, k = *kept;
     for (; p + 16 <= n; p += 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(s + p));
-        const __m128i blank =
-            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, space), _mm_cmpeq_epi8(v, tab)),
-                         _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, cr), _mm_cmpeq_epi8(v, vt)), _mm_cmpeq_epi8(v, ff)));
+        const __m128i v = _mm_loadu_si128((const __m128i *)(s + p));
         /* signed comparisons: bytes from 0x80 up are negative, so never taken for A to Z */
         const __m128i upper = _mm_and_si128(_mm_cmpgt_epi8(v, before_a), _mm_cmpgt_epi8(after_z, v));
-        v = _mm_add_epi8(v, _mm_and_si128(upper, case_bit));
-        const unsigned mask = (unsigned)_mm_movemask_epi8(blank);
-        if (mask == 0) {
-            _mm_storeu_si128((__m128i *)(o + k), v);
-            k += 16;
-            continue;
-        }
-        const unsigned lo = mask & 0xFFu, hi = mask >> 8;
-        __m128i order;
-        memcpy(&order, blank_shuffles[lo], 8);
-        _mm_storel_epi64((__m128i *)(o + k), _mm_shuffle_epi8(v, order));
-        k += blank_kept[lo];
-        memcpy(&order, blank_shuffles[hi], 8);
-        _mm_storel_epi64((__m128i *)(o + k), _mm_shuffle_epi8(_mm_srli_si128(v, 8), order));
-        k += blank_kept[hi];
+        const __m128i lowered = _mm_add_epi8(v, _mm_and_si128(upper, case_bit));
+        k = stored_without(o, k, lowered, (unsigned)_mm_movemask_epi8(line_blanks(v)));
     }
     *kept = k;
     return p;
