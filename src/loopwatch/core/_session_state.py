@@ -4,7 +4,8 @@
 each pattern's ladder (:class:`LadderState`), the limits' counters (:class:`UsageCounters`), the
 tool calls awaiting their results, the limit warnings given, a stop, the last user replies, the last verdict and a
 refused call. Records are tuples and containers are made when first needed (an empty one costs as much as a small
-one). :func:`session_json` writes the JSON object snapshots have always held, in the same key order;
+one); a guard keeps a session in its own process as a :class:`HeldSession` (the same state, when it was last seen,
+its swarm). :func:`session_json` writes the JSON object snapshots have always held, in the same key order;
 :func:`read_session` reads it back, raising ``ValueError`` or ``TypeError`` (which the engine reports as a
 :class:`~loopwatch.errors.StateError`) when it is malformed.
 """
