@@ -340,21 +340,29 @@ static Py_ssize_t find_error(const unsigned char *s, Py_ssize_t n, Py_ssize_t fr
 PyDoc_STRVAR(error_lines_doc, "error_lines(data: bytes) -> list[bytes]\n--\n\n"
                               "The lines of ``data`` that say something went wrong (see loopwatch.core._kernels_py).");
 
+/* The next error line at or after ``from``: 1 with its start and end (the line's, without its newline), or 0 when
+   there is none. Each keyword that counts makes its line an error line, and the search goes on after that line. */
+static int next_error_line(const unsigned char *s, Py_ssize_t n, Py_ssize_t from, Py_ssize_t *start, Py_ssize_t *end) {
+    const Py_ssize_t at = from <= n ? find_error(s, n, from) : -1;
+    if (at < 0) return 0;
+    Py_ssize_t first = at;
+    while (first > 0 && s[first - 1] != '\n') first--;
+    const unsigned char *nl = memchr(s + at, '\n', (size_t)(n - at));
+    *start = first;
+    *end = nl ? (Py_ssize_t)(nl - s) : n;
+    return 1;
+}
+
 static PyObject *error_lines(PyObject *self, PyObject *arg) {
     if (!PyBytes_Check(arg)) {
         PyErr_Format(PyExc_TypeError, "error_lines() expects bytes, not %.100s", Py_TYPE(arg)->tp_name);
         return NULL;
     }
     const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(arg);
-    Py_ssize_t n = PyBytes_GET_SIZE(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg), start, end;
     PyObject *out = PyList_New(0);
     if (out == NULL) return NULL;
-    /* each keyword that counts: its line is an error line, and the search goes on after that line */
-    for (Py_ssize_t at = find_error(s, n, 0); at >= 0;) {
-        Py_ssize_t start = at;
-        while (start > 0 && s[start - 1] != '\n') start--;
-        const unsigned char *nl = memchr(s + at, '\n', (size_t)(n - at));
-        Py_ssize_t end = nl ? (Py_ssize_t)(nl - s) : n;
+    for (Py_ssize_t from = 0; next_error_line(s, n, from, &start, &end); from = end + 1) {
         PyObject *line = PyBytes_FromStringAndSize((const char *)s + start, end - start);
         if (line == NULL || PyList_Append(out, line) < 0) {
             Py_XDECREF(line);
@@ -362,7 +370,6 @@ static PyObject *error_lines(PyObject *self, PyObject *arg) {
             return NULL;
         }
         Py_DECREF(line);
-        at = nl ? find_error(s, n, end + 1) : -1;
     }
     return out;
 }
@@ -377,18 +384,13 @@ static PyObject *last_error_line(PyObject *self, PyObject *arg) {
         return NULL;
     }
     const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(arg);
-    Py_ssize_t n = PyBytes_GET_SIZE(arg);
-    Py_ssize_t last = -1, last_end = 0;
-    for (Py_ssize_t at = find_error(s, n, 0); at >= 0;) {
-        const unsigned char *nl = memchr(s + at, '\n', (size_t)(n - at));
-        last = at;
-        last_end = nl ? (Py_ssize_t)(nl - s) : n;
-        at = nl ? find_error(s, n, last_end + 1) : -1;
+    Py_ssize_t n = PyBytes_GET_SIZE(arg), start, end, last_start = -1, last_end = 0;
+    for (Py_ssize_t from = 0; next_error_line(s, n, from, &start, &end); from = end + 1) {
+        last_start = start;
+        last_end = end;
     }
-    if (last < 0) Py_RETURN_NONE;
-    Py_ssize_t start = last;
-    while (start > 0 && s[start - 1] != '\n') start--;
-    return PyBytes_FromStringAndSize((const char *)s + start, last_end - start);
+    if (last_start < 0) Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize((const char *)s + last_start, last_end - last_start);
 }
 
 /* -- word_hashes ------------------------------------------------------------------------------------------- */
@@ -1157,15 +1159,17 @@ static void fold_bottom_k(uint64_t *values, Py_ssize_t n, Py_ssize_t k, uint64_t
     }
 }
 
-/* parse (hashes, [k,] bits); returns the hashes as a list or tuple (new reference) or NULL */
-static PyObject *parse_sizes(PyObject *const *args, Py_ssize_t nargs, int with_k, const char *name, Py_ssize_t *k,
-                             Py_ssize_t *bits) {
-    Py_ssize_t want = with_k ? 3 : 2;
-    if (nargs != want) {
-        PyErr_Format(PyExc_TypeError, "%s() takes exactly %zd arguments", name, want);
-        return NULL;
-    }
-    /* a size that is not an int, or too large for C, is left to the twin (k = -1 and bits = 0 send it there) */
+/* Is nargs the count of (data, [k,] bits)? Else a TypeError naming ``name``. */
+static int sizes_counted(Py_ssize_t nargs, int with_k, const char *name) {
+    const Py_ssize_t want = with_k ? 3 : 2;
+    if (nargs == want) return 1;
+    PyErr_Format(PyExc_TypeError, "%s() takes exactly %zd arguments", name, want);
+    return 0;
+}
+
+/* k (with_k) and bits, the sizes after a sketch kernel's first argument: a size that is not an int, or too large
+   for C, is left to the twin (k = -1 and bits = 0 send it there). */
+static void read_sizes(PyObject *const *args, int with_k, Py_ssize_t *k, Py_ssize_t *bits) {
     if (with_k) {
         *k = PyLong_Check(args[1]) ? PyLong_AsSsize_t(args[1]) : -1;
         if (*k == -1 && PyErr_Occurred()) {
@@ -1173,12 +1177,33 @@ static PyObject *parse_sizes(PyObject *const *args, Py_ssize_t nargs, int with_k
             *k = -1;
         }
     }
-    *bits = PyLong_Check(args[want - 1]) ? PyLong_AsSsize_t(args[want - 1]) : 0;
+    PyObject *size = args[with_k ? 2 : 1];
+    *bits = PyLong_Check(size) ? PyLong_AsSsize_t(size) : 0;
     if (*bits == -1 && PyErr_Occurred()) {
         PyErr_Clear();
         *bits = 0;
     }
+}
+
+/* parse (hashes, [k,] bits); returns the hashes as a list or tuple (new reference) or NULL */
+static PyObject *parse_sizes(PyObject *const *args, Py_ssize_t nargs, int with_k, const char *name, Py_ssize_t *k,
+                             Py_ssize_t *bits) {
+    if (!sizes_counted(nargs, with_k, name)) return NULL;
+    read_sizes(args, with_k, k, bits);
     return PySequence_Fast(args[0], "hashes must be iterable");
+}
+
+/* parse (data, [k,] bits) with data bytes (else a TypeError naming ``name``, and ``what`` the argument is: "" or
+   " for NAME"); 1, or 0 with the exception set */
+static int parse_bytes_sizes(PyObject *const *args, Py_ssize_t nargs, int with_k, const char *name, const char *what,
+                             Py_ssize_t *k, Py_ssize_t *bits) {
+    if (!sizes_counted(nargs, with_k, name)) return 0;
+    if (!PyBytes_Check(args[0])) {
+        PyErr_Format(PyExc_TypeError, "%s() expects bytes%s, not %.100s", name, what, Py_TYPE(args[0])->tp_name);
+        return 0;
+    }
+    read_sizes(args, with_k, k, bits);
+    return 1;
 }
 
 static PyObject *pure_with(const char *name, PyObject *seq, PyObject *const *args, Py_ssize_t nargs) {
@@ -1239,27 +1264,12 @@ PyDoc_STRVAR(fold_words_doc,
              "for each.");
 
 static PyObject *fold_words(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "fold_words() takes exactly 3 arguments");
-        return NULL;
-    }
-    if (!PyBytes_Check(args[0])) {
-        PyErr_Format(PyExc_TypeError, "fold_words() expects bytes for words, not %.100s", Py_TYPE(args[0])->tp_name);
-        return NULL;
-    }
+    Py_ssize_t k = -1, bits = 0;
+    if (!parse_bytes_sizes(args, nargs, 1, "fold_words", " for words", &k, &bits)) return NULL;
     const Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
     if (size % 4) {
         PyErr_SetString(PyExc_ValueError, "fold_words(): words is not a whole number of 4-byte values");
         return NULL;
-    }
-    Py_ssize_t k = -1, bits = 0;
-    if (PyLong_CheckExact(args[1]) && PyLong_CheckExact(args[2])) {
-        k = PyLong_AsSsize_t(args[1]);
-        bits = PyLong_AsSsize_t(args[2]);
-        if (PyErr_Occurred()) {
-            PyErr_Clear();
-            k = -1;
-        }
     }
     if (k < 0 || !bits_supported(bits)) return pure_with("fold_words", args[0], args, nargs); /* the twin decides */
     const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
@@ -1299,16 +1309,8 @@ PyDoc_STRVAR(line_bits_doc, "line_bits(data: bytes, bits: int) -> int\n--\n\n"
                             "fold(line_hashes(data), bits): the lines' CRCs folded into ``bits`` bits, without a set.");
 
 static PyObject *line_bits(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "line_bits() takes exactly 2 arguments");
-        return NULL;
-    }
-    if (!PyBytes_Check(args[0])) {
-        PyErr_Format(PyExc_TypeError, "line_bits() expects bytes, not %.100s", Py_TYPE(args[0])->tp_name);
-        return NULL;
-    }
-    Py_ssize_t bits = PyLong_Check(args[1]) ? PyLong_AsSsize_t(args[1]) : 0;
-    if (PyErr_Occurred()) PyErr_Clear();
+    Py_ssize_t bits = 0;
+    if (!parse_bytes_sizes(args, nargs, 0, "line_bits", "", NULL, &bits)) return NULL;
     if (!bits_supported(bits)) return pure_with("line_bits", args[0], args, nargs); /* the twin decides */
     Py_ssize_t n = PyBytes_GET_SIZE(args[0]);
     if (n > LINE_BYTES) n = LINE_BYTES;
@@ -1327,17 +1329,8 @@ PyDoc_STRVAR(word_sketch_doc,
              "bottom_k(word_hashes(data), k, bits): the sketch of a text's words, without a list of their hashes.");
 
 static PyObject *word_sketch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "word_sketch() takes exactly 3 arguments");
-        return NULL;
-    }
-    if (!PyBytes_Check(args[0])) {
-        PyErr_Format(PyExc_TypeError, "word_sketch() expects bytes, not %.100s", Py_TYPE(args[0])->tp_name);
-        return NULL;
-    }
-    Py_ssize_t k = PyLong_Check(args[1]) ? PyLong_AsSsize_t(args[1]) : -1;
-    Py_ssize_t bits = PyLong_Check(args[2]) ? PyLong_AsSsize_t(args[2]) : 0;
-    if (PyErr_Occurred()) PyErr_Clear();
+    Py_ssize_t k = -1, bits = 0;
+    if (!parse_bytes_sizes(args, nargs, 1, "word_sketch", "", &k, &bits)) return NULL;
     if (k < 0 || !bits_supported(bits)) return pure_with("word_sketch", args[0], args, nargs); /* the twin decides */
     const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(args[0]);
     Py_ssize_t n = PyBytes_GET_SIZE(args[0]);
