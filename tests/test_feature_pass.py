@@ -20,6 +20,7 @@ from loopwatch.core._kernels_py import ERROR_LINE as _ERROR_LINE
 from loopwatch.core._kernels_py import WORD_CODE
 from loopwatch.core.detectors import _base as base
 from loopwatch.core.detectors import _failure_text
+from loopwatch.core.detectors._feedback import FENCED_CODE, _attempt_words, fenced_code
 from loopwatch.core.detectors._state import flat_get
 
 SETTINGS = settings(max_examples=400, deadline=None)
@@ -70,6 +71,27 @@ def test_error_lines_are_the_regex_lines(text: bytes) -> None:
 def test_error_lines_of_a_build_log() -> None:
     log = b"Building...\n0 errors, no failures\nsrc/a.c:3: error: x undefined\n\nFAILED: 1 test\ndone"
     assert error_lines(log) == [b"src/a.c:3: error: x undefined", b"FAILED: 1 test"]
+
+
+_FENCE_PARTS = st.sampled_from(["`", "``", "```", "````", "```py", "x = 1", "say", "\n", " ", "~~~"])
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_FENCE_PARTS, max_size=14).map("".join))
+def test_fenced_code_is_what_the_regular_expression_finds(text: str) -> None:
+    assert fenced_code(text) == FENCED_CODE.findall(text)
+
+
+def test_a_replys_code_words_are_its_blocks_words() -> None:
+    reply = "Let me fix it:\n```python\nprint(total_count)\n```\nand run:\n```\npython fix.py\n```\nThen check."
+    step = base.Step(0, "message", Message(role="assistant", text=reply), None, role="assistant", text=reply)
+    words = _attempt_words(step)
+    assert words is not None
+    expected = {zlib.crc32(w) for w in (b"print", b"total", b"count", b"python", b"fix", b"py")}
+    assert frozenset(array(WORD_CODE, words)) == expected  # the prose ("fix it", "run", "check") is not the attempt
+    assert list(array(WORD_CODE, words)) == sorted(expected)
+    prose = base.Step(1, "message", Message(role="assistant", text="no code"), None, role="assistant", text="no code")
+    assert _attempt_words(prose) is None
 
 
 # -- each feature computed once per event, whichever rules read it ------------------------------------------

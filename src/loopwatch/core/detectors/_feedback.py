@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-import zlib
 from dataclasses import dataclass
 from typing import Any, Final
 
 from ...errors import ConfigError
 from .._checked import fraction
 from .._fingerprint import preview
+from .._kernels import alnum_word_pair
 from .._lazy_re import lazy_compile
 from ._base import (
     Detector,
@@ -17,7 +17,6 @@ from ._base import (
     Step,
     argument_word_bytes,
     signature_of,
-    word_bytes,
 )
 from ._error_retry import ErrorRetryDetector, _same_action
 from ._failure_text import _jaccard, error_bits_of
@@ -212,18 +211,37 @@ def feedback_repeat(
     )
 
 
-_WORDS: Final = lazy_compile(r"[^\W_]+")
-_FENCED: Final = lazy_compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
+FENCED_CODE: Final = lazy_compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
+"""The code of a fenced block (what follows the fence's line, up to the next fence or the end of the text), as a
+regular expression: what :func:`fenced_code` finds (the definition the tests compare it with)."""
+
+
+def fenced_code(text: str) -> list[str]:
+    """``FENCED_CODE.findall(text)``, found with ``str.find`` (the expression's lazy ``.*?`` looks for the closing
+    fence at every character). A block opens at the first fence left: a fence with no line break after it opens none,
+    and neither can any fence after it."""
+    blocks = []
+    fence = text.find("```")
+    while fence >= 0:
+        start = text.find("\n", fence + 3) + 1
+        if start == 0:
+            break
+        end = text.find("```", start)
+        if end < 0:
+            blocks.append(text[start:])
+            break
+        blocks.append(text[start:end])
+        fence = text.find("```", end + 3)
+    return blocks
 
 
 def _attempt_words(step: Step, limit: int = 128) -> bytes | None:
     """What an attempt does, as sorted word hashes: a call's argument values, or the code a reply writes out (its
-    fenced blocks); ``None`` for a reply without code (talk, not an action to compare)."""
+    fenced blocks: the hashes of their first ``limit`` distinct words, as a call's are read); ``None`` for a reply
+    without code (talk, not an action to compare)."""
     if step.kind == "call":
         return argument_word_bytes(step)
     text = step.text or ""
     if "```" not in text:
         return None
-    code = " ".join(_FENCED.findall(text[:8_000]))
-    words = dict.fromkeys(_WORDS.findall(code.lower()))
-    return word_bytes(sorted({zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in list(words)[:limit]}))
+    return alnum_word_pair(" ".join(fenced_code(text[:8_000])), limit)[0]
