@@ -101,6 +101,9 @@ def check(text: str, differences: Counter[str], regex: bool) -> int:
     calls += 1
     if compiled.line_bits(data, 4096) != pure.line_bits(data, 4096):
         differences["line_bits"] += 1
+    calls += 1
+    if compiled.unquoted_line_bits(data[:600], 256) != pure.unquoted_line_bits(data[:600], 256):
+        differences["unquoted_line_bits"] += 1
     sketches = b"".join(pure.word_sketch(part, 48, 1024).to_bytes(128, "big") for part in data.split(b"\n")[:6])
     calls += 1
     if compiled.best_similarity(sketches, sketches[-128:] or bytes(128)) != pure.best_similarity(

@@ -165,6 +165,10 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
         if compiled.line_bits(data, bits) != pure.line_bits(data, bits):
             differences += 1
             print(f"DIFFERENCE in line_bits: {data[:200]!r}", file=sys.stderr)
+        calls += 1
+        if compiled.unquoted_line_bits(data, bits) != pure.unquoted_line_bits(data, bits):
+            differences += 1
+            print(f"DIFFERENCE in unquoted_line_bits: {data[:200]!r}", file=sys.stderr)
         size = rng.choice((1, 8, 16, 128))
         sketches, sketch = data[: len(data) // size * size], data[:size].ljust(size, b"\x00")
         calls += 1

@@ -406,6 +406,32 @@ def test_fold_words_folds_the_first_packed_words(values: list[int], k: int, bits
             assert outcome(_kernels_c.fold_words, packed, odd, 1024) == want
 
 
+_QUOTY = st.lists(st.sampled_from([b'"', b"'", b"`", b"x", b"Y", b" ", b"\n", b"\t", b"no match for ", b"\xc3\xa9"]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_QUOTY.map(b"".join), st.sampled_from([64, 256, 1024, 3]))
+def test_unquoted_line_bits_drop_each_lines_quoted_strings(data: bytes, bits: int) -> None:
+    lines = [_kernels_py.QUOTED.sub(b"", line) for line in _kernels_py.lines_of(data)]
+    definition = lambda d, b: _kernels_py.fold(frozenset(map(zlib.crc32, lines)) - {0}, b)  # noqa: E731
+    assert outcome(_kernels_py.unquoted_line_bits, data, bits) == outcome(definition, data, bits)
+    if _kernels_c is not None:
+        both_ways(
+            lambda c: _same(
+                outcome(c.unquoted_line_bits, data, bits), outcome(_kernels_py.unquoted_line_bits, data, bits)
+            )
+        )
+
+
+def test_a_short_searchs_quoted_words_do_not_tell_its_lines_apart() -> None:
+    for kernels in (_kernels_py, *((_kernels_c,) if _kernels_c is not None else ())):
+        x, y = b'No matches found for "x"', b'No matches found for "y y"\n'
+        assert kernels.unquoted_line_bits(x, 256) == kernels.unquoted_line_bits(y, 256)
+        assert kernels.line_bits(x, 256) != kernels.line_bits(y, 256)
+        assert kernels.unquoted_line_bits(b"say 'it\n' twice", 256) == kernels.line_bits(b"say 'it\n' twice", 256)
+        assert kernels.unquoted_line_bits(b'"all of it"', 256) == 0
+
+
 @needs_compiled
 def test_compiled_kernels_refuse_what_the_pure_ones_refuse() -> None:
     c = compiled()
@@ -420,6 +446,7 @@ def test_compiled_kernels_refuse_what_the_pure_ones_refuse() -> None:
         assert outcome(c.shared_words, *bad_pair)[1] == outcome(_kernels_py.shared_words, *bad_pair)[1]
     for bad_bits in (("text", 64), (None, 64), (b"a", None), (b"a", "64")):
         assert outcome(c.line_bits, *bad_bits)[0] == outcome(_kernels_py.line_bits, *bad_bits)[0]
+        assert outcome(c.unquoted_line_bits, *bad_bits)[0] == outcome(_kernels_py.unquoted_line_bits, *bad_bits)[0]
     assert outcome(c.line_bits, "text", 64)[0] == "error"
     for bad_pair in (("text", b""), (b"", "text"), (b"", b"abc"), (None, b""), (b"\xc3", b"abcde")):
         assert outcome(c.rest_hash, *bad_pair) == outcome(_kernels_py.rest_hash, *bad_pair)
@@ -445,6 +472,7 @@ def test_compiled_kernels_match_the_pure_ones_on_huge_inputs() -> None:
     for limit in (0, 64, 10**9):
         assert c.alnum_word_pair(text, limit) == _kernels_py.alnum_word_pair(text, limit)
     assert c.line_bits(data, 4096) == _kernels_py.line_bits(data, 4096)
+    assert c.unquoted_line_bits(data, 4096) == _kernels_py.unquoted_line_bits(data, 4096)
     known = _kernels_py.alnum_word_pair(text, 5)[0]
     ascii_data = data.decode("ascii", "replace").encode("ascii", "replace")
     for sample in (data, ascii_data):

@@ -30,6 +30,7 @@ __all__ = [
     "rest_hash",
     "shared_words",
     "sketch_of",
+    "unquoted_line_bits",
     "word_hashes",
     "word_sketch",
 ]
@@ -55,6 +56,7 @@ error_lines = _impl.error_lines
 word_hashes = _impl.word_hashes
 line_hashes = _impl.line_hashes
 line_bits = _impl.line_bits
+unquoted_line_bits = _impl.unquoted_line_bits
 numbers_marked = _impl.numbers_marked
 poll_word = _impl.poll_word
 collapsed = _impl.collapsed

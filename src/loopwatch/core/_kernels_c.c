@@ -462,11 +462,31 @@ PyDoc_STRVAR(line_hashes_doc,
              "CRC-32s of the distinct lines of the first 2,000 bytes of ``data``, ASCII-lowercased and without "
              "blanks, the empty line's CRC (0) left out.");
 
-/* The CRCs of the lines of s[0..n) (n at most LINE_BYTES), each lowercased and without its blanks, in order, the
-   empty lines' (0) left out: into crcs (room for n + 1); returns how many. The whole text is lowercased and its
-   blanks dropped first, 16 bytes at a time where the processor can (lines one by one are too short for it: 0.94x),
-   then cut at its newlines. */
-static Py_ssize_t line_crcs(const unsigned char *s, Py_ssize_t n, uint32_t *crcs) {
+/* Drops each quoted string of a line (``"..."``, ``'...'`` or a backquoted one, closed on its line) from
+   text[0:kept] in place, as QUOTED.sub(b"", line) does to each line; returns the length left. A quote with no
+   closing one after it on its line stays, and only one such quote of each kind per line is read to its end. */
+static Py_ssize_t quotes_dropped(unsigned char *text, Py_ssize_t kept) {
+    Py_ssize_t out = 0;
+    for (Py_ssize_t p = 0; p < kept; p++) {
+        const unsigned char c = text[p];
+        if (c == '"' || c == '\'' || c == '`') {
+            Py_ssize_t q = p + 1;
+            while (q < kept && text[q] != c && text[q] != '\n') q++;
+            if (q < kept && text[q] == c) {
+                p = q; /* the string and both its quotes go */
+                continue;
+            }
+        }
+        text[out++] = c;
+    }
+    return out;
+}
+
+/* The CRCs of the lines of s[0..n) (n at most LINE_BYTES), each lowercased and without its blanks (``unquoted``:
+   and without its quoted strings, quotes_dropped), in order, the empty lines' (0) left out: into crcs (room for
+   n + 1); returns how many. The whole text is lowercased and its blanks dropped first, 16 bytes at a time where the
+   processor can (lines one by one are too short for it: 0.94x), then cut at its newlines. */
+static Py_ssize_t line_crcs(const unsigned char *s, Py_ssize_t n, uint32_t *crcs, int unquoted) {
     unsigned char text[LINE_BYTES + 16]; /* s lowercased, its blanks dropped (stores may write 16 bytes past) */
     Py_ssize_t kept = 0, p = 0;
 #ifdef X86_SIMD
@@ -476,6 +496,7 @@ static Py_ssize_t line_crcs(const unsigned char *s, Py_ssize_t n, uint32_t *crcs
         text[kept] = ascii_lower[s[p]];
         kept += 1 - byte_blank[s[p]];
     }
+    if (unquoted) kept = quotes_dropped(text, kept);
     Py_ssize_t count = 0;
     for (Py_ssize_t start = 0; start <= kept;) {
         const unsigned char *end = memchr(text + start, '\n', (size_t)(kept - start));
@@ -495,7 +516,7 @@ static PyObject *line_hashes(PyObject *self, PyObject *arg) {
     Py_ssize_t n = PyBytes_GET_SIZE(arg);
     if (n > LINE_BYTES) n = LINE_BYTES;
     uint32_t crcs[LINE_BYTES + 1];
-    const Py_ssize_t count = line_crcs((const unsigned char *)PyBytes_AS_STRING(arg), n, crcs);
+    const Py_ssize_t count = line_crcs((const unsigned char *)PyBytes_AS_STRING(arg), n, crcs, 0);
     PyObject *out = PyFrozenSet_New(NULL);
     if (out == NULL) return NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -1308,20 +1329,32 @@ static PyObject *sketch_of(PyObject *self, PyObject *const *args, Py_ssize_t nar
 PyDoc_STRVAR(line_bits_doc, "line_bits(data: bytes, bits: int) -> int\n--\n\n"
                             "fold(line_hashes(data), bits): the lines' CRCs folded into ``bits`` bits, without a set.");
 
-static PyObject *line_bits(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+PyDoc_STRVAR(unquoted_line_bits_doc,
+             "unquoted_line_bits(data: bytes, bits: int) -> int\n--\n\n"
+             "line_bits(data, bits) with each line's quoted strings (QUOTED) dropped before it is hashed.");
+
+static PyObject *folded_lines(PyObject *const *args, Py_ssize_t nargs, int unquoted, const char *name) {
     Py_ssize_t bits = 0;
-    if (!parse_bytes_sizes(args, nargs, 0, "line_bits", "", NULL, &bits)) return NULL;
-    if (!bits_supported(bits)) return pure_with("line_bits", args[0], args, nargs); /* the twin decides */
+    if (!parse_bytes_sizes(args, nargs, 0, name, "", NULL, &bits)) return NULL;
+    if (!bits_supported(bits)) return pure_with(name, args[0], args, nargs); /* the twin decides */
     Py_ssize_t n = PyBytes_GET_SIZE(args[0]);
     if (n > LINE_BYTES) n = LINE_BYTES;
     uint32_t crcs[LINE_BYTES + 1];
-    const Py_ssize_t count = line_crcs((const unsigned char *)PyBytes_AS_STRING(args[0]), n, crcs);
+    const Py_ssize_t count = line_crcs((const unsigned char *)PyBytes_AS_STRING(args[0]), n, crcs, unquoted);
     uint64_t words[MAX_WORDS];
     const Py_ssize_t nwords = bits / 64;
     const uint64_t mask = (uint64_t)bits - 1;
     memset(words, 0, sizeof(words));
     for (Py_ssize_t i = 0; i < count; i++) fold_in(words, crcs[i], mask);
     return words_to_int(words, nwords);
+}
+
+static PyObject *line_bits(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return folded_lines(args, nargs, 0, "line_bits");
+}
+
+static PyObject *unquoted_line_bits(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return folded_lines(args, nargs, 1, "unquoted_line_bits");
 }
 
 PyDoc_STRVAR(word_sketch_doc,
@@ -2040,6 +2073,7 @@ static PyMethodDef methods[] = {
     {"blanks_dropped", (PyCFunction)blanks_dropped, METH_O, blanks_dropped_doc},
     {"best_similarity", (PyCFunction)(void (*)(void))best_similarity, METH_FASTCALL, best_similarity_doc},
     {"line_bits", (PyCFunction)(void (*)(void))line_bits, METH_FASTCALL, line_bits_doc},
+    {"unquoted_line_bits", (PyCFunction)(void (*)(void))unquoted_line_bits, METH_FASTCALL, unquoted_line_bits_doc},
     {"alnum_word_pair", (PyCFunction)(void (*)(void))alnum_word_pair, METH_FASTCALL, alnum_word_pair_doc},
     {"shared_words", (PyCFunction)(void (*)(void))shared_words, METH_FASTCALL, shared_words_doc},
     {"rest_hash", (PyCFunction)(void (*)(void))rest_hash, METH_FASTCALL, rest_hash_doc},

@@ -19,6 +19,7 @@ from typing import Final
 __all__ = [
     "ERROR_LINE",
     "NUMBER",
+    "QUOTED",
     "alnum_word_pair",
     "bottom_k",
     "collapsed",
@@ -34,6 +35,7 @@ __all__ = [
     "rest_hash",
     "shared_words",
     "sketch_of",
+    "unquoted_line_bits",
     "word_hashes",
     "word_sketch",
 ]
@@ -388,6 +390,19 @@ def sketch_of(hashes: Iterable[int], k: int, bits: int) -> str:
 def line_bits(data: bytes, bits: int) -> int:
     """``fold(line_hashes(data), bits)``: the lines' CRCs folded into ``bits`` bits."""
     return fold(line_hashes(data), bits)
+
+
+QUOTED: Final = re.compile(rb'"[^"\n]*"|\'[^\'\n]*\'|`[^`\n]*`')
+"""A quoted string closed on its line: what :func:`unquoted_line_bits` drops from each line (the definition)."""
+
+
+def unquoted_line_bits(data: bytes, bits: int) -> int:
+    """:func:`line_bits` of the lines with their quoted strings (:data:`QUOTED`) dropped, after their blanks: the
+    CRCs of the distinct ``QUOTED.sub(b"", line)`` of :func:`lines_of`, the empty line's left out, folded."""
+    lines = lines_of(data)
+    if b'"' in data or b"'" in data or b"`" in data:
+        lines = [QUOTED.sub(b"", line) if b'"' in line or b"'" in line or b"`" in line else line for line in lines]
+    return fold(frozenset(map(zlib.crc32, lines)) - _NO_LINE, bits)
 
 
 def word_sketch(data: bytes, k: int, bits: int) -> int:

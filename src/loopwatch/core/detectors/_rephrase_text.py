@@ -13,21 +13,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from .._fingerprint import ASCII_LOWER
-from .._kernels import collapsed, line_bits, long_word_hashes, shared_words
-from ._base import EMPTY_LINE, Step, fold, lines_of, masked_of, word_bytes
+from .._kernels import collapsed, line_bits, long_word_hashes, shared_words, unquoted_line_bits
+from ._base import Step, fold, masked_of, word_bytes
 
 _NOT_LETTERS: Final = bytes(c if 65 <= c <= 90 or 97 <= c <= 122 or c >= 128 else 32 for c in range(256))
 """Every ASCII byte that is not a letter becomes a space (UTF-8 bytes of other scripts stay: word parts)."""
 _LOWER_NOT_LETTERS: Final = _NOT_LETTERS.translate(ASCII_LOWER)
 """:data:`_NOT_LETTERS` with ASCII letters lowercased: for ASCII text, lowercasing and splitting in one pass."""
-_QUOTES: Final = re.compile(rb'"[^"\n]*"|\'[^\'\n]*\'|`[^`\n]*`')
 CODE_BLOCK: Final = re.compile(r"```.*?(?:```|\Z)", re.S)
 """A fenced code block (to the next fence, or to the end when it is not closed): what :func:`without_code`
 removes, as a regular expression (the definition the tests compare it with)."""
 _LABEL: Final = re.compile(r"^\s*(?:THOUGHT|DISCUSSION|Thought|Reasoning|REASONING)\s*:?\s*")
 _SHORT: Final = 600
-"""Quoted strings are dropped from short observations only ("No matches found for "x"": a search that found
-nothing), where the quote is what varies; in long ones they tell lines apart (file names in a traceback)."""
+"""Quoted strings are dropped from the lines of observations this long or shorter (see :func:`observation_bits`)."""
 _SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s+")
 _SENTENCE_CHARS: Final = 20
 """Shorter sentences ("Please try again.", "Thank you.") are too common to tell two replies are one template."""
@@ -64,24 +62,17 @@ def without_code(text: str) -> str:
     return prose + " " if len(parts) % 2 == 0 else prose
 
 
-def line_set(masked_text: bytes) -> frozenset[int]:
-    """CRC-32 hashes of the distinct lines of a masked text (see :func:`~.base.lines_of`), and, in a short text,
-    without quoted strings (so ``No matches found for "x"`` and ``No matches found for "y"`` are one line)."""
-    lines = lines_of(masked_text)
-    if len(masked_text) <= _SHORT and (b'"' in masked_text or b"'" in masked_text or b"`" in masked_text):
-        lines = [_QUOTES.sub(b"", line) if b'"' in line or b"'" in line or b"`" in line else line for line in lines]
-    return frozenset(map(zlib.crc32, lines)) - {EMPTY_LINE}
-
-
 def observation_bits(step: Step, bits: int) -> int:
-    """:func:`line_set` of a result's output or a reply's text folded into ``bits`` bits. A long text's lines keep
-    their quoted strings (they tell lines apart): they are the lines other rules hash, reused when one did, else
-    folded straight from the text (:func:`~loopwatch.core._kernels_py.line_bits`, no set made)."""
+    """The CRC-32s of the distinct lines of a result's output or a reply's text (masked, see
+    :func:`~loopwatch.core._kernels_py.lines_of`) folded into ``bits`` bits. A short text's lines lose their quoted
+    strings first (so ``No matches found for "x"`` and ``No matches found for "y"`` are one line: a search that found
+    nothing, where the quote is what varies); a long one's keep them (they tell lines apart: file names in a
+    traceback), and are the lines other rules hash, reused when one did."""
     masked_text = masked_of(step)
     if len(masked_text) > _SHORT:
         hashed = step.lines
         return line_bits(masked_text, bits) if hashed is None else fold(hashed, bits)
-    return fold(line_set(masked_text), bits)
+    return unquoted_line_bits(masked_text, bits)
 
 
 def sentence_hashes(text: str) -> bytes:

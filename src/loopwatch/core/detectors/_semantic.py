@@ -43,7 +43,6 @@ from ._rephrase_state import Rep as Rep
 from ._rephrase_state import RephraseState as RephraseState
 from ._rephrase_text import instruction_of as instruction_of
 from ._rephrase_text import intent_text as intent_text
-from ._rephrase_text import line_set as line_set
 from ._rephrase_text import observation_bits, one_changed, sentence_hashes
 from ._rephrase_text import quantize as quantize
 from ._rephrase_text import quantized_cosine as quantized_cosine
