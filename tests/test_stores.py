@@ -42,6 +42,24 @@ def test_urls_name_their_store(tmp_path: Path) -> None:
         store_from_url("memory://?ttl=soon")
 
 
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("redis://[::1/0", r"unreadable store URL 'redis://\[::1/0': Invalid IPv6 URL"),
+        ("memory://?tll=30", r"unknown option\(s\) tll in 'memory://\?tll=30' \(known: ttl\)"),
+        (3, "a store URL is a string, not int"),
+    ],
+)
+def test_an_unreadable_store_url_is_a_config_error(url: Any, reason: str) -> None:
+    for open_store in (store_from_url, async_store_from_url):
+        with pytest.raises(ConfigError, match=reason) as info:
+            open_store(url)
+        assert info.value.field == "store"
+    if isinstance(url, str):
+        with pytest.raises(ConfigError, match=reason):
+            Guard(store=url)
+
+
 def test_the_memory_url_keeps_sessions_in_the_guard_itself() -> None:
     guard = Guard(store="memory://", clock=None)
     assert guard.store is None  # no serialising: the in-process path

@@ -390,11 +390,19 @@ def _ttl(options: dict[str, str]) -> float | None:
 
 
 def _memory(url: str, options: dict[str, str]) -> Store:
-    return MemoryStore(url, ttl=_ttl(options))
+    return MemoryStore(url, ttl=_ttl(_memory_options(url, options)))
 
 
 def _async_memory(url: str, options: dict[str, str]) -> AsyncStore:
-    return AsyncMemoryStore(url, ttl=_ttl(options))
+    return AsyncMemoryStore(url, ttl=_ttl(_memory_options(url, options)))
+
+
+def _memory_options(url: str, options: dict[str, str]) -> dict[str, str]:
+    """``options``, or a :class:`ConfigError` naming those a memory store does not take (a misspelled ``ttl``)."""
+    unknown = sorted(set(options) - {"ttl"})
+    if unknown:
+        raise ConfigError(f"unknown option(s) {', '.join(unknown)} in {url!r} (known: ttl)", field="store")
+    return options
 
 
 def register(
@@ -428,12 +436,18 @@ def async_store_from_url(url: str) -> AsyncStore:
 def _parse(url: str, schemes: dict[str, Any]) -> tuple[Callable[[str, dict[str, str]], Any], dict[str, str]]:
     from urllib.parse import parse_qs, urlsplit  # here: opening a store by path needs no URL parsing
 
-    parts = urlsplit(url)
+    if not isinstance(url, str):
+        raise ConfigError(f"a store URL is a string, not {type(url).__name__}", field="store")
+    try:
+        parts = urlsplit(url)
+        query = parse_qs(parts.query, keep_blank_values=True)
+    except ValueError as exc:  # a bracket left open ("redis://[::1/0"), a port that is not a number...
+        raise ConfigError(f"unreadable store URL {url!r}: {exc}", field="store") from None
     factory = schemes.get(parts.scheme.lower())
     if factory is None:
         known = ", ".join(f"{s}://" for s in sorted(schemes))
         raise ConfigError(f"unknown store URL scheme in {url!r} (known: {known})", field="store")
-    options = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+    options = {k: v[-1] for k, v in query.items()}
     if isinstance(factory, str):
         import importlib
 
