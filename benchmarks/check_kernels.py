@@ -87,6 +87,9 @@ def check(text: str, differences: Counter[str], regex: bool) -> int:
     calls += 1
     if compiled.word_sketch(data, 48, 1024) != pure.word_sketch(data, 48, 1024):
         differences["word_sketch"] += 1
+    calls += 1
+    if compiled.long_word_sketch(data, 48, 512) != pure.long_word_sketch(data, 48, 512):
+        differences["long_word_sketch"] += 1
     packed, other = pure.alnum_word_pair(text, 64)[0], pure.alnum_word_pair(text[len(text) // 2 :], 64)[0]
     calls += 1
     if compiled.shared_words(packed, other) != pure.shared_words(packed, other):

@@ -151,6 +151,10 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
         if compiled.word_sketch(data, 32, 1024) != pure.word_sketch(data, 32, 1024):
             differences += 1
             print(f"DIFFERENCE in word_sketch: {data[:200]!r}", file=sys.stderr)
+        calls += 1
+        if compiled.long_word_sketch(data, 48, 512) != pure.long_word_sketch(data, 48, 512):
+            differences += 1
+            print(f"DIFFERENCE in long_word_sketch: {data[:200]!r}", file=sys.stderr)
         packed, other = data[: len(data) // 4 * 4], data[len(data) // 2 :][: len(data) // 8 * 4]
         calls += 1
         if compiled.shared_words(packed, other) != pure.shared_words(packed, other):

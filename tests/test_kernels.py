@@ -369,6 +369,10 @@ def test_word_sketch_is_the_sketch_of_the_word_hashes(data: bytes, k: int, bits:
     assert outcome(_kernels_py.word_sketch, data, k, bits) == expected
     if _kernels_c is not None:
         assert outcome(_kernels_c.word_sketch, data, k, bits) == expected
+    long_expected = outcome(_kernels_py.bottom_k, _kernels_py.long_word_hashes(data), k, bits)
+    assert outcome(_kernels_py.long_word_sketch, data, k, bits) == long_expected
+    if _kernels_c is not None:
+        assert outcome(_kernels_c.long_word_sketch, data, k, bits) == long_expected
 
 
 _hashes = st.one_of(

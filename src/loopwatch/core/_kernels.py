@@ -24,6 +24,7 @@ __all__ = [
     "last_error_line",
     "line_hashes",
     "long_word_hashes",
+    "long_word_sketch",
     "masked_bytes",
     "numbers_marked",
     "poll_word",
@@ -63,6 +64,7 @@ collapsed = _impl.collapsed
 blanks_dropped = _impl.blanks_dropped
 alnum_word_pair = _impl.alnum_word_pair
 long_word_hashes = _impl.long_word_hashes
+long_word_sketch = _impl.long_word_sketch
 shared_words = _impl.shared_words
 rest_hash = _impl.rest_hash
 best_similarity = _impl.best_similarity

@@ -1361,22 +1361,36 @@ PyDoc_STRVAR(word_sketch_doc,
              "word_sketch(data: bytes, k: int, bits: int) -> int\n--\n\n"
              "bottom_k(word_hashes(data), k, bits): the sketch of a text's words, without a list of their hashes.");
 
-static PyObject *word_sketch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+/* bottom_k of the CRC-32s of the words of args[0] at least ``min_len`` bytes long (args: data, k, bits) */
+static PyObject *sketch_words(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t min_len, const char *name) {
     Py_ssize_t k = -1, bits = 0;
-    if (!parse_bytes_sizes(args, nargs, 1, "word_sketch", "", &k, &bits)) return NULL;
-    if (k < 0 || !bits_supported(bits)) return pure_with("word_sketch", args[0], args, nargs); /* the twin decides */
+    if (!parse_bytes_sizes(args, nargs, 1, name, "", &k, &bits)) return NULL;
+    if (k < 0 || !bits_supported(bits)) return pure_with(name, args[0], args, nargs); /* the twin decides */
     const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(args[0]);
     Py_ssize_t n = PyBytes_GET_SIZE(args[0]);
     uint64_t *values = (uint64_t *)malloc(sizeof(uint64_t) * (size_t)(n / 2 + 1));
     if (values == NULL) return PyErr_NoMemory();
-    Py_ssize_t count = 0, p = 0;
+    Py_ssize_t count = 0, p = 0, len;
     uint32_t crc;
-    while (next_space_word(s, n, &p, &crc) > 0) values[count++] = crc; /* the words of word_hashes */
+    while ((len = next_space_word(s, n, &p, &crc)) > 0) /* the words of word_hashes (long_word_hashes) */
+        if (len >= min_len) values[count++] = crc;
     uint64_t words[MAX_WORDS];
     Py_ssize_t nwords = bits / 64;
     fold_bottom_k(values, count, k, words, nwords);
     free(values);
     return words_to_int(words, nwords);
+}
+
+static PyObject *word_sketch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return sketch_words(args, nargs, 1, "word_sketch");
+}
+
+PyDoc_STRVAR(long_word_sketch_doc,
+             "long_word_sketch(data: bytes, k: int, bits: int) -> int\n--\n\n"
+             "bottom_k(long_word_hashes(data), k, bits): the sketch of a text's words of two bytes or more.");
+
+static PyObject *long_word_sketch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return sketch_words(args, nargs, 2, "long_word_sketch");
 }
 
 /* -- masked_bytes: loopwatch.core._masking's volatile parts removed -------------------------------------------------
@@ -2078,6 +2092,7 @@ static PyMethodDef methods[] = {
     {"shared_words", (PyCFunction)(void (*)(void))shared_words, METH_FASTCALL, shared_words_doc},
     {"rest_hash", (PyCFunction)(void (*)(void))rest_hash, METH_FASTCALL, rest_hash_doc},
     {"long_word_hashes", (PyCFunction)long_word_hashes, METH_O, long_word_hashes_doc},
+    {"long_word_sketch", (PyCFunction)(void (*)(void))long_word_sketch, METH_FASTCALL, long_word_sketch_doc},
     {"fold", (PyCFunction)(void (*)(void))fold, METH_FASTCALL, fold_doc},
     {"fold_words", (PyCFunction)(void (*)(void))fold_words, METH_FASTCALL, fold_words_doc},
     {"bottom_k", (PyCFunction)(void (*)(void))bottom_k, METH_FASTCALL, bottom_k_doc},

@@ -30,6 +30,7 @@ __all__ = [
     "line_hashes",
     "lines_of",
     "long_word_hashes",
+    "long_word_sketch",
     "numbers_marked",
     "poll_word",
     "rest_hash",
@@ -408,3 +409,8 @@ def unquoted_line_bits(data: bytes, bits: int) -> int:
 def word_sketch(data: bytes, k: int, bits: int) -> int:
     """``bottom_k(word_hashes(data), k, bits)``: the sketch of a text's words."""
     return bottom_k(word_hashes(data), k, bits)
+
+
+def long_word_sketch(data: bytes, k: int, bits: int) -> int:
+    """``bottom_k(long_word_hashes(data), k, bits)``: the sketch of a text's words of two bytes or more."""
+    return bottom_k(long_word_hashes(data), k, bits)

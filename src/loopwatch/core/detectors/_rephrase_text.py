@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from .._fingerprint import ASCII_LOWER
-from .._kernels import collapsed, line_bits, long_word_hashes, shared_words, unquoted_line_bits
+from .._kernels import collapsed, line_bits, long_word_sketch, shared_words, unquoted_line_bits
 from ._base import Step, fold, masked_of, word_bytes
 
 _NOT_LETTERS: Final = bytes(c if 65 <= c <= 90 or 97 <= c <= 122 or c >= 128 else 32 for c in range(256))
@@ -94,15 +94,15 @@ def one_changed(sentences: bytes, earlier: bytes) -> bool:
     return 0 < shared < mine
 
 
-def word_set(text: str, limit: int) -> list[int]:
-    """CRC-32 hashes of the lowercased words (two letters or more) of ``text[:limit]``, repeats kept (a sketch of
-    them takes the distinct ones)."""
+def word_sketch(text: str, limit: int, k: int, bits: int) -> int:
+    """The bottom-``k`` sketch, folded into ``bits`` bits, of the CRC-32s of the lowercased words (two letters or
+    more) of ``text[:limit]``; 0 for a text without such a word."""
     head = text[:limit]
     if head.isascii():  # lowercased and split into letters in one pass
         data = head.encode("ascii").translate(_LOWER_NOT_LETTERS)
     else:
         data = head.lower().encode("utf-8", "surrogatepass").translate(_NOT_LETTERS)
-    return long_word_hashes(data)
+    return long_word_sketch(data, k, bits)
 
 
 def instruction_of(args: Mapping[Any, Any] | None, min_chars: int) -> str | None:

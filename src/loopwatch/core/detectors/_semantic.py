@@ -36,17 +36,16 @@ from .._fingerprint import preview
 from .._ladder import Ladder
 from .._patterns import Pattern
 from .._tools import moves
-from ._base import Detector, Finding, Step, bits_similarity, bottom_k, mutates, pushed
+from ._base import Detector, Finding, Step, bits_similarity, mutates, pushed
 from ._rephrase_state import _REPLIES, _SEEN_BITS, _SKETCH_BITS, NO_CHANNEL, remembered, state_from_json, state_json
 from ._rephrase_state import Channel as Channel
 from ._rephrase_state import Rep as Rep
 from ._rephrase_state import RephraseState as RephraseState
 from ._rephrase_text import instruction_of as instruction_of
 from ._rephrase_text import intent_text as intent_text
-from ._rephrase_text import observation_bits, one_changed, sentence_hashes
+from ._rephrase_text import observation_bits, one_changed, sentence_hashes, word_sketch
 from ._rephrase_text import quantize as quantize
 from ._rephrase_text import quantized_cosine as quantized_cosine
-from ._rephrase_text import word_set as word_set
 from ._state import Flat, flat_append, flat_pop
 from ._state_pack import pack_table, pack_with, table_unpacker, unpack_with
 
@@ -321,8 +320,7 @@ class RephraseDetector(Detector[RephraseState]):
     def _represent(self, text: str) -> Rep:
         """A sketch of the words of ``text`` (0 when it has none), or with an embedder its quantized vector."""
         if self._embedder is None:
-            words = word_set(text, self.max_chars)
-            return bottom_k(words, 48, bits=_SKETCH_BITS) if words else 0
+            return word_sketch(text, self.max_chars, 48, _SKETCH_BITS)
         vectors = self._embedder.embed([text])
         return quantize(vectors[0]) if vectors else ""
 

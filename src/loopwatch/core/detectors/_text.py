@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -23,7 +22,6 @@ from ._base import (
     argument_word_bytes,
     beyond_echo,
     bits_text,
-    bottom_k,
     mutates,
     numberless_argument_words,
     packed_bits_text,
@@ -78,10 +76,10 @@ CHANTING = Pattern(
 def word_bits(text: str, k: int) -> int:
     """Bottom-k sketch of the lower-cased whitespace words of ``text`` as an integer bit set (the words' CRC-32s;
     ``text_bits(sketch_of(hashes, k))`` without the text). Words are deduplicated before they are hashed."""
-    if text.isascii():  # split, lowercased, hashed and sketched in one kernel call (the sketch drops repeats)
-        return _kernels.word_sketch(text.encode("ascii"), k, SKETCH_BITS)
-    words = set(text.lower().encode("utf-8", "surrogatepass").split())
-    return bottom_k(set(map(zlib.crc32, words)), k)
+    # split, lowercased (ASCII letters; other text's letters first, which makes no ASCII capital), hashed and sketched
+    # in one kernel call (the sketch drops repeats)
+    data = text.encode("ascii") if text.isascii() else text.lower().encode("utf-8", "surrogatepass")
+    return _kernels.word_sketch(data, k, SKETCH_BITS)
 
 
 def turn_text(step: Step, include_thoughts: bool) -> str | None:
