@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loopwatch._guard import Guard
 from loopwatch.core._events import ToolCall, ToolResult
-from loopwatch.core._failure_signs import infer_failure
+from loopwatch.core._failure_signs import _FAILURE_LINE_START, _FAILURE_STARTS, infer_failure
 
 FAILED = [
     "Traceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'a'",
@@ -83,3 +85,14 @@ def test_apt_failures_with_other_packages_are_an_error_retry() -> None:
     seen = _apt_session("E: Unable to correct problems, you have held broken packages.")
     assert seen[9] == "error_retry" and "error_retry" not in seen[:9]
     assert "error_retry" not in _apt_session("Unable to correct problems, you have held broken packages.")
+
+
+_PARTS = st.sampled_from(["\n", "Error", "ERROR", "error", ":", " ", "fatal", "E", "npm ERR!", "Segmentation fault"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_PARTS, max_size=12).map("".join))
+def test_a_failing_line_start_is_found_as_each_start_looked_for_is(text: str) -> None:
+    # one search for every start after a newline gives what a search for each one gives
+    each = any(f"\n{start}" in text for start in _FAILURE_STARTS)
+    assert (_FAILURE_LINE_START.search(text) is not None) == each
