@@ -8,9 +8,7 @@ the streak: none of these are exact repeats, and none brings new information.
 from __future__ import annotations
 
 import re
-import zlib
 from dataclasses import dataclass
-from itertools import islice, repeat
 from operator import attrgetter
 from typing import Any, Final
 
@@ -62,16 +60,6 @@ _NO_RESULT: Final = lazy_compile(
 )
 _SEEN: Final = 8
 _MIN_OUTPUT: Final = 24
-
-
-_TOKEN: Final = lazy_compile(r"[^\W_]+")
-
-
-def _words(text: str, limit: int = 64) -> list[int]:
-    """Hashes of the first distinct words of a call's arguments (a small, JSON-able sketch)."""
-    words = _TOKEN.findall(text[:600].lower())
-    encoded = map(str.encode, words, repeat("utf-8"), repeat("surrogatepass"))
-    return list(islice(dict.fromkeys(map(zlib.crc32, encoded)), limit))  # first-seen order, at C speed
 
 
 _SKETCH: Final = 24
