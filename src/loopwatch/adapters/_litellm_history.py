@@ -34,7 +34,6 @@ class _Session:
     recent: deque[str] = field(default_factory=lambda: deque(maxlen=_RECENT))
     calls: OrderedDict[str, None] = field(default_factory=OrderedDict)  # ids of the tool calls already observed
     texts: deque[str] = field(default_factory=lambda: deque(maxlen=16))  # digests of assistant texts observed
-    pending: list[str] = field(default_factory=list)  # nudges for the next request
     stop: Verdict | None = None
     conversation: _chat.Conversation = field(init=False)
 

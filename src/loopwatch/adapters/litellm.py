@@ -87,7 +87,7 @@ from ..errors import ConfigError, EventError, MissingExtraError
 from ..formats import _chat
 from ._litellm_history import _RECENT, _REMEMBERED, MARK, _digest, _is_ours, _plain, _Session, default_session
 from ._litellm_responses import _refuse, _reply, _shown
-from ._shared import guard_of
+from ._shared import NudgeQueue, guard_of
 
 try:
     import litellm
@@ -175,6 +175,7 @@ class LoopwatchGuardrail(CustomGuardrail):
         self.swarm = swarm
         self.max_sessions = max_sessions
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._nudges = NudgeQueue(max_sessions=max_sessions)  # for each session's next request
         self._requests: OrderedDict[str, str] = OrderedDict()  # litellm_call_id -> session
         self._lock = threading.Lock()
         super().__init__(
@@ -249,13 +250,14 @@ class LoopwatchGuardrail(CustomGuardrail):
             state = self._sessions.get(session)
             if state is not None:
                 state.stop = None
-                state.pending.clear()
+        self._nudges.discard(session)
         self.guard.reset(session)
 
     def forget(self, session: str) -> None:
         """Drop everything known of ``session``, here and in the guard."""
         with self._lock:
             self._sessions.pop(session, None)
+        self._nudges.discard(session)
         self.guard.forget(session)
 
     # -- internals ---------------------------------------------------------------------------------------------
@@ -276,8 +278,9 @@ class LoopwatchGuardrail(CustomGuardrail):
                 while len(self._sessions) > self.max_sessions:
                     evicted.append(self._sessions.popitem(last=False)[0])
             self._sessions.move_to_end(session)
-        if self.guard.store is None:  # a stored session may be in use elsewhere
-            for name in evicted:
+        for name in evicted:
+            self._nudges.discard(name)
+            if self.guard.store is None:  # a stored session may be in use elsewhere
                 self.guard.forget(name)
         return state
 
@@ -344,8 +347,7 @@ class LoopwatchGuardrail(CustomGuardrail):
                 raise LoopStopped(verdict, session)
             if verdict.action != "ok" and (verdict.message or verdict.reason):
                 notes.append(verdict.message or verdict.reason or "")
-        notes = [*state.pending, *notes]
-        state.pending.clear()
+        notes = [*self._nudges.take(session), *notes]
         if notes:
             role = "user" if _call_type(call_type) == "anthropic_messages" else self.nudge_role
             data["messages"] = [*messages, {"role": role, "content": f"{MARK} " + "\n\n".join(notes)}]
@@ -379,7 +381,7 @@ class LoopwatchGuardrail(CustomGuardrail):
             if verdict.action == "block" and isinstance(event, ToolCall):
                 refused[calls] = f"{MARK} {event.tool}({_shown(event.args)}) was not run. {text}".rstrip()
             elif verdict.action != "ok" and text:
-                state.pending.append(text)
+                self._nudges.add(session, text)
         if refused:
             _refuse(response, refused)
             found = _reply(response)

@@ -51,7 +51,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Generator, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from .. import errors
@@ -60,7 +60,7 @@ from ..core._events import Event, Message, ToolCall, ToolResult, Usage
 from ..core._policy import Policy
 from ..core._verdict import Verdict
 from ..errors import ConfigError, MissingExtraError
-from ._shared import GuardedAdapter, as_text
+from ._shared import GuardedAdapter, NudgeQueue, as_text
 
 try:
     from smolagents import ActionStep, ToolCallingAgent  # type: ignore[import-untyped]
@@ -97,7 +97,6 @@ class _Run:
 
     session: str
     fresh: bool
-    pending: list[str] = field(default_factory=list)
     stop: Verdict | None = None
     thought: str | None = None
 
@@ -122,6 +121,17 @@ class LoopwatchCallback(GuardedAdapter):
     passed to ``observe``.
     """
 
+    def __init__(
+        self,
+        guard: Guard | None = None,
+        *,
+        preset: str | Policy | None = None,
+        session: str | None = None,
+        swarm: str | None = None,
+    ) -> None:
+        super().__init__(guard, preset=preset, session=session, swarm=swarm)
+        self._nudges = NudgeQueue()  # for each run's next step, by its session
+
     def __repr__(self) -> str:
         return f"LoopwatchCallback({self.guard!r})"
 
@@ -140,9 +150,9 @@ class LoopwatchCallback(GuardedAdapter):
         if usage is not None and (usage.input_tokens or usage.output_tokens):
             event = Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
             self.act(agent, run, event, can_block=False)
-        if run.pending:
-            notes = "\n\n".join(run.pending)
-            run.pending.clear()
+        waiting = self._nudges.take(run.session)
+        if waiting:
+            notes = "\n\n".join(waiting)
             step.observations = f"{step.observations}\n\n{notes}" if step.observations else notes
 
     def stopped(self, agent: Any) -> LoopStopped | None:
@@ -164,8 +174,10 @@ class LoopwatchCallback(GuardedAdapter):
         )
         if isinstance(run, _Run) and not (starting and not isinstance(agent, LoopwatchAgent)):
             return run
-        if isinstance(run, _Run) and run.fresh:
-            self.guard.forget(run.session)
+        if isinstance(run, _Run):
+            self._nudges.discard(run.session)  # what the run that ended was to be told
+            if run.fresh:
+                self.guard.forget(run.session)
         if self.session is not None:
             run = _Run(self.session, fresh=False)
         else:
@@ -203,7 +215,7 @@ class LoopwatchCallback(GuardedAdapter):
         if verdict.action == "block" and can_block:
             return message or _REFUSED
         if message:
-            run.pending.append(message)
+            self._nudges.add(run.session, message)
         return None
 
 
