@@ -18,7 +18,8 @@ from loopwatch import errors
 from loopwatch.adapters.claude_code import install_hooks, settings_path
 from loopwatch.cli._report import HtmlReport
 from loopwatch.core._chanting import ChantTracker
-from loopwatch.core._limits import max_cost, max_iterations, max_runtime
+from loopwatch.core._limits import Limits, max_cost, max_iterations, max_runtime
+from loopwatch.core._messages import Messages
 from loopwatch.core._policy import Ladder, Rung
 from loopwatch.core._verdict import Verdict
 from loopwatch.core.detectors import (
@@ -40,6 +41,7 @@ from loopwatch.errors import LoopwatchError, MissingExtraError
 from loopwatch.remote import ServiceGuard
 from loopwatch.semantic.tokenizer import WordPieceTokenizer
 from loopwatch.stores import MemoryStore
+from loopwatch.stores.sqlite import SqliteStore
 
 ADAPTERS_WITH_A_STOP = ("langchain", "litellm", "autogen", "pydantic_ai", "crewai", "smolagents", "openai_agents")
 FRAMEWORK_STOP = {  # the framework's own exception each adapter's stop also is (module, class)
@@ -216,6 +218,19 @@ BAD_CONSTRUCTORS: list[tuple[str, Callable[[], object], str]] = [
     ("doom_loop window", lambda: DoomLoopDetector(window=0), "doom_loop.window"),
     ("settings scope", lambda: settings_path("global"), "scope"),
     ("install_hooks handler", lambda: install_hooks({}), "command"),
+    # wrong types: each a ConfigError naming the argument, where TypeError or AttributeError came from inside
+    ("Ladder rungs not a tuple", lambda: Ladder(3), "rungs"),  # type: ignore[arg-type]
+    ("Ladder nudge a fraction", lambda: Ladder.of(nudge=3.5), "at"),  # type: ignore[arg-type]
+    ("Policy name", lambda: loopwatch.Policy(3, (), {}), "name"),  # type: ignore[arg-type]
+    ("Policy rules not a tuple", lambda: loopwatch.Policy("p", 3, {}), "detectors"),  # type: ignore[arg-type]
+    ("Policy ladders", lambda: loopwatch.Policy("p", (), 1), "ladders"),  # type: ignore[arg-type]
+    ("Policy tools", lambda: loopwatch.Policy("p", (), {}, tools=3), "tools"),  # type: ignore[arg-type]
+    ("Policy reset_on_user", lambda: loopwatch.Policy("p", (), {}, reset_on_user=1), "reset_on_user"),  # type: ignore[arg-type]
+    ("Policy ignore_keys", lambda: loopwatch.Policy("p", (), {}, ignore_keys="id"), "ignore_keys"),  # type: ignore[arg-type]
+    ("Messages", lambda: Messages(3), "messages"),  # type: ignore[arg-type]
+    ("Limits", lambda: Limits("max_iterations"), "limits"),  # type: ignore[arg-type]
+    ("SqliteStore path", lambda: SqliteStore(3), "store"),  # type: ignore[arg-type]
+    ("store URL", lambda: loopwatch.Guard(store="redis://[::1/0"), "store"),
 ]
 
 

@@ -57,7 +57,9 @@ class Ladder:
     previous streak's last verdict ends the run (the earlier nudge did not help; Gemini CLI's strike 2)."""
 
     def __post_init__(self) -> None:
-        if not all(isinstance(rung, Rung) for rung in self.rungs):
+        if isinstance(self.rungs, list):
+            object.__setattr__(self, "rungs", tuple(self.rungs))
+        if not isinstance(self.rungs, tuple) or not all(isinstance(rung, Rung) for rung in self.rungs):
             raise ConfigError(f"expected a tuple of Rung, got {self.rungs!r}", field="rungs")
         if self.metric not in ("count", "detections"):
             raise ConfigError(f"must be 'count' or 'detections', got {self.metric!r}", field="metric")
@@ -84,7 +86,12 @@ class Ladder:
         restrike: int | None = None,
     ) -> Ladder:
         """A ladder from thresholds: ``nudge`` may list several nudge levels (``nudge=(3, 4, 6)``)."""
-        nudges = [] if nudge is None else ([nudge] if isinstance(nudge, int) else list(nudge))
+        if nudge is None:
+            nudges: list[int] = []
+        elif isinstance(nudge, int) or not isinstance(nudge, Sequence) or isinstance(nudge, str):
+            nudges = [nudge]  # a number (Rung checks it), or something that is not a list of them: Rung says what
+        else:
+            nudges = list(nudge)
         rungs = [Rung(n, "nudge") for n in nudges]
         if block is not None:
             rungs.append(Rung(block, "block"))

@@ -160,6 +160,11 @@ class Limits:
     """A set of limits checked together; the first one reached wins (a stop beats a warning)."""
 
     def __init__(self, limits: tuple[Limit, ...] = ()) -> None:
+        if isinstance(limits, list):
+            limits = tuple(limits)
+        if not isinstance(limits, tuple) or not all(isinstance(limit, Limit) for limit in limits):
+            shown = limits if isinstance(limits, tuple) else type(limits).__name__
+            raise ConfigError(f"expected a tuple of limits (max_iterations(40), ...), got {shown!r}", field="limits")
         self.limits = limits
 
     def __or__(self, other: Limit | Limits) -> Limits:

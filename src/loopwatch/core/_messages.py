@@ -42,6 +42,9 @@ class Messages:
     def __init__(self, overrides: Overrides | None = None, base: Mapping[str, Mapping[int | str, str]] | None = None):
         """``base``: the templates overridden (default: those the patterns declare); ``overrides`` may only name
         declared patterns and levels (a number from 1, or ``nudge``, ``block``, ``stop``), else ConfigError."""
+        for given, name in ((overrides, "messages"), (base, "base")):
+            if given is not None and not isinstance(given, Mapping):
+                raise ConfigError(f"expected templates by pattern (a mapping), got {type(given).__name__}", field=name)
         table: dict[str, dict[int | str, str]] = {k: dict(v) for k, v in (base or REGISTRY.templates()).items()}
         for pattern, value in (overrides or {}).items():
             where = f"messages.{pattern}"

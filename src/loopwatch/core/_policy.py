@@ -152,6 +152,21 @@ class Policy:
     drops their states, see :meth:`~loopwatch.core.Engine.load`)."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise ConfigError(f"must be a string, got {type(self.name).__name__}", field="name")
+        if isinstance(self.detectors, list):
+            object.__setattr__(self, "detectors", tuple(self.detectors))
+        if not isinstance(self.detectors, tuple):
+            raise ConfigError(f"expected a tuple of rules, got {type(self.detectors).__name__}", field="detectors")
+        for name, key in (("ladders", "pattern"), ("tools", "tool")):
+            if not isinstance(getattr(self, name), Mapping):
+                kind = type(getattr(self, name)).__name__
+                raise ConfigError(f"expected a mapping by {key}, got {kind}", field=name)
+        for name in ("reset_on_user", "hard_evidence"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"must be true or false, got {getattr(self, name)!r}", field=name)
+        if isinstance(self.ignore_keys, str) or not all(isinstance(key, str) for key in self.ignore_keys):
+            raise ConfigError(f"must be a tuple of key names, got {self.ignore_keys!r}", field="ignore_keys")
         for detector in self.detectors:
             if not isinstance(detector, Detector):
                 raise ConfigError(f"expected rules (Detector), got {type(detector).__name__}", field="detectors")

@@ -87,7 +87,9 @@ class SqliteStore(Store):
         clock: Callable[[], float] = time.time,
         url: str | None = None,
     ) -> None:
-        raw = os.fspath(path)
+        raw = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+        if not isinstance(raw, str):  # a number, bytes, a path object made of bytes
+            raise config_error(f"a SQLite store's path is a file name, not {type(path).__name__}")
         if not raw or raw == ":memory:" or raw.startswith("file:"):
             raise config_error(f"a SQLite store needs a database file, not {raw!r} (memory:// keeps state in memory)")
         if "\0" in raw:
