@@ -2,7 +2,8 @@
 
 Data flows one way: events -> fingerprints -> detectors -> policy (ladders, limits, presets) -> guard ->
 stores and sinks. The detection core (:mod:`loopwatch.core`: the events, the rules, the policy and the engine) is
-pure: no I/O, no clock, and imports nothing else of loopwatch but its error tree (:mod:`loopwatch.errors`).
+pure: no I/O, no clock, and imports nothing else of loopwatch (its error classes, shown in :mod:`loopwatch.errors`,
+are its own).
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ Data flows one way through it: an event (:class:`ToolCall`, :class:`ToolResult`,
 step with its features computed once; the rules (:mod:`loopwatch.core.detectors`) read the step and their own
 state and report findings; the policy's ladders turn a finding's count into an action, the limits into a stop;
 the :class:`Engine` returns the :class:`Verdict` and its audit records. The core is pure: no I/O, no clock, no
-thread, and it imports nothing else of loopwatch but the error tree (:mod:`loopwatch.errors`). The guard, the
-stores, the sinks, the trace formats, the adapters, the service and the command line are built on it; none of
-them is imported here (a test checks the arrows).
+thread, and it imports nothing else of loopwatch (its error classes are its own: :mod:`loopwatch.errors`, their
+public home, draws the tree). The guard, the stores, the sinks, the trace formats, the adapters, the service and the
+command line are built on it; none of them is imported here (a test checks the arrows).
 
 The names below are the core's public surface; its modules (``loopwatch.core._name``) are the implementation.
 ``import loopwatch.core`` loads none of them: a name's module is imported on first use.

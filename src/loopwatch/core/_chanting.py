@@ -63,7 +63,6 @@ from itertools import compress, pairwise
 from operator import sub
 from typing import Any
 
-from ..errors import ConfigError, StateError
 from ._chant_lines import (
     _CODE,
     _COUNTED,
@@ -93,6 +92,7 @@ from ._chant_text import (
     _periodic_zones,
     _rotation,
 )
+from ._errors import ConfigError, StateError
 
 __all__ = ["ChantHit", "ChantTracker"]
 

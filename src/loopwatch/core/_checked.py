@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import ConfigError
+from ._errors import ConfigError
 
 __all__ = ["fraction", "integer_at_least", "optional_integer_at_least", "positive_number"]
 

@@ -14,8 +14,8 @@ from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from ..errors import StateError
 from ._audit import judge_record, verdict_records
+from ._errors import StateError
 from ._events import Event, Reset, ToolCall
 from ._failure_signs import infer_failure as infer_failure  # documented here: whether a tool failed
 from ._fingerprint import (

@@ -10,8 +10,8 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeGuard
 
-from ..errors import EventError
 from ._canonical import MAX_DEPTH, MAX_NODES, MAX_STRING, digest, digest_bytes, fold_string
+from ._errors import EventError
 
 if TYPE_CHECKING:
     from datetime import datetime

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Union
 
-from ..errors import EventError
+from ._errors import EventError
 from ._event_values import (
     MAX_ARG_DEPTH,
     MAX_ARG_NODES,

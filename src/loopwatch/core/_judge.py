@@ -29,8 +29,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..errors import ConfigError, LoopwatchError
 from ._checked import integer_at_least
+from ._errors import ConfigError, LoopwatchError
 from ._events import Event, Message, TextDelta, ToolCall, ToolResult, Usage
 
 _LINE_CHARS: Final = 300

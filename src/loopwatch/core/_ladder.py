@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ..errors import ConfigError
 from ._checked import integer_at_least
+from ._errors import ConfigError
 from ._verdict import SEVERITY, Action
 
 Metric = Literal["count", "detections"]

@@ -12,9 +12,9 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..errors import ConfigError
 from ._checked import positive_number
 from ._configured import Configured
+from ._errors import ConfigError
 from ._session_state import UsageCounters as UsageCounters  # what a limit reads: a session's own counters
 from .detectors._base import Step
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ConfigError
 from . import detectors as _rules  # noqa: F401  (defining the rules declares their patterns and templates)
+from ._errors import ConfigError
 from ._patterns import REGISTRY
 
 Overrides = Mapping[str, "str | Mapping[int | str, str]"]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-from ..errors import ConfigError
+from ._errors import ConfigError
 from ._ladder import Ladder
 
 __all__ = [

@@ -15,8 +15,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from ..errors import ConfigError
 from ._checked import integer_at_least
+from ._errors import ConfigError
 from ._ladder import Ladder, Metric, Rung
 from ._limits import Limit, Limits
 from ._messages import Messages

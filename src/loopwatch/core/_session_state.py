@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import Any, Final
 
-from ..errors import OtherLayoutError
+from ._errors import OtherLayoutError
 from .detectors._state import Flat, flat_items, flat_of, integer, optional_integer, table, text, text_tuple
 from .detectors._state_pack import layout_of, pack_table, record_maker, table_unpacker
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from ...errors import ConfigError
+from .._errors import ConfigError
 from .._ladder import Ladder
 from .._patterns import Pattern
 from ._base import Detector, Finding, Step, call_label, mutates, polls, pushed

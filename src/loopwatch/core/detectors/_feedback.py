@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ...errors import ConfigError
 from .._checked import fraction
+from .._errors import ConfigError
 from .._fingerprint import preview
 from .._kernels import alnum_word_pair
 from .._lazy_re import lazy_compile

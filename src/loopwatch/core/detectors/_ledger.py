@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ...errors import ConfigError
+from .._errors import ConfigError
 from .._fingerprint import preview
 from .._ladder import Ladder
 from .._patterns import Pattern

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import ConfigError
+from .._errors import ConfigError
 from .._fingerprint import preview
 from .._ladder import Ladder
 from .._patterns import Pattern

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ...errors import ConfigError
+from .._errors import ConfigError
 from .._ladder import Ladder
 from .._patterns import Pattern
 from .._tools import runs_code

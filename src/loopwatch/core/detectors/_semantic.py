@@ -31,7 +31,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Final, Protocol
 
-from ...errors import ConfigError
+from .._errors import ConfigError
 from .._fingerprint import preview
 from .._ladder import Ladder
 from .._patterns import Pattern

@@ -6,10 +6,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from ...errors import ConfigError
 from .. import _kernels
 from .._chanting import ChantHit, ChantTracker
 from .._checked import fraction, integer_at_least, optional_integer_at_least
+from .._errors import ConfigError
 from .._fingerprint import preview
 from .._ladder import Ladder
 from .._patterns import Pattern
