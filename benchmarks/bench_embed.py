@@ -27,8 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_guard
-from loopwatch.semantic import builtin_embedder, shared_minilm
-from loopwatch.semantic.tokenizer import WordPieceTokenizer
+from loopwatch.semantic import WordPieceTokenizer, builtin_embedder, shared_minilm
 
 
 def rss_kib() -> int | None:

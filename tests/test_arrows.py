@@ -208,7 +208,7 @@ def test_only_the_program_s_entry_imports_the_command_line() -> None:
     """The guard, the stores, the sinks, the adapters and the service included: the command line drives them."""
     graph = _graph()
     others = [module for module in graph if not _within(module, (*CLI, *PROGRAM))]
-    assert {"loopwatch", "loopwatch._guard", "loopwatch.server.board", "loopwatch.adapters.mcp"} <= set(others)
+    assert {"loopwatch", "loopwatch._guard", "loopwatch.server._board", "loopwatch.adapters.mcp"} <= set(others)
     bad = [
         f"{module}:{line} -> {target}" for module in others for target, _, line in graph[module] if _within(target, CLI)
     ]

@@ -39,7 +39,7 @@ from loopwatch.core.detectors._revisit import RevisitDetector
 from loopwatch.core.detectors._text import SimilarTextDetector
 from loopwatch.errors import LoopwatchError, MissingExtraError
 from loopwatch.remote import ServiceGuard
-from loopwatch.semantic.tokenizer import WordPieceTokenizer
+from loopwatch.semantic import WordPieceTokenizer
 from loopwatch.stores import MemoryStore
 from loopwatch.stores.sqlite import SqliteStore
 

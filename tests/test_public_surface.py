@@ -335,45 +335,8 @@ EXPORTS: dict[str, list[str]] = {
     ],
     # the service
     "loopwatch.server": ["ServiceSettings", "Tokens", "create_app", "serve"],
-    # the service's modules (the service is started with `loopwatch serve` or create_app; these hold its parts)
-    "loopwatch.server.app": ["Service", "app_from_env", "create_app"],
-    "loopwatch.server.board": ["DIMENSIONS", "Board", "make_note"],
+    # the service's errors (ApiError, in the error tree)
     "loopwatch.server.errors": ["CODES", "ApiError"],
-    "loopwatch.server.openapi": ["document"],
-    "loopwatch.server.prometheus": ["CONTENT_TYPE", "MULTIPROC_ENV", "ServiceMetrics", "render"],
-    "loopwatch.server.ratelimit": ["RateLimiter"],
-    "loopwatch.server.relay": ["Relay", "relay_url"],
-    "loopwatch.server.run": ["main", "parser", "serve"],
-    "loopwatch.server.settings": ["SETTINGS_ENV", "TOKENS_ENV", "ServiceSettings", "Tokens", "is_loopback"],
-    # the embedders' modules
-    "loopwatch.semantic.adapters": [
-        "CallableEmbedder",
-        "EncodeEmbedder",
-        "MethodEmbedder",
-        "OpenAIEmbedder",
-        "embedder_from",
-    ],
-    "loopwatch.semantic.base": [
-        "Embedder",
-        "EmbeddingError",
-        "EmbeddingInputError",
-        "Vector",
-        "check_texts",
-        "cosine",
-        "reject_awaitable",
-        "to_vector",
-        "to_vectors",
-    ],
-    "loopwatch.semantic.cache": ["CacheInfo", "CachedEmbedder", "text_key"],
-    "loopwatch.semantic.minilm": [
-        "DIMENSION",
-        "MAX_LENGTH",
-        "MODEL_DISTRIBUTION",
-        "MODEL_NAME",
-        "MiniLMEmbedder",
-        "packaged_model_path",
-    ],
-    "loopwatch.semantic.tokenizer": ["WordPieceTokenizer", "bert_vocabulary"],
     # the error tree (drawn in its docstring)
     "loopwatch.errors": [
         "ConfigError",
@@ -426,26 +389,8 @@ PUBLIC_MODULES = {
     "cli": ["loopwatch.cli"],
     "core": ["loopwatch.core", "loopwatch.core.detectors"],
     "formats": ["loopwatch.formats", *(f"loopwatch.formats.{name}" for name in FORMATS)],
-    "semantic": [
-        "loopwatch.semantic",
-        "loopwatch.semantic.adapters",
-        "loopwatch.semantic.base",
-        "loopwatch.semantic.cache",
-        "loopwatch.semantic.minilm",
-        "loopwatch.semantic.tokenizer",
-    ],
-    "server": [
-        "loopwatch.server",
-        "loopwatch.server.app",
-        "loopwatch.server.board",
-        "loopwatch.server.errors",
-        "loopwatch.server.openapi",
-        "loopwatch.server.prometheus",
-        "loopwatch.server.ratelimit",
-        "loopwatch.server.relay",
-        "loopwatch.server.run",
-        "loopwatch.server.settings",
-    ],
+    "semantic": ["loopwatch.semantic"],
+    "server": ["loopwatch.server", "loopwatch.server.errors"],
     "stores": ["loopwatch.stores", "loopwatch.stores.redis", "loopwatch.stores.sqlite"],
 }
 """Every module whose dotted path has no part starting with an underscore, by subpackage ("" is the package root)."""

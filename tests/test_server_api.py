@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from loopwatch import Guard
-from loopwatch.server.openapi import document
+from loopwatch.server._openapi import document
 from service_process import HOST, ServiceProcess, session_events
 
 pytest.importorskip("starlette")
@@ -158,7 +158,7 @@ def test_metrics_openapi_health_and_dashboard(service: ServiceProcess) -> None:
     status, served = service.call("GET", "/v1/openapi.json", token=None)
     assert status == 200 and served == document()
     assert json.loads((REPO / "docs" / "openapi.json").read_text()) == served, (
-        "docs/openapi.json is stale: python -m loopwatch.server.openapi > docs/openapi.json"
+        "docs/openapi.json is stale: python -m loopwatch.server._openapi > docs/openapi.json"
     )
     for path in served["paths"]:
         if "{" not in path and path not in ("/v1/live",):

@@ -116,8 +116,8 @@ def test_a_failing_hook_never_reaches_the_agent() -> None:
 
 def test_the_service_records_verdicts_on_the_callers_trace() -> None:
     uvicorn = pytest.importorskip("uvicorn")
-    from loopwatch.server.app import create_app
-    from loopwatch.server.settings import ServiceSettings, Tokens
+    from loopwatch.server._app import create_app
+    from loopwatch.server._settings import ServiceSettings, Tokens
     from redis_server import free_port
 
     port = free_port()

@@ -196,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return mcp_main(arguments[1:])
     if arguments[:1] == ["serve"]:  # the service parses its own options
-        from ..server.run import main as serve_main
+        from ..server._run import main as serve_main
 
         return serve_main(arguments[1:])
     args = _parser().parse_args(arguments)

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import threading
 
-from .adapters import CallableEmbedder, EncodeEmbedder, MethodEmbedder, OpenAIEmbedder, embedder_from
-from .base import Embedder, EmbeddingError, EmbeddingInputError, Vector, cosine, to_vector, to_vectors
-from .cache import CachedEmbedder, CacheInfo, text_key
-from .minilm import MAX_LENGTH, MODEL_DISTRIBUTION, MODEL_NAME, MiniLMEmbedder, packaged_model_path
-from .tokenizer import WordPieceTokenizer
+from ._adapters import CallableEmbedder, EncodeEmbedder, MethodEmbedder, OpenAIEmbedder, embedder_from
+from ._base import Embedder, EmbeddingError, EmbeddingInputError, Vector, cosine, to_vector, to_vectors
+from ._cache import CachedEmbedder, CacheInfo, text_key
+from ._minilm import MAX_LENGTH, MODEL_DISTRIBUTION, MODEL_NAME, MiniLMEmbedder, packaged_model_path
+from ._tokenizer import WordPieceTokenizer
 
 __all__ = [
     "MAX_LENGTH",

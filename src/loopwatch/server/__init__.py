@@ -11,18 +11,18 @@ configured store, so workers and replicas sharing a Redis/Valkey store share eve
 
 from __future__ import annotations
 
-from .settings import ServiceSettings, Tokens
+from ._settings import ServiceSettings, Tokens
 
 __all__ = ["ServiceSettings", "Tokens", "create_app", "serve"]
 
 
 def __getattr__(name: str) -> object:
     if name == "create_app":
-        from .app import create_app
+        from ._app import create_app
 
         return create_app
     if name == "serve":
-        from .run import serve
+        from ._run import serve
 
         return serve
     raise AttributeError(name)

@@ -12,8 +12,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from .._timeline import ACTION_COLOURS, KIND_COLOURS, KIND_NAMES, OTHER_TOOL, TOOL_PALETTE
+from ._board import DIMENSIONS, Board
 from ._http import checked_name, int_param, json_response
-from .board import DIMENSIONS, Board
 from .errors import ApiError
 
 _TICK: Final = 0.2
@@ -30,7 +30,7 @@ _REPORT_COLOURS: Final = {
 
 
 class BoardRoutes:
-    """The dashboard's routes over one :class:`~loopwatch.server.board.Board` (the service's)."""
+    """The dashboard's routes over one :class:`~loopwatch.server._board.Board` (the service's)."""
 
     def __init__(self, board: Board) -> None:
         self.board = board

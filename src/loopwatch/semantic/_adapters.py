@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError
-from .base import Embedder, EmbeddingError, Vector, check_texts, reject_awaitable, to_vectors
-from .cache import CachedEmbedder
+from ._base import Embedder, EmbeddingError, Vector, check_texts, reject_awaitable, to_vectors
+from ._cache import CachedEmbedder
 
 __all__ = ["CallableEmbedder", "EncodeEmbedder", "MethodEmbedder", "OpenAIEmbedder", "embedder_from"]
 

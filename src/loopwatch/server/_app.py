@@ -32,6 +32,7 @@ from ..core._events import Event, Message, Reset, TextDelta, ToolCall, ToolResul
 from ..core._verdict import Verdict
 from ..errors import EventError, LoopwatchError, StateError
 from ..stores import StoreError
+from ._board import Board, make_note
 from ._board_routes import BoardRoutes
 from ._caller import Caller, ClientTagged, current_caller
 from ._http import (
@@ -46,13 +47,12 @@ from ._http import (
     read_object,
     read_raw,
 )
-from .board import Board, make_note
+from ._openapi import document
+from ._prometheus import CONTENT_TYPE, ServiceMetrics, render
+from ._ratelimit import RateLimiter
+from ._relay import Relay, relay_url
+from ._settings import ServiceSettings, Tokens
 from .errors import ApiError
-from .openapi import document
-from .prometheus import CONTENT_TYPE, ServiceMetrics, render
-from .ratelimit import RateLimiter
-from .relay import Relay, relay_url
-from .settings import ServiceSettings, Tokens
 
 __all__ = ["Service", "app_from_env", "create_app"]
 

@@ -1,6 +1,6 @@
 """The service's OpenAPI 3.1 document (served at ``/v1/openapi.json``; ``docs/openapi.json`` is a copy).
 
-python -m loopwatch.server.openapi > docs/openapi.json
+python -m loopwatch.server._openapi > docs/openapi.json
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from .._cli_options import add_audit_option, add_policy_options, add_store_option
 from .._policy_spec import PolicySpec, config_path
 from ..errors import ConfigError, LoopwatchError, MissingExtraError
-from .settings import DEFAULT_PORT, SETTINGS_ENV, ServiceSettings, Tokens, is_loopback
+from ._settings import DEFAULT_PORT, SETTINGS_ENV, ServiceSettings, Tokens, is_loopback
 
 __all__ = ["main", "parser", "serve"]
 
@@ -99,7 +99,7 @@ def serve(settings: ServiceSettings, *, log_level: str = "warning") -> int:
     try:
         import uvicorn
 
-        from . import app  # noqa: F401 (the server extra is installed)
+        from . import _app  # noqa: F401 (the server extra is installed)
     except ImportError as exc:
         raise MissingExtraError(exc.name or "starlette", "server") from exc
     tokens = Tokens.load(settings.token_file)
@@ -119,7 +119,7 @@ def serve(settings: ServiceSettings, *, log_level: str = "warning") -> int:
     )
     try:
         uvicorn.run(
-            "loopwatch.server.app:app_from_env",
+            "loopwatch.server._app:app_from_env",
             factory=True,
             host=settings.host,
             port=settings.port,
