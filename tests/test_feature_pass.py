@@ -162,19 +162,30 @@ def test_a_label_is_kept_by_its_limit_and_cut_from_one_head(monkeypatch: pytest.
     from loopwatch.core._fingerprint import preview
     from loopwatch.core._steps import step_of
 
+    def defined(step: base.Step, limit: int) -> str:  # what each limit's own cut gives
+        edge = 4 * limit
+        head = {k: v[:edge] if type(v) is str else v for k, v in step.projected.items()}  # type: ignore[union-attr]
+        return f"bash({preview(canonical_json(head)[:edge], limit)})"
+
     engine = Engine(preset("default-lexical"))
     args = {"command": "python run.py --seed 7 " + "x" * 900, "cwd": "/work", "n": 3, "verbose": True}
     step = step_of(engine.new_session(), ToolCall("bash", args), 0, engine._projected)
     encoded = _counting(monkeypatch, base, "canonical_json")
     labels = {limit: base.call_label(step, limit) for limit in (120, 60, 30, 120, 200, 200)}
     assert len(encoded) == 2  # one head for 120, 60 and 30; one more for 200 (past the head)
-    for limit, label in labels.items():  # what each limit's own cut gives
-        edge = 4 * limit
-        head = {k: v[:edge] if type(v) is str else v for k, v in step.projected.items()}  # type: ignore[union-attr]
-        assert label == f"bash({preview(canonical_json(head)[:edge], limit)})"
+    for limit, label in labels.items():
+        assert label == defined(step, limit)
         assert base.call_label(step, limit) is label  # kept, not made again
     assert len(encoded) == 2
     assert len({labels[120], labels[60], labels[30], labels[200]}) == 4
+    # the shorter label first (the cycle rule's, on every call): its head is cut at its own length, half the work
+    again = step_of(engine.new_session(), ToolCall("bash", args), 0, engine._projected)
+    assert [base.call_label(again, limit) for limit in (60, 120)] == [labels[60], labels[120]]
+    assert len(encoded) == 4
+    # a head that cut nothing serves every label
+    short = step_of(engine.new_session(), ToolCall("bash", {"command": "ls -la"}), 0, engine._projected)
+    assert [base.call_label(short, limit) for limit in (30, 200)] == [defined(short, 30), defined(short, 200)]
+    assert len(encoded) == 5
 
 
 @FROM_SOURCE

@@ -299,23 +299,17 @@ def call_label(step: Step, limit: int = 120) -> str:
     if label is None:
         if step.canonical is None and step.payload is not None and step.projected is not None:
             edge = 4 * limit
-            if edge <= _LABEL_EDGE:
-                # one head for every label up to _LABEL_EDGE characters: its first ``edge`` characters are those of
-                # the head cut at ``edge`` (a string cut shorter is a prefix, and its JSON already reaches ``edge``)
-                text = step.label_head
-                if text is None:
-                    text = step.label_head = canonical_json(_cut(step.projected, _LABEL_EDGE))[:_LABEL_EDGE]
-            else:
-                text = canonical_json(_cut(step.projected, edge))
-            label = f"{step.tool}({preview(text[:edge], limit)})"
+            head = step.label_head
+            if head is None or (head[0] < edge and len(head[1]) >= head[0]):
+                # the head for this label and every shorter one: the first ``e`` characters of the JSON with strings
+                # cut at ``edge`` are those of the JSON cut at ``e`` (a string cut shorter is a prefix, and its JSON
+                # already reaches ``e``); a head shorter than its edge cut nothing, and serves every label
+                head = step.label_head = (edge, canonical_json(_cut(step.projected, edge))[:edge])
+            label = f"{step.tool}({preview(head[1][:edge], limit)})"
         else:
             label = f"{step.tool}({preview(canonical_of(step), limit)})"
         labels[limit] = label
     return label
-
-
-_LABEL_EDGE: Final = 480
-"""Characters of the canonical arguments the labels of up to 120 characters are cut from."""
 
 
 def _cut(args: Mapping[str, Any], edge: int) -> dict[str, Any]:
