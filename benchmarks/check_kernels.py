@@ -85,6 +85,9 @@ def check(text: str, differences: Counter[str], regex: bool) -> int:
     if compiled.poll_word(text[:400]) != pure.poll_word(text[:400]):
         differences["poll_word"] += 1
     calls += 1
+    if compiled.change_word(text[:700]) != pure.change_word(text[:700]):
+        differences["change_word"] += 1
+    calls += 1
     if compiled.word_sketch(data, 48, 1024) != pure.word_sketch(data, 48, 1024):
         differences["word_sketch"] += 1
     calls += 1

@@ -148,6 +148,10 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
             differences += 1
             print(f"DIFFERENCE in poll_word: {text[:200]!r}", file=sys.stderr)
         calls += 1
+        if compiled.change_word(text[:700]) != pure.change_word(text[:700]):
+            differences += 1
+            print(f"DIFFERENCE in change_word: {text[:200]!r}", file=sys.stderr)
+        calls += 1
         if compiled.word_sketch(data, 32, 1024) != pure.word_sketch(data, 32, 1024):
             differences += 1
             print(f"DIFFERENCE in word_sketch: {data[:200]!r}", file=sys.stderr)

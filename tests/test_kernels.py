@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from loopwatch.core import _kernels, _kernels_py
 from loopwatch.core import _masking as masking
-from loopwatch.core._fingerprint import _POLL_COMMAND
+from loopwatch.core._fingerprint import _MUTATING_VERB, _POLL_COMMAND
 from loopwatch.core._kernels_py import WORD_CODE
 from loopwatch.core._masking import masked
 from loopwatch.core.detectors import _base as base
@@ -257,6 +257,32 @@ def test_every_poll_command_starts_with_a_poll_word(text: str) -> None:
     expression takes must hold a poll word where a part starts."""
     if _POLL_COMMAND.search(text):
         assert _kernels.poll_word(text)
+
+
+_CHANGE_PIECES = [
+    *_kernels_py.CHANGE_WORDS, "sed -i s/a/b/ f", "git apply x.patch", "pip install x", "uv pip install", "cp a b",
+    "python3 -m pip install", "apt-get install", "npm add x", "ls", "scp", "format", "git status", "sedan", "-i",
+    " ", "\t", "\n", ";", "&", "|", "(", ")", "-", "x", "\x85", "\xa0", "\u3000", "é", "😀", "\ud800",
+]  # fmt: skip
+_change_text = st.one_of(any_text, st.lists(st.sampled_from(_CHANGE_PIECES), max_size=16).map("".join))
+
+
+@settings(max_examples=600, deadline=None)
+@given(_change_text)
+def test_change_word_is_its_regular_expression(text: str) -> None:
+    expected = _kernels_py.CHANGE_WORD.search(text) is not None
+    assert _kernels_py.change_word(text) is expected
+    if _kernels_c is not None:
+        assert compiled().change_word(text) is expected
+
+
+@settings(max_examples=600, deadline=None)
+@given(_change_text)
+def test_every_changing_command_starts_with_a_change_word(text: str) -> None:
+    """``is_mutation`` asks the compiled kernel first and the verb expression only when it says yes: every command
+    the expression takes must hold a change word where a part starts."""
+    if _MUTATING_VERB.search(text):
+        assert _kernels_py.change_word(text)
 
 
 def test_poll_word_finds_the_words_where_a_part_of_a_command_starts() -> None:

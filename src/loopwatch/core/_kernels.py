@@ -17,6 +17,7 @@ __all__ = [
     "COMPILED",
     "alnum_word_pair",
     "bottom_k",
+    "change_word",
     "collapsed",
     "error_lines",
     "fold",
@@ -60,6 +61,7 @@ line_bits = _impl.line_bits
 unquoted_line_bits = _impl.unquoted_line_bits
 numbers_marked = _impl.numbers_marked
 poll_word = _impl.poll_word
+change_word = _impl.change_word
 collapsed = _impl.collapsed
 blanks_dropped = _impl.blanks_dropped
 alnum_word_pair = _impl.alnum_word_pair

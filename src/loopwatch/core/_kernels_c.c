@@ -66,7 +66,7 @@ static unsigned char byte_space[256];  /* bytes.split(): " \t\n\r\x0b\x0c" */
 static unsigned char byte_blank[256];  /* lines_of drops " \t\r\x0b\x0c" */
 static unsigned char byte_word[256];   /* the re module's \w for bytes: [A-Za-z0-9_] */
 static unsigned char byte_alnum[256];  /* [A-Za-z0-9] */
-static unsigned char poll_before[256]; /* what a poll word may follow: str.isspace() of a Latin-1 character, ;&|( */
+static unsigned char poll_before[256]; /* what a part of a command follows: str.isspace() of Latin-1, ;&|( */
 
 static void tables_init(void) {
     for (int c = 0; c < 256; c++) {
@@ -1948,24 +1948,48 @@ PyDoc_STRVAR(poll_word_doc,
              "``docker``, ``squeue``, ``qstat``, ``ps``, ``curl``) begin ``text``, or follow a blank (``str.isspace``), "
              "``;``, ``&``, ``|`` or ``(`` in it? One pass, where the pure twin tests for each word in turn.");
 
+PyDoc_STRVAR(change_word_doc,
+             "change_word(text: str) -> bool\n--\n\n"
+             "Does one of the words a command that changes something starts with (CHANGE_WORDS: ``sed``, ``cp``, "
+             "``git``, ``pip``...) begin ``text``, or follow a blank (``str.isspace``), ``;``, ``&``, ``|`` or ``(`` "
+             "in it? One pass; the pure twin is the regular expression CHANGE_WORD.");
+
+/* Words looked for where a part of a command starts (the start, or after a blank, ;, &, | or (): the words, and
+   for each byte the words that begin with it, one bit each. */
+typedef struct {
+    const char *const *words;
+    int count;
+    uint64_t first[256];
+} PartWords;
+
 static const char *const poll_words[] = {"sleep", "wait", "watch", "tail", "gh", "kubectl",
                                          "docker", "squeue", "qstat", "ps", "curl"};
-#define POLL_WORDS ((int)(sizeof(poll_words) / sizeof(poll_words[0])))
-static uint16_t poll_first[256]; /* poll_first[c]: the poll words that begin with byte c, one bit each */
+static const char *const change_words[] = {
+    "sed", "perl",  "tee",   "patch",  "mv",     "cp",     "rm",          "mkdir",       "touch",    "chmod",
+    "ln",  "git",   "pip",   "uv",     "npm",    "yarn",   "pnpm",        "apt",         "brew",     "conda",
+    "cargo", "python", "create", "edit", "insert", "str_replace", "apply_patch", "truncate", "dd"};
+#define WORD_COUNT(words) ((int)(sizeof(words) / sizeof(words[0])))
+static PartWords poll_set = {poll_words, WORD_COUNT(poll_words), {0}};
+static PartWords change_set = {change_words, WORD_COUNT(change_words), {0}};
+
+static void part_words_init(PartWords *set) {
+    for (int w = 0; w < set->count; w++) set->first[(unsigned char)set->words[w][0]] |= (uint64_t)1 << w;
+}
 
 static void poll_init(void) {
-    for (int w = 0; w < POLL_WORDS; w++) poll_first[(unsigned char)poll_words[w][0]] |= (uint16_t)(1u << w);
+    part_words_init(&poll_set);
+    part_words_init(&change_set);
     for (int c = 0; c < 256; c++)
         poll_before[c] = (unsigned char)(c == ';' || c == '&' || c == '|' || c == '(' || Py_UNICODE_ISSPACE(c));
 }
 
-/* Does a poll word start at ``at`` (the text's characters read through PyUnicode_READ)? */
-static int poll_word_at(int kind, const void *data, Py_ssize_t n, Py_ssize_t at) {
+/* Does one of the set's words start at ``at`` (the text's characters read through PyUnicode_READ)? */
+static int part_word_at(const PartWords *set, int kind, const void *data, Py_ssize_t n, Py_ssize_t at) {
     const Py_UCS4 first = PyUnicode_READ(kind, data, at);
-    if (first > 255 || !poll_first[first]) return 0;
-    for (int w = 0; w < POLL_WORDS; w++) {
-        if (!(poll_first[first] & (1u << w))) continue;
-        const char *word = poll_words[w];
+    if (first > 255 || !set->first[first]) return 0;
+    for (int w = 0; w < set->count; w++) {
+        if (!(set->first[first] & ((uint64_t)1 << w))) continue;
+        const char *word = set->words[w];
         Py_ssize_t k = 1;
         while (word[k] && at + k < n && PyUnicode_READ(kind, data, at + k) == (Py_UCS4)(unsigned char)word[k]) k++;
         if (!word[k]) return 1;
@@ -1977,25 +2001,30 @@ static inline int poll_boundary(Py_UCS4 c) {
     return c < 256 ? poll_before[c] : Py_UNICODE_ISSPACE(c);
 }
 
-static PyObject *poll_word(PyObject *self, PyObject *arg) {
+/* Does one of the set's words begin ``arg`` or a part of it (after a blank, ;, &, | or ()? */
+static PyObject *part_word(const PartWords *set, PyObject *arg, const char *name) {
     if (!PyUnicode_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "poll_word() expects str, not %.100s", Py_TYPE(arg)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s() expects str, not %.100s", name, Py_TYPE(arg)->tp_name);
         return NULL;
     }
     const Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
     const int kind = PyUnicode_KIND(arg);
     const void *data = PyUnicode_DATA(arg);
-    if (n > 0 && poll_word_at(kind, data, n, 0)) Py_RETURN_TRUE;
+    if (n > 0 && part_word_at(set, kind, data, n, 0)) Py_RETURN_TRUE;
     if (kind == PyUnicode_1BYTE_KIND) { /* most texts: a byte a character, a table look-up for the boundaries */
         const unsigned char *s = (const unsigned char *)data;
         for (Py_ssize_t i = 1; i < n; i++)
-            if (poll_first[s[i]] && poll_before[s[i - 1]] && poll_word_at(kind, data, n, i)) Py_RETURN_TRUE;
+            if (set->first[s[i]] && poll_before[s[i - 1]] && part_word_at(set, kind, data, n, i)) Py_RETURN_TRUE;
         Py_RETURN_FALSE;
     }
     for (Py_ssize_t i = 1; i < n; i++)
-        if (poll_boundary(PyUnicode_READ(kind, data, i - 1)) && poll_word_at(kind, data, n, i)) Py_RETURN_TRUE;
+        if (poll_boundary(PyUnicode_READ(kind, data, i - 1)) && part_word_at(set, kind, data, n, i)) Py_RETURN_TRUE;
     Py_RETURN_FALSE;
 }
+
+static PyObject *poll_word(PyObject *self, PyObject *arg) { return part_word(&poll_set, arg, "poll_word"); }
+
+static PyObject *change_word(PyObject *self, PyObject *arg) { return part_word(&change_set, arg, "change_word"); }
 
 /* -- collapsed --------------------------------------------------------------------------------------------- */
 
@@ -2101,6 +2130,7 @@ static PyMethodDef methods[] = {
     {"masked_bytes", (PyCFunction)masked_bytes, METH_O, masked_bytes_doc},
     {"last_error_line", (PyCFunction)last_error_line, METH_O, last_error_line_doc},
     {"poll_word", (PyCFunction)poll_word, METH_O, poll_word_doc},
+    {"change_word", (PyCFunction)change_word, METH_O, change_word_doc},
     {"collapsed", (PyCFunction)(void (*)(void))collapsed, METH_FASTCALL, collapsed_doc},
     {"_vector_instructions", (PyCFunction)(void (*)(void))vector_instructions, METH_FASTCALL, vector_instructions_doc},
     {NULL, NULL, 0, NULL},

@@ -17,11 +17,14 @@ from operator import not_
 from typing import Final
 
 __all__ = [
+    "CHANGE_WORD",
+    "CHANGE_WORDS",
     "ERROR_LINE",
     "NUMBER",
     "QUOTED",
     "alnum_word_pair",
     "bottom_k",
+    "change_word",
     "collapsed",
     "error_lines",
     "fold",
@@ -207,6 +210,23 @@ def poll_word(text: str) -> bool:
         if word in text:
             return POLL_WORD.search(text) is not None
     return False
+
+
+CHANGE_WORDS: Final = (
+    "sed", "perl", "tee", "patch", "mv", "cp", "rm", "mkdir", "touch", "chmod", "ln", "git", "pip", "uv", "npm", "yarn",
+    "pnpm", "apt", "brew", "conda", "cargo", "python", "create", "edit", "insert", "str_replace", "apply_patch",
+    "truncate", "dd",
+)  # fmt: skip
+"""The words a command that changes something starts with where a part of it starts: every match of
+:data:`loopwatch.core._fingerprint._MUTATING_VERB` begins with one (``sed -i``, ``git apply``, ``pip install``...)."""
+CHANGE_WORD: Final = re.compile(r"(?:^|[\s;&|(])(?:" + "|".join(CHANGE_WORDS) + ")")
+"""What :func:`change_word` finds, as a regular expression: the definition, and the pure twin itself (substring tests
+first would not rule out much: ``cp``, ``rm`` and ``ln`` are in many words)."""
+
+
+def change_word(text: str) -> bool:
+    """Does one of :data:`CHANGE_WORDS` begin ``text``, or follow a blank, ``;``, ``&``, ``|`` or ``(`` in it?"""
+    return CHANGE_WORD.search(text) is not None
 
 
 # -- whitespace collapsed ------------------------------------------------------------------------------------
