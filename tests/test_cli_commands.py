@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import gzip
 import json
 import re
@@ -292,7 +293,7 @@ def test_a_scan_goes_on_in_one_process_where_processes_cannot_be_started(
     def no_processes(*args: object, **kwargs: object) -> None:  # a sandbox without process-shared locks
         raise OSError(38, "Function not implemented")
 
-    monkeypatch.setattr(batch, "ProcessPoolExecutor", no_processes)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", no_processes)  # where the scan imports it from
     code, out, err = run(capsys, "scan", str(tmp_path / "examples"), "--json", "-j", "2")
     assert code == 0
     assert out == alone

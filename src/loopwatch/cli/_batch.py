@@ -12,14 +12,12 @@ memory stays flat however many files there are.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .._policy_spec import PolicySpec
 from ..core._policy import Policy
@@ -27,6 +25,9 @@ from ..errors import InputError
 from ..readers import ErrorHandler, Format, Run, expand_paths, read_file, read_meter
 from ._scan import RunReport, scan_runs
 from ._summary import RunDigest, digest_run
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 _SPLIT_BYTES: Final = 2_000_000
 """Files at least this big are shared between workers (when their format allows)."""
@@ -186,6 +187,9 @@ def scan_files(
 def _workers(jobs: int, progress: ScanProgress | None) -> tuple[ProcessPoolExecutor, Any]:
     """A pool of ``jobs`` worker processes and the count of bytes they read (shared with this process); raises
     ``OSError`` or ``NotImplementedError`` where processes cannot share a lock."""
+    import multiprocessing  # here: a scan in one process never loads them (~8 ms at start)
+    from concurrent.futures import ProcessPoolExecutor
+
     counter = multiprocessing.Value("q", 0)
     setup: dict[str, Any] = {"initializer": _start_worker, "initargs": (counter,)} if progress is not None else {}
     return ProcessPoolExecutor(max_workers=jobs, **setup), counter

@@ -13,6 +13,9 @@ from .._policy_spec import PolicySpec
 from ..core._policy import Policy
 from ..errors import InputError
 
+FAIL_ON: Final = ("nudge", "block", "stop")
+"""The levels ``scan --fail-on`` takes, weakest first."""
+
 
 class InputErrors:
     """Bad input, reported on stderr as it is found and counted (the exit status says some input was bad)."""

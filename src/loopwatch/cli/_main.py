@@ -25,6 +25,7 @@ level or above; 2 on unusable input or configuration (the message names the file
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -34,9 +35,8 @@ from .._cli_options import add_json_option, add_policy_options, add_store_option
 from .._policy_spec import PolicySpec
 from ..errors import ConfigError, LoopwatchError
 from ..readers import FORMATS
-from . import _eval_command, _explain_command, _scan_command, _sessions_command
-from ._common import Command, InputErrors
-from ._metrics import LabelError
+from ._common import FAIL_ON, Command, InputErrors
+from ._eval_inputs import LabelError
 
 
 def version_line() -> str:
@@ -86,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     scan.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report to FILE")
     scan.add_argument(
         "--fail-on",
-        choices=_scan_command.FAIL_ON,
+        choices=FAIL_ON,
         default=None,
         metavar="ACTION",
         help="exit with status 1 when a run gets a verdict of ACTION or stronger: nudge, block or stop (for CI)",
@@ -216,7 +216,8 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     errors = InputErrors()
     try:
-        command = _COMMANDS[args.command]
+        module, name = _COMMANDS[args.command]  # imported for the command run: a scan never loads eval's modules
+        command: Command = getattr(importlib.import_module(f"{__package__}.{module}"), name)
         code = command(args, spec, policy, errors)
     except BrokenPipeError:
         raise
@@ -238,9 +239,10 @@ def _silence_stdout() -> None:
         pass
 
 
-_COMMANDS: dict[str, Command] = {
-    "scan": _scan_command.scan,
-    "eval": _eval_command.evaluate,
-    "explain": _explain_command.explain,
-    "sessions": _sessions_command.sessions,
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "scan": ("_scan_command", "scan"),
+    "eval": ("_eval_command", "evaluate"),
+    "explain": ("_explain_command", "explain"),
+    "sessions": ("_sessions_command", "sessions"),
 }
+"""Each command's module and function."""

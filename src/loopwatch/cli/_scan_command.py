@@ -18,9 +18,6 @@ from ._common import InputErrors, json_line, run_facts, short
 from ._progress import progress_bar
 from ._summary import RunDigest, ScanTotals, episodes
 
-FAIL_ON: tuple[str, ...] = ("nudge", "block", "stop")
-"""The levels ``--fail-on`` takes, weakest first."""
-
 
 def scan(args: argparse.Namespace, spec: PolicySpec, policy: Policy, errors: InputErrors) -> int:
     if args.jobs is not None and args.jobs < 1:
