@@ -1151,11 +1151,16 @@ static inline Py_ssize_t lower_bound_u64(const uint64_t *values, Py_ssize_t n, u
     return (base - values) + (*base < v);
 }
 
-/* The k smallest distinct values folded into words[0:nwords]. For a small k they are kept sorted as they come (most
-   values are larger than the k-th smallest so far and cost one comparison); otherwise all are sorted. */
+/* The k smallest distinct values folded into words[0:nwords]. With no more values than k, all of them, unsorted (a
+   repeat sets the same bit); for a small k they are kept sorted as they come (most values are larger than the k-th
+   smallest so far and cost one comparison); otherwise all are sorted. */
 static void fold_bottom_k(uint64_t *values, Py_ssize_t n, Py_ssize_t k, uint64_t *words, Py_ssize_t nwords) {
     uint64_t mask = (uint64_t)nwords * 64 - 1;
     memset(words, 0, sizeof(uint64_t) * (size_t)nwords);
+    if (k >= n) {
+        for (Py_ssize_t i = 0; i < n; i++) fold_in(words, values[i], mask);
+        return;
+    }
     Py_ssize_t taken = 0;
     if (k > 0 && k <= SMALL_K && k < n) {
         uint64_t best[SMALL_K];
