@@ -241,48 +241,40 @@ _POLL_PIECES = [
 _poll_text = st.one_of(any_text, st.lists(st.sampled_from(_POLL_PIECES), max_size=20).map("".join))
 
 
-@settings(max_examples=600, deadline=None)
-@given(_poll_text)
-def test_poll_word_is_its_regular_expression(text: str) -> None:
-    expected = _kernels_py.POLL_WORD.search(text) is not None
-    assert _kernels_py.poll_word(text) is expected
-    if _kernels_c is not None:
-        assert compiled().poll_word(text) is expected
-
-
-@settings(max_examples=400, deadline=None)
-@given(_poll_text)
-def test_every_poll_command_starts_with_a_poll_word(text: str) -> None:
-    """``is_poll`` asks the kernel first and the command expression only when it says yes: every command the
-    expression takes must hold a poll word where a part starts."""
-    if _POLL_COMMAND.search(text):
-        assert _kernels.poll_word(text)
-
-
 _CHANGE_PIECES = [
     *_kernels_py.CHANGE_WORDS, "sed -i s/a/b/ f", "git apply x.patch", "pip install x", "uv pip install", "cp a b",
     "python3 -m pip install", "apt-get install", "npm add x", "ls", "scp", "format", "git status", "sedan", "-i",
     " ", "\t", "\n", ";", "&", "|", "(", ")", "-", "x", "\x85", "\xa0", "\u3000", "é", "😀", "\ud800",
 ]  # fmt: skip
 _change_text = st.one_of(any_text, st.lists(st.sampled_from(_CHANGE_PIECES), max_size=16).map("".join))
+_PART_WORDS = {  # each kernel that looks for words where a part of a command starts: its definition, its commands
+    "poll_word": (_kernels_py.POLL_WORD, _poll_text, _POLL_COMMAND),
+    "change_word": (_kernels_py.CHANGE_WORD, _change_text, _MUTATING_VERB),
+}
 
 
+@pytest.mark.parametrize("name", sorted(_PART_WORDS))
 @settings(max_examples=600, deadline=None)
-@given(_change_text)
-def test_change_word_is_its_regular_expression(text: str) -> None:
-    expected = _kernels_py.CHANGE_WORD.search(text) is not None
-    assert _kernels_py.change_word(text) is expected
+@given(data=st.data())
+def test_a_part_word_kernel_is_its_regular_expression(name: str, data: st.DataObject) -> None:
+    definition, texts, _ = _PART_WORDS[name]
+    text = data.draw(texts)
+    expected = definition.search(text) is not None
+    assert getattr(_kernels_py, name)(text) is expected
     if _kernels_c is not None:
-        assert compiled().change_word(text) is expected
+        assert getattr(compiled(), name)(text) is expected
 
 
-@settings(max_examples=600, deadline=None)
-@given(_change_text)
-def test_every_changing_command_starts_with_a_change_word(text: str) -> None:
-    """``is_mutation`` asks the compiled kernel first and the verb expression only when it says yes: every command
-    the expression takes must hold a change word where a part starts."""
-    if _MUTATING_VERB.search(text):
-        assert _kernels_py.change_word(text)
+@pytest.mark.parametrize("name", sorted(_PART_WORDS))
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_every_command_its_expression_takes_holds_a_part_word(name: str, data: st.DataObject) -> None:
+    """``is_poll`` and ``is_mutation`` ask the kernel first and the command's expression only when it says yes: every
+    command the expression takes must hold one of the kernel's words where a part starts."""
+    _, texts, command = _PART_WORDS[name]
+    text = data.draw(texts)
+    if command.search(text):
+        assert getattr(_kernels_py, name)(text)
 
 
 def test_poll_word_finds_the_words_where_a_part_of_a_command_starts() -> None:

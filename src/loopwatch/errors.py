@@ -48,30 +48,5 @@ stop from any framework.
 
 from __future__ import annotations
 
-from .core._errors import (
-    ConfigError,
-    EventError,
-    InputError,
-    LoopStopped,
-    LoopwatchError,
-    MissingExtraError,
-    OtherLayoutError,
-    StateError,
-    StoreError,
-    UnknownPresetError,
-    UnsupportedError,
-)
-
-__all__ = [
-    "ConfigError",
-    "EventError",
-    "InputError",
-    "LoopStopped",
-    "LoopwatchError",
-    "MissingExtraError",
-    "OtherLayoutError",
-    "StateError",
-    "StoreError",
-    "UnknownPresetError",
-    "UnsupportedError",
-]
+from .core._errors import *  # noqa: F403 (the tree's classes, defined in the core: this is their public home)
+from .core._errors import __all__ as __all__

@@ -48,7 +48,8 @@ def default_guard(preset: str | Policy | None) -> Guard:
 
 class GuardedAdapter:
     """What adapters with a fixed session share: ``guard`` (else a new one with ``preset``), ``session`` (a
-    string or ``None``) and ``swarm``, checked and kept as attributes of the same names."""
+    string or ``None``) and ``swarm``, checked and kept as attributes of the same names; and, for those that deliver a
+    nudge on the model's next turn, the nudges waiting for it (``_nudges``, a :class:`NudgeQueue`)."""
 
     def __init__(
         self,
@@ -63,6 +64,7 @@ class GuardedAdapter:
         self.guard = guard_of(guard, preset)
         self.session = session
         self.swarm = swarm
+        self._nudges = NudgeQueue()
 
 
 @contextlib.contextmanager

@@ -69,7 +69,7 @@ from ..core._events import Event, Message, ToolCall, ToolResult, Usage
 from ..core._policy import Policy
 from ..core._verdict import LOOP_DETECTED, Verdict
 from ..errors import MissingExtraError
-from ._shared import GuardedAdapter, NudgeQueue, as_text, session_scope
+from ._shared import GuardedAdapter, as_text, session_scope
 
 try:
     from autogen_agentchat.base import TaskResult, Team, TerminatedException, TerminationCondition
@@ -136,7 +136,6 @@ class LoopwatchAutoGen(GuardedAdapter):
     ) -> None:
         super().__init__(guard, preset=preset, session=session, swarm=swarm)
         self._lock = threading.Lock()
-        self._nudges = NudgeQueue()
         self._stops: dict[str, Verdict] = {}  # pending: not yet seen by a termination condition
         self._ended: dict[str, tuple[Verdict, str]] = {}  # by stop reason: the stops the conditions reported
 

@@ -60,7 +60,7 @@ from ..core._events import Event, Message, ToolCall, ToolResult, Usage
 from ..core._policy import Policy
 from ..core._verdict import Verdict
 from ..errors import ConfigError, MissingExtraError
-from ._shared import GuardedAdapter, NudgeQueue, as_text
+from ._shared import GuardedAdapter, as_text
 
 try:
     from smolagents import ActionStep, ToolCallingAgent  # type: ignore[import-untyped]
@@ -120,17 +120,6 @@ class LoopwatchCallback(GuardedAdapter):
     a :class:`~loopwatch.core.Policy`). ``session``: a fixed loopwatch session for every run. ``swarm``:
     passed to ``observe``.
     """
-
-    def __init__(
-        self,
-        guard: Guard | None = None,
-        *,
-        preset: str | Policy | None = None,
-        session: str | None = None,
-        swarm: str | None = None,
-    ) -> None:
-        super().__init__(guard, preset=preset, session=session, swarm=swarm)
-        self._nudges = NudgeQueue()  # for each run's next step, by its session
 
     def __repr__(self) -> str:
         return f"LoopwatchCallback({self.guard!r})"
