@@ -39,6 +39,7 @@ from ..core._swarm_tally import MAX_SWARM_WORKERS as MAX_SWARM_WORKERS
 from ..core._swarm_tally import SwarmTally, count_call
 from ..errors import ConfigError
 from ..errors import StoreError as StoreError  # the error tree holds it: a guard without a store needs no store
+from ._options import refuse_unknown_options
 
 __all__ = [
     "NO_STATE",
@@ -390,19 +391,13 @@ def _ttl(options: dict[str, str]) -> float | None:
 
 
 def _memory(url: str, options: dict[str, str]) -> Store:
-    return MemoryStore(url, ttl=_ttl(_memory_options(url, options)))
+    refuse_unknown_options(options, ("ttl",), repr(url))
+    return MemoryStore(url, ttl=_ttl(options))
 
 
 def _async_memory(url: str, options: dict[str, str]) -> AsyncStore:
-    return AsyncMemoryStore(url, ttl=_ttl(_memory_options(url, options)))
-
-
-def _memory_options(url: str, options: dict[str, str]) -> dict[str, str]:
-    """``options``, or a :class:`ConfigError` naming those a memory store does not take (a misspelled ``ttl``)."""
-    unknown = sorted(set(options) - {"ttl"})
-    if unknown:
-        raise ConfigError(f"unknown option(s) {', '.join(unknown)} in {url!r} (known: ttl)", field="store")
-    return options
+    refuse_unknown_options(options, ("ttl",), repr(url))
+    return AsyncMemoryStore(url, ttl=_ttl(options))
 
 
 def register(

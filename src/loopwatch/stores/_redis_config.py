@@ -10,6 +10,7 @@ from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import ConfigError, MissingExtraError
+from ._options import refuse_unknown_options
 
 DEFAULT_PREFIX: Final = "loopwatch"
 DEFAULT_TIMEOUT: Final = 1.0
@@ -62,10 +63,7 @@ def parse_url(url: str, options: dict[str, str]) -> Config:
         )
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     query.update(options)
-    unknown = sorted(set(query) - set(_OWN_OPTIONS) - set(_CLIENT_OPTIONS))
-    if unknown:
-        known = ", ".join((*_OWN_OPTIONS, *_CLIENT_OPTIONS))
-        raise ConfigError(f"unknown option(s) {', '.join(unknown)} in the Redis URL (known: {known})", field="store")
+    refuse_unknown_options(query, (*_OWN_OPTIONS, *_CLIENT_OPTIONS), "the Redis URL")
     db = parts.path.strip("/")
     if db and not db.isdigit():
         raise ConfigError(f"the database in a Redis URL is a number (redis://host:6379/0), not {db!r}", field="store")

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ._options import refuse_unknown_options
 from ._sqlite_async import AsyncSqliteStore
 from ._sqlite_store import SqliteStore, config_error
 from ._sqlite_tables import SCHEMA_VERSION
@@ -63,9 +64,7 @@ def _parse(url: str, options: dict[str, str]) -> dict[str, Any]:
             f"{url!r}: an in-memory SQLite database is private to one connection, so threads and processes "
             "could not share it; use memory:// for state in this process, or a file"
         )
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise config_error(f"unknown option(s) {', '.join(unknown)} in {url!r} (known: {', '.join(OPTIONS)})")
+    refuse_unknown_options(options, OPTIONS, repr(url))
     found: dict[str, Any] = {"path": path, "url": url}
     if options.get("ttl"):
         found["ttl"] = _number(url, "ttl", options["ttl"])
