@@ -179,7 +179,7 @@ class Guard:
             parsed = _event_of(event)
         except EventError as exc:
             return self._skip(session, exc)
-        with self._locks[hash(name) % _STRIPES]:  # the session's lock stripe (self._lock, inlined: every event)
+        with self._lock(name):
             try:
                 (verdict, records), group = self._evaluate(name, parsed, group)
             except _Raised as raised:
@@ -196,7 +196,7 @@ class Guard:
     def _evaluate(self, session: str, event: Event, swarm: str | None) -> tuple[Evaluation, str | None]:
         """Load, evaluate, save: the engine's evaluation of one event and the session's swarm; errors the caller
         asked for come as :class:`_Raised`."""
-        now = self.clock() if self.clock is not None else None  # self._now(), inlined: every event
+        now = self._now()
         self.stats["events"] += 1
         try:
             try:
