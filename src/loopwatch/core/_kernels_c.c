@@ -66,7 +66,7 @@ static unsigned char byte_space[256];  /* bytes.split(): " \t\n\r\x0b\x0c" */
 static unsigned char byte_blank[256];  /* lines_of drops " \t\r\x0b\x0c" */
 static unsigned char byte_word[256];   /* the re module's \w for bytes: [A-Za-z0-9_] */
 static unsigned char byte_alnum[256];  /* [A-Za-z0-9] */
-static unsigned char poll_before[256]; /* what a part of a command follows: str.isspace() of Latin-1, ;&|( */
+static unsigned char part_before[256]; /* what a part of a command follows: str.isspace() of Latin-1, ;&|( */
 
 static void tables_init(void) {
     for (int c = 0; c < 256; c++) {
@@ -1162,7 +1162,7 @@ static void fold_bottom_k(uint64_t *values, Py_ssize_t n, Py_ssize_t k, uint64_t
         return;
     }
     Py_ssize_t taken = 0;
-    if (k > 0 && k <= SMALL_K && k < n) {
+    if (k > 0 && k <= SMALL_K) {
         uint64_t best[SMALL_K];
         for (Py_ssize_t i = 0; i < n; i++) {
             uint64_t v = values[i];
@@ -1981,11 +1981,11 @@ static void part_words_init(PartWords *set) {
     for (int w = 0; w < set->count; w++) set->first[(unsigned char)set->words[w][0]] |= (uint64_t)1 << w;
 }
 
-static void poll_init(void) {
+static void part_words_tables_init(void) {
     part_words_init(&poll_set);
     part_words_init(&change_set);
     for (int c = 0; c < 256; c++)
-        poll_before[c] = (unsigned char)(c == ';' || c == '&' || c == '|' || c == '(' || Py_UNICODE_ISSPACE(c));
+        part_before[c] = (unsigned char)(c == ';' || c == '&' || c == '|' || c == '(' || Py_UNICODE_ISSPACE(c));
 }
 
 /* Does one of the set's words start at ``at`` (the text's characters read through PyUnicode_READ)? */
@@ -2002,8 +2002,8 @@ static int part_word_at(const PartWords *set, int kind, const void *data, Py_ssi
     return 0;
 }
 
-static inline int poll_boundary(Py_UCS4 c) {
-    return c < 256 ? poll_before[c] : Py_UNICODE_ISSPACE(c);
+static inline int part_boundary(Py_UCS4 c) {
+    return c < 256 ? part_before[c] : Py_UNICODE_ISSPACE(c);
 }
 
 /* Does one of the set's words begin ``arg`` or a part of it (after a blank, ;, &, | or ()? */
@@ -2019,11 +2019,11 @@ static PyObject *part_word(const PartWords *set, PyObject *arg, const char *name
     if (kind == PyUnicode_1BYTE_KIND) { /* most texts: a byte a character, a table look-up for the boundaries */
         const unsigned char *s = (const unsigned char *)data;
         for (Py_ssize_t i = 1; i < n; i++)
-            if (set->first[s[i]] && poll_before[s[i - 1]] && part_word_at(set, kind, data, n, i)) Py_RETURN_TRUE;
+            if (set->first[s[i]] && part_before[s[i - 1]] && part_word_at(set, kind, data, n, i)) Py_RETURN_TRUE;
         Py_RETURN_FALSE;
     }
     for (Py_ssize_t i = 1; i < n; i++)
-        if (poll_boundary(PyUnicode_READ(kind, data, i - 1)) && part_word_at(set, kind, data, n, i)) Py_RETURN_TRUE;
+        if (part_boundary(PyUnicode_READ(kind, data, i - 1)) && part_word_at(set, kind, data, n, i)) Py_RETURN_TRUE;
     Py_RETURN_FALSE;
 }
 
@@ -2153,7 +2153,7 @@ PyMODINIT_FUNC PyInit__kernels_c(void) {
     byte_class_init();
     rare_init();
     keywords_init();
-    poll_init();
+    part_words_tables_init();
 #ifdef X86_SIMD
     cpu_features_init();
 #endif
