@@ -10,7 +10,6 @@ They never read a clock, a file or the network, and never import their driver.
 from __future__ import annotations
 
 import binascii
-import zlib
 from abc import abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Mapping
@@ -211,10 +210,6 @@ def signature_of(step: Step) -> str:
     if cached is None:
         cached = step.signature = error_signature(step.text or "", masked_of(step))
     return str(cached)
-
-
-EMPTY_LINE: Final = zlib.crc32(b"")
-"""The CRC-32 of an empty line (0): never among :func:`line_hashes`."""
 
 
 def line_hashes(step: Step) -> frozenset[int]:
