@@ -548,8 +548,32 @@ def test_compiled_masking_error_lines_and_numbers_match_the_pure_ones_at_every_o
             for end in range(len(data) + 1):
                 assert c.masked_bytes(data[:end]) == masking._masked_bytes_py(data[:end]), (shift, end)
                 if shift < 16:
-                    assert c.error_lines(data[:end]) == _kernels_py.error_lines(data[:end]), (shift, end)
                     assert c.numbers_marked(data[:end]) == _kernels_py.numbers_marked(data[:end]), (shift, end)
+                if shift < 40:  # error_lines' filter reads 3 bytes from each of 32 positions a step
+                    assert c.error_lines(data[:end]) == _kernels_py.error_lines(data[:end]), (shift, end)
+
+    both_ways(check)
+
+
+@needs_compiled
+def test_compiled_error_lines_find_every_keyword_at_every_place_of_a_vector_step() -> None:
+    # the filter rules out positions by a keyword's first 3 bytes, lowercased: each keyword, in any case, must get
+    # through it wherever it starts (its bytes split across two steps, in the last bytes the portable code reads),
+    # and words that only share a keyword's first bytes must not come out as errors
+    keywords = ["error", "fail", "exception", "traceback", "fatal", "denied", "not found", "no such", "cannot"]
+    keywords += ["can't", "unable", "invalid", "refused", "timed out", "timeout", "abort", "panic", "missing"]
+    keywords += ["unknown", "undefined", "unsupported", "not allowed"]
+    near = b"erratic fairy excited trance fatigue dentist note nos canal pancake unabated inverse refund timer abbot"
+    near += b" misty unkempt undo unsure"
+
+    def check(c: ModuleType) -> None:
+        for keyword in keywords:
+            for word in (keyword, keyword.upper(), keyword.title()):
+                for at in range(70):
+                    data = near[:at] + b" " + word.encode() + b" " + near
+                    for end in (len(data), at + 1 + len(word)):
+                        assert c.error_lines(data[:end]) == _kernels_py.error_lines(data[:end]), (word, at, end)
+        assert c.error_lines(near * 3) == _kernels_py.error_lines(near * 3) == []
 
     both_ways(check)
 

@@ -90,14 +90,15 @@ static void tables_init(void) {
      and drops the blanks of a whole text this way before it cuts the lines (line by line, they are too short for
      it to pay: 0.94x);
    - POPCNT: best_similarity's bit counts, one instruction each instead of a library call;
-   - AVX2: masked_bytes finds the digits and hex characters of 32 bytes in one comparison each. */
+   - AVX2: masked_bytes finds the digits and hex characters of 32 bytes in one comparison each; error_lines rules
+     out 32 positions at a time where no keyword can start (find_error_avx2). */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define X86_SIMD 1
 #include <immintrin.h>
 
 static int blanks_simd = 0;         /* SSSE3 */
 static int popcnt_instruction = 0; /* the processor counts bits in one instruction (best_similarity) */
-static int avx2_instructions = 0;  /* 32-byte comparisons (masked_bytes' scan) */
+static int avx2_instructions = 0;  /* 32-byte comparisons (masked_bytes' scan, error_lines' filter) */
 static unsigned char blank_shuffles[256][8]; /* [which of 8 bytes are blanks]: the others' places, in order */
 static unsigned char blank_kept[256];        /* [which of 8 bytes are blanks]: how many others (no popcnt needed) */
 
@@ -323,7 +324,7 @@ static int error_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t p, uint32_t
 
 /* The first position at or after ``from`` where a keyword that counts starts, or -1. Five positions at a time: the
    8 bytes from the first, lowercased, hold the 4 bytes from each of them. */
-static Py_ssize_t find_error(const unsigned char *s, Py_ssize_t n, Py_ssize_t from) {
+static Py_ssize_t find_error_portable(const unsigned char *s, Py_ssize_t n, Py_ssize_t from) {
     for (Py_ssize_t p = from; p + 4 <= n; p += 5) {
         uint64_t w = lower_word(word_at(s, n, p));
 #define FOUR(i) ((uint32_t)(w >> (8 * (i))))
@@ -335,6 +336,65 @@ static Py_ssize_t find_error(const unsigned char *s, Py_ssize_t n, Py_ssize_t fr
 #undef FOUR
     }
     return -1;
+}
+
+#ifdef X86_SIMD
+/* find_error with AVX2: 32 positions a step, ruled out by the first 3 bytes of the keywords (a "Teddy" filter, as
+   Hyperscan's and ripgrep's literal searches do). The keywords are put in 8 buckets (a bit each); for each of the 3
+   bytes from a position, a table by the byte's low half and one by its high half (with 0x20 set: ASCII letters
+   lowercased, and no byte of a keyword changed) give the buckets that byte may belong to, looked up for 32 bytes in
+   one byte shuffle. A position whose 3 bytes leave a bucket standing is checked as find_error_portable checks it; most
+   positions leave none (a few of a hundred do in text: a filter may let through, never keep out). */
+static unsigned char teddy_low[3][16], teddy_high[3][16];
+
+static void teddy_init(void) {
+    static const char *const by_bucket[8] = {"e", "f", "t", "n", "cp", "u", "ird", "am"}; /* by first letter */
+    memset(teddy_low, 0, sizeof(teddy_low));
+    memset(teddy_high, 0, sizeof(teddy_high));
+    for (int k = 0; k < N_KEYWORDS; k++) {
+        const unsigned char *w = (const unsigned char *)keywords[k].word;
+        int bucket = 0;
+        while (bucket < 7 && !strchr(by_bucket[bucket], w[0])) bucket++;
+        for (int i = 0; i < 3; i++) {
+            teddy_low[i][w[i] & 0x0F] |= (unsigned char)(1u << bucket);
+            teddy_high[i][w[i] >> 4] |= (unsigned char)(1u << bucket);
+        }
+    }
+}
+
+__attribute__((target("avx2"), always_inline)) static inline __m256i teddy_buckets(const unsigned char *at, int i) {
+    const __m256i v = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)at), _mm256_set1_epi8(0x20));
+    const __m256i nibble = _mm256_set1_epi8(0x0F);
+    const __m256i low = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)teddy_low[i]));
+    const __m256i high = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)teddy_high[i]));
+    return _mm256_and_si256(_mm256_shuffle_epi8(low, _mm256_and_si256(v, nibble)),
+                            _mm256_shuffle_epi8(high, _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble)));
+}
+
+__attribute__((target("avx2"))) static Py_ssize_t find_error_avx2(const unsigned char *s, Py_ssize_t n,
+                                                                   Py_ssize_t from) {
+    Py_ssize_t p = from;
+    for (; p + 35 <= n; p += 32) { /* 32 positions, each with its 4 bytes in s */
+        const __m256i buckets = _mm256_and_si256(
+            _mm256_and_si256(teddy_buckets(s + p, 0), teddy_buckets(s + p + 1, 1)), teddy_buckets(s + p + 2, 2));
+        uint32_t left = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(buckets, _mm256_setzero_si256()));
+        while (left) {
+            const Py_ssize_t q = p + __builtin_ctz(left);
+            left &= left - 1;
+            const uint32_t four = (uint32_t)lower_word(word_at(s, n, q));
+            if (slot_prefix[PREFIX_SLOT(four)] == four && error_at(s, n, q, slot_keywords[PREFIX_SLOT(four)]))
+                return q;
+        }
+    }
+    return find_error_portable(s, n, p);
+}
+#endif
+
+static Py_ssize_t find_error(const unsigned char *s, Py_ssize_t n, Py_ssize_t from) {
+#ifdef X86_SIMD
+    if (avx2_instructions) return find_error_avx2(s, n, from);
+#endif
+    return find_error_portable(s, n, from);
 }
 
 PyDoc_STRVAR(error_lines_doc, "error_lines(data: bytes) -> list[bytes]\n--\n\n"
@@ -2153,6 +2213,9 @@ PyMODINIT_FUNC PyInit__kernels_c(void) {
     byte_class_init();
     rare_init();
     keywords_init();
+#ifdef X86_SIMD
+    teddy_init();
+#endif
     part_words_tables_init();
 #ifdef X86_SIMD
     cpu_features_init();
