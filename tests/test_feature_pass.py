@@ -73,6 +73,18 @@ def test_error_lines_of_a_build_log() -> None:
     assert error_lines(log) == [b"src/a.c:3: error: x undefined", b"FAILED: 1 test"]
 
 
+_CUT_PARTS = st.sampled_from(
+    [b"[", b"<", b"(", b"...", b".. ", b" ", b"\n", b"truncated", b"TRUNCATED", b"Truncated", b"clipped", b"CLIPPED",
+     b"response ", b"Response ", b"output ", b"OUTPUT ", b">", b"]", b"x", b"\xc3\xa9", b"trunc", b"clip"]
+)  # fmt: skip
+
+
+@SETTINGS
+@given(st.lists(_CUT_PARTS, max_size=20).map(b"".join))
+def test_a_note_that_the_output_was_cut_is_what_the_regular_expression_finds(text: bytes) -> None:
+    assert _failure_text._says_cut(text) == (_failure_text._TRUNCATED.search(text) is not None)
+
+
 _FENCE_PARTS = st.sampled_from(["`", "``", "```", "````", "```py", "x = 1", "say", "\n", " ", "~~~"])
 
 

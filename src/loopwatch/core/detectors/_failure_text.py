@@ -52,6 +52,9 @@ def excerpt_of(step: Step) -> str:
 _TRUNCATED: Final = re.compile(
     rb"\[truncated|<response clipped>|output truncated|\.\.\. ?\(truncated|\[output clipped", re.I
 )
+_TRUNCATED_WORDS: Final = (b"truncated", b"clipped")
+"""A word every match of :data:`_TRUNCATED` holds (lowercased): text without one is ruled out before the expression
+runs (it tries each position in turn: ~9 us for 800 bytes, where the look-ups take ~0.2 us)."""
 _ERROR_LINES: Final = 12
 """Error lines a sketch is made of (the last ones: where a run says what finally went wrong)."""
 
@@ -69,11 +72,17 @@ def error_bits(masked_output: bytes, limit: int = 32) -> int:
     lines = error_lines(text)
     if lines:
         return word_sketch(b"\n".join(lines[-_ERROR_LINES:])[:1_600], limit, SKETCH_BITS)
-    if _TRUNCATED.search(text[-400:]) or _TRUNCATED.search(text[:400]):
+    if _says_cut(text[-400:]) or _says_cut(text[:400]):
         # cut before it said what went wrong: only the very same output is known to be the same failure
         return bottom_k([zlib.crc32(masked_output)], limit)
     text = text if len(text) <= 1_600 else text[:800] + b"\n" + text[-800:]
     return word_sketch(text, limit, SKETCH_BITS)
+
+
+def _says_cut(part: bytes) -> bool:
+    """Does ``part`` say the output was cut (:data:`_TRUNCATED`)?"""
+    lowered = part.lower()  # ASCII letters only, as the expression's re.I does for bytes
+    return any(word in lowered for word in _TRUNCATED_WORDS) and _TRUNCATED.search(part) is not None
 
 
 def error_words(masked_output: bytes, limit: int = 32) -> str:
