@@ -85,6 +85,21 @@ def test_a_note_that_the_output_was_cut_is_what_the_regular_expression_finds(tex
     assert _failure_text._says_cut(text) == (_failure_text._TRUNCATED.search(text) is not None)
 
 
+_QUERY_PARTS = st.sampled_from(
+    ["grep", "-rn", "find", ".", "src/", "./src", "'def", "load'", "Load", "x_y", "42", "\u00e9t\u00e9", "\u0130",
+     "&&", "|", ";", " ", "cd", "/repo", "a.py", "name", "-name", "--type=f", "f", "\u0663", "FOO-bar"]
+)  # fmt: skip
+
+
+@SETTINGS
+@given(st.lists(_QUERY_PARTS, max_size=16).map(" ".join), st.sampled_from(["bash", "grep", "Search", "find_file"]))
+def test_the_query_hashes_are_those_of_the_query_words(text: str, tool: str) -> None:
+    # as a command, and as the arguments of a tool that takes no command
+    for command, args in ((text, {"command": text}), (None, {"pattern": text, "path": "src", "limit": 5})):
+        expected = _tools.query_hashes(_tools.search_query(tool, args, command))
+        assert _tools.search_query_hashes(tool, args, command) == expected
+
+
 _FENCE_PARTS = st.sampled_from(["`", "``", "```", "````", "```py", "x = 1", "say", "\n", " ", "~~~"])
 
 
@@ -134,7 +149,7 @@ def test_a_call_is_read_once_for_its_words_scopes_and_query(monkeypatch: pytest.
     words = _counting(monkeypatch, base._kernels, "alnum_word_pair")
     scopes = _counting(monkeypatch, _tools, "search_scopes")
     monkeypatch.setattr(base, "search_scopes", _tools.search_scopes)  # the counted one, wherever it is called from
-    query = _counting(monkeypatch, base, "search_query")
+    query = _counting(monkeypatch, base, "search_query_hashes")
     engine = Engine(preset("default-lexical"))
     session = engine.new_session()
     engine.observe(session, ToolCall("bash", {"command": "grep -rn 'def load' src/"}, thought="Look for the loader."))

@@ -11,9 +11,12 @@ tables below cover the tools of Claude Code, OpenHands, SWE-agent and MCP; a pol
 from __future__ import annotations
 
 import zlib
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from ._kernels import alnum_word_pair
+from ._kernels_py import WORD_CODE
 from ._lazy_re import lazy_compile
 
 __all__ = [
@@ -30,6 +33,7 @@ __all__ = [
     "same_search",
     "scope_overlaps",
     "search_query",
+    "search_query_hashes",
     "search_scopes",
 ]
 
@@ -154,6 +158,29 @@ def search_query(
     """What a look-up looks for: the lowercased words of its arguments without the places it looks in, the program
     or tool name and option flags (``grep -rn "def foo" src/`` -> ``{"def", "foo"}``). ``places``: the call's
     :func:`search_scopes`, when already known."""
+    text, names = _query_text(tool, args, command, places)
+    return frozenset(_TOKEN.findall(text.lower())) - names
+
+
+def search_query_hashes(
+    tool: str, args: Mapping[str, Any], command: str | None = None, *, places: Iterable[str] | None = None
+) -> list[int]:
+    """``query_hashes(search_query(...))`` read in one kernel pass: :func:`~loopwatch.core._kernels.alnum_word_pair`
+    splits, lowercases, hashes and sorts the same words at C speed (two words with one CRC-32 count once, where
+    :func:`query_hashes` would list it twice)."""
+    text, names = _query_text(tool, args, command, places)
+    if not text:
+        return []
+    skipped = {zlib.crc32(name.encode("utf-8", "surrogatepass")) for name in names}
+    hashes = array(WORD_CODE, alnum_word_pair(text, len(text))[0])
+    return [value for value in hashes if value not in skipped][:_QUERY_WORDS]
+
+
+def _query_text(
+    tool: str, args: Mapping[str, Any], command: str | None, places: Iterable[str] | None
+) -> tuple[str, set[str]]:
+    """The text a look-up's query words are read from (not lowercased yet), and the names that are not query
+    words (see :func:`search_query`)."""
     places = set(search_scopes(tool, args, command) if places is None else places)
     names = {tool.lower()}
     texts: list[str] = []
@@ -167,10 +194,14 @@ def search_query(
         for key, value in args.items():
             if key not in _SCOPE_KEYS and key not in ANNOTATION_KEYS and isinstance(value, (str, int, float)):
                 texts.append(str(value)[:200])
-    return frozenset(_TOKEN.findall(" ".join(texts).lower())) - names
+    return " ".join(texts), names
 
 
-def query_hashes(words: frozenset[str], limit: int = 16) -> list[int]:
+_QUERY_WORDS: Final = 16
+"""The query words a look-up keeps (the lowest hashes): what two look-ups are compared by."""
+
+
+def query_hashes(words: frozenset[str], limit: int = _QUERY_WORDS) -> list[int]:
     """CRC-32s of (at most ``limit``) query words, sorted: a small JSON-able stand-in for the words themselves."""
     return sorted(zlib.crc32(word.encode("utf-8", "surrogatepass")) for word in words)[:limit]
 

@@ -24,7 +24,7 @@ from .._kernels_py import WORD_CODE as WORD_CODE  # how rules keep sets of word 
 from .._kernels_py import lines_of as lines_of  # what the lines of a masked text are
 from .._masking import masked
 from .._patterns import REGISTRY, Pattern
-from .._tools import query_hashes, search_query, search_scopes
+from .._tools import search_query_hashes, search_scopes
 from ._state_pack import pack_fields
 from ._step import Step as Step  # what every detector sees, with the features the rules share
 from ._step import StepKind as StepKind
@@ -346,12 +346,12 @@ def scopes_of(step: Step) -> list[str]:
 
 
 def query_of(step: Step) -> list[int]:
-    """What the step's call looks for, as :func:`loopwatch.core._tools.query_hashes` of its
-    :func:`loopwatch.core._tools.search_query`, computed once per step."""
+    """What the step's call looks for, as :func:`loopwatch.core._tools.search_query_hashes`, computed once per
+    step."""
     cached = step.query
     if cached is None:
         places = scopes_of(step)  # computed once for both
-        cached = step.query = query_hashes(search_query(step.tool or "", step.args or {}, step.command, places=places))
+        cached = step.query = search_query_hashes(step.tool or "", step.args or {}, step.command, places=places)
     return list(cached)
 
 
