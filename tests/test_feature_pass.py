@@ -100,6 +100,24 @@ def test_the_query_hashes_are_those_of_the_query_words(text: str, tool: str) -> 
         assert _tools.search_query_hashes(tool, args, command) == expected
 
 
+_SCOPE_PARTS = st.sampled_from([".", "..", "../", "./", "/", "~", "~/", "src", "src/", "a", "a.py", "x/", "", "s"])
+
+
+@SETTINGS
+@given(st.lists(_SCOPE_PARTS, max_size=5).map("".join), st.lists(_SCOPE_PARTS, max_size=5).map("".join))
+def test_scopes_overlap_as_the_containment_rules_say(a: str, b: str) -> None:
+    # the shortcut (no path starts with the other, none starts with a dot: apart) against the rules themselves
+    assert _tools.scope_overlaps(a, b) == (a == b or _tools._contains(a, b) or _tools._contains(b, a))
+
+
+@SETTINGS
+@given(st.lists(st.integers(0, 9), max_size=6), st.lists(st.integers(0, 9), max_size=6), st.sampled_from([0.0, 0.5]))
+def test_two_queries_are_the_same_by_their_words_overlap(a: list[int], b: list[int], similarity: float) -> None:
+    union = set(a) | set(b)
+    expected = len(set(a) & set(b)) / len(union) >= similarity if union else True
+    assert _tools.same_query(a, b, similarity) == expected
+
+
 _FENCE_PARTS = st.sampled_from(["`", "``", "```", "````", "```py", "x = 1", "say", "\n", " ", "~~~"])
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "query_hashes",
     "reads_only",
     "runs_code",
+    "same_places",
     "same_query",
     "same_search",
     "scope_overlaps",
@@ -209,8 +210,8 @@ def query_hashes(words: frozenset[str], limit: int = _QUERY_WORDS) -> list[int]:
 def same_query(a: Sequence[int], b: Sequence[int], similarity: float = 0.5) -> bool:
     """Do two look-ups look for the same thing (their query words overlap by at least ``similarity``; two with no
     query words look for the same)?"""
-    if not a and not b:
-        return True
+    if not a or not b:
+        return (not a and not b) or similarity <= 0.0  # nothing shared with a look-up that looks for something
     x, y = set(a), set(b)
     return len(x & y) / len(x | y) >= similarity
 
@@ -218,7 +219,13 @@ def same_query(a: Sequence[int], b: Sequence[int], similarity: float = 0.5) -> b
 def same_search(places: list[str], query: list[int], other_places: list[str], other_query: list[int]) -> bool:
     """The same thing looked for in the same place, or around or inside it (two that name no place look in the
     same one)."""
-    if not same_query(query, other_query) or bool(places) != bool(other_places):
+    return same_query(query, other_query) and same_places(places, other_places)
+
+
+def same_places(places: Sequence[str], other_places: Sequence[str]) -> bool:
+    """Do two look-ups look in the same place, or around or inside it (two that name no place look in the same
+    one)?"""
+    if bool(places) != bool(other_places):
         return False
     return not places or any(scope_overlaps(a, b) for a in places for b in other_places)
 
@@ -272,6 +279,8 @@ def scope_overlaps(a: str, b: str) -> bool:
     Absolute paths (``/``, ``~``) are compared with absolute ones; relative ones with relative ones, ``..`` holding
     the current folder and everything in it. An absolute and a relative path are not compared (``False``).
     """
+    if not (a.startswith(b) or b.startswith(a)) and a[:1] != "." and b[:1] != ".":
+        return False  # containment needs one path to start with the other, but for ".", "..", "../.." (cheap test)
     return a == b or _contains(a, b) or _contains(b, a)
 
 

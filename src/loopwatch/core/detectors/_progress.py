@@ -17,7 +17,7 @@ from .._fingerprint import preview
 from .._ladder import Ladder
 from .._lazy_re import lazy_compile
 from .._patterns import Pattern
-from .._tools import same_query, same_search
+from .._tools import same_places, same_query
 from ._base import (
     Detector,
     Finding,
@@ -280,7 +280,7 @@ class NoProgressDetector(Detector[NoProgressState]):
             for other_places, other_query, index in searched
             if index is not None  # (a result is only judged with its call)
             and same_query(query, other_query, self.similarity)
-            and same_search(places, [], other_places, [])
+            and same_places(places, other_places)
         ]
 
     def _result(self, state: NoProgressState, step: Step) -> Finding | None:
