@@ -41,6 +41,7 @@ __all__ = ["CONSTRUCTORS", "MODULES", "compiled", "constructors", "install", "us
 
 MODULES: tuple[str, ...] = (
     "loopwatch.core._canonical",
+    "loopwatch.core._failure_signs",
     "loopwatch.core._fingerprint",
     "loopwatch.core._masking",
     "loopwatch.core._session_state",

@@ -34,8 +34,9 @@ def infer_failure(output: str, is_error: bool | None, exit_code: int | None) -> 
     if exit_code is not None:
         return exit_code != 0
     ends = output if len(output) <= 800 else output[:400] + "\n" + output[-400:]
-    if any(marker in ends for marker in _FAILURE_MARKERS):
-        return True
+    for marker in _FAILURE_MARKERS:  # a loop, not any() over a generator: this runs for every result
+        if marker in ends:
+            return True
     if "<returncode>" in ends and "<returncode>0</returncode>" not in ends:
         return True
     if ": not found" in ends and _SH_NOT_FOUND.search(ends):

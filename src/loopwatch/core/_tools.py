@@ -147,7 +147,7 @@ def search_scopes(tool: str, args: Mapping[str, Any], command: str | None = None
     if command:
         for segment in command[:300].replace("&&", "\n").replace("||", "\n").replace(";", "\n").split("\n"):
             scopes.extend(_operand_places(segment.split("|", 1)[0].split()))
-    return tuple(dict.fromkeys(_normal_scope(scope) for scope in scopes[:8]))[:4]
+    return tuple(dict.fromkeys([_normal_scope(scope) for scope in scopes[:8]]))[:4]
 
 
 _TOKEN: Final = lazy_compile(r"[^\W_]+")
@@ -225,9 +225,13 @@ def same_search(places: list[str], query: list[int], other_places: list[str], ot
 def same_places(places: Sequence[str], other_places: Sequence[str]) -> bool:
     """Do two look-ups look in the same place, or around or inside it (two that name no place look in the same
     one)?"""
-    if bool(places) != bool(other_places):
-        return False
-    return not places or any(scope_overlaps(a, b) for a in places for b in other_places)
+    if not places or not other_places:
+        return not places and not other_places
+    for a in places:  # loops, not any() over a generator: this runs for each recent look-up at every call
+        for b in other_places:
+            if scope_overlaps(a, b):
+                return True
+    return False
 
 
 def batch_items(places: list[str], query: list[int], other_places: list[str], other_query: list[int]) -> bool:
