@@ -802,22 +802,27 @@ static inline int crc_set_has(const CrcSet *set, uint32_t crc) {
 }
 
 /* Sort vals[0..count) in place. Insertion sort alone mispredicts a branch at most of its steps on random values;
-   a first pass that places each value by its top 8 bits (CRCs are spread evenly, so each of the 256 buckets holds
-   few) leaves it almost nothing to move: three times faster at 64 values. */
+   a first pass that places each value by its top bits (CRCs are spread evenly, so each bucket holds few) leaves it
+   almost nothing to move: three times faster at 64 values. About one bucket a value (32 to 256 of them: the top 5
+   to 8 bits), so that a short list does not pay for 256 empty buckets. */
 static void sort_crcs(uint32_t *vals, Py_ssize_t count) {
     if (count > 16) {
         uint32_t small[256];
         uint32_t *placed = count <= 256 ? small : (uint32_t *)malloc(sizeof(uint32_t) * (size_t)count);
         if (placed != NULL) { /* without the memory, insertion sort alone gives the same order */
-            Py_ssize_t starts[256] = {0};
-            for (Py_ssize_t i = 0; i < count; i++) starts[vals[i] >> 24]++;
+            int shift = 27; /* 32 buckets */
+            while (shift > 24 && ((Py_ssize_t)1 << (32 - shift)) < count) shift--;
+            const int buckets = 1 << (32 - shift);
+            Py_ssize_t starts[256];
+            memset(starts, 0, sizeof(Py_ssize_t) * (size_t)buckets);
+            for (Py_ssize_t i = 0; i < count; i++) starts[vals[i] >> shift]++;
             Py_ssize_t at = 0;
-            for (int b = 0; b < 256; b++) {
+            for (int b = 0; b < buckets; b++) {
                 const Py_ssize_t size = starts[b];
                 starts[b] = at;
                 at += size;
             }
-            for (Py_ssize_t i = 0; i < count; i++) placed[starts[vals[i] >> 24]++] = vals[i];
+            for (Py_ssize_t i = 0; i < count; i++) placed[starts[vals[i] >> shift]++] = vals[i];
             memcpy(vals, placed, sizeof(uint32_t) * (size_t)count);
             if (placed != small) free(placed);
         }
