@@ -19,7 +19,7 @@ from loopwatch.core._kernels import alnum_word_pair, error_lines
 from loopwatch.core._kernels_py import ERROR_LINE as _ERROR_LINE
 from loopwatch.core._kernels_py import WORD_CODE
 from loopwatch.core.detectors import _base as base
-from loopwatch.core.detectors import _failure_text
+from loopwatch.core.detectors import _failure_text, _progress
 from loopwatch.core.detectors._feedback import FENCED_CODE, _attempt_words, fenced_code
 from loopwatch.core.detectors._state import flat_get
 
@@ -116,6 +116,31 @@ def test_two_queries_are_the_same_by_their_words_overlap(a: list[int], b: list[i
     union = set(a) | set(b)
     expected = len(set(a) & set(b)) / len(union) >= similarity if union else True
     assert _tools.same_query(a, b, similarity) == expected
+
+
+_ARG_KEYS = st.sampled_from(["path", "file", "url", "cwd", "dir", "uri", "query", "pattern", "mode", "folder"])
+_ARG_VALUES = st.one_of(st.sampled_from(["src/a.py", "./src", "", "..", "https://x.org/a", "tests"]), st.integers())
+
+
+@SETTINGS
+@given(st.dictionaries(_ARG_KEYS, _ARG_VALUES, max_size=8))
+def test_the_places_a_tool_call_names_are_read_in_the_scope_keys_order(args: dict[str, Any]) -> None:
+    named = [value for key in _tools._SCOPE_KEYS if isinstance(value := args.get(key), str) and value]
+    expected = tuple(dict.fromkeys(_tools._normal_scope(place) for place in named[:8]))[:4]
+    assert _tools.search_scopes("read_file", args) == expected
+
+
+_OUTPUT_PARTS = st.sampled_from(
+    [" ", "\n", "No matches found", "no such file", "FOUND 0", "0 results", "[]", "{}", "None", "NULL", "x",
+     "grep: a: No such file", "Nothing found", "not found", "\u212a", "\u017f", "n", "f", "g", "[", "{", "0", "done"]
+)  # fmt: skip
+
+
+@SETTINGS
+@given(st.lists(_OUTPUT_PARTS, max_size=8).map("".join))
+def test_an_output_that_found_nothing_is_what_the_expression_says(output: str) -> None:
+    head = output[:300].strip()[:200]
+    assert _progress.fruitless_output(output) == (not head or bool(_progress._NO_RESULT.match(head)))
 
 
 _FENCE_PARTS = st.sampled_from(["`", "``", "```", "````", "```py", "x = 1", "say", "\n", " ", "~~~"])

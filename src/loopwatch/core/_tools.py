@@ -116,6 +116,8 @@ def reads_only(tool: str, args: Mapping[str, Any]) -> bool:
 _SCOPE_KEYS: Final = (
     "path", "file_path", "filepath", "file", "filename", "dir", "directory", "dir_path", "cwd", "folder", "url", "uri",
 )  # fmt: skip
+_SCOPE_RANK: Final = {key: rank for rank, key in enumerate(_SCOPE_KEYS)}
+"""Each scope key's place in :data:`_SCOPE_KEYS` (the order a call's places are read in)."""
 _EXTENSION: Final = lazy_compile(r"\.[A-Za-z][A-Za-z0-9]{0,5}$")
 _PATTERN_FIRST: Final = frozenset(
     {"grep", "egrep", "fgrep", "rg", "ag", "ack", "search_dir", "search_file", "find_file", "git"}
@@ -140,8 +142,12 @@ def search_scopes(tool: str, args: Mapping[str, Any], command: str | None = None
     the values of path-like keys (``path``, ``file_path``, ``url``...).
     """
     scopes: list[str] = []
-    for key in _SCOPE_KEYS:
-        value = args.get(key)
+    # the call's own keys that name places, in the order of _SCOPE_KEYS (a call has few keys: each looked up once)
+    keys = [key for key in args if key in _SCOPE_RANK]
+    if len(keys) > 1:
+        keys.sort(key=_SCOPE_RANK.__getitem__)
+    for key in keys:
+        value = args[key]
         if isinstance(value, str) and value:
             scopes.append(value)
     if command:
@@ -193,7 +199,7 @@ def _query_text(
             texts.extend(w for w in words[1:] if not w.startswith("-") and _normal_scope(w.strip("'\"")) not in places)
     else:
         for key, value in args.items():
-            if key not in _SCOPE_KEYS and key not in ANNOTATION_KEYS and isinstance(value, (str, int, float)):
+            if key not in _SCOPE_RANK and key not in ANNOTATION_KEYS and isinstance(value, (str, int, float)):
                 texts.append(str(value)[:200])
     return " ".join(texts), names
 

@@ -58,6 +58,9 @@ _NO_RESULT: Final = lazy_compile(
     r"\[\]|\{\}|None|null|grep: .*: No such file)",
     re.I,
 )
+_NO_RESULT_STARTS: Final = frozenset("NnFfGg0[{")
+"""The characters a match of :data:`_NO_RESULT` starts with (re.I folds no other character to these): most outputs
+start with another one and are ruled out before the expression runs."""
 _SEEN: Final = 8
 _MIN_OUTPUT: Final = 24
 
@@ -87,7 +90,7 @@ def _near(sketch: int, others: tuple[int, ...], threshold: float) -> bool:
 def fruitless_output(output: str) -> bool:
     """An empty result or one that says nothing was found."""
     head = output[:300].strip()[:200]
-    return not head or bool(_NO_RESULT.match(head))
+    return not head or (head[0] in _NO_RESULT_STARTS and bool(_NO_RESULT.match(head)))
 
 
 def fruitless(step: Step) -> bool:
