@@ -54,7 +54,8 @@ _TRUNCATED: Final = re.compile(
 )
 _TRUNCATED_WORDS: Final = (b"truncated", b"clipped")
 """A word every match of :data:`_TRUNCATED` holds (lowercased): text without one is ruled out before the expression
-runs (it tries each position in turn: ~9 us for 800 bytes, where the look-ups take ~0.2 us)."""
+runs (it tries each position in turn: ~2.5 us for 400 bytes of the corpus's outputs, lowering them and looking for
+the two words ~0.7 us)."""
 _ERROR_LINES: Final = 12
 """Error lines a sketch is made of (the last ones: where a run says what finally went wrong)."""
 
