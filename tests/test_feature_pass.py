@@ -143,6 +143,15 @@ def test_an_output_that_found_nothing_is_what_the_expression_says(output: str) -
     assert _progress.fruitless_output(output) == (not head or bool(_progress._NO_RESULT.match(head)))
 
 
+def test_only_a_name_among_the_query_words_leaves_them() -> None:
+    # "vwsupvrrvtrr" has the CRC-32 of "grep": a word, not the program's name, so it stays; "grep" named again goes
+    assert zlib.crc32(b"vwsupvrrvtrr") == zlib.crc32(b"grep")
+    for command in ("grep vwsupvrrvtrr src/", "grep -rn grep src/", "grep grep vwsupvrrvtrr x"):
+        expected = _tools.query_hashes(_tools.search_query("bash", {}, command))
+        assert _tools.search_query_hashes("bash", {}, command) == expected, command
+    assert _tools.search_query_hashes("bash", {}, "grep vwsupvrrvtrr src/") == [zlib.crc32(b"grep")]
+
+
 _FENCE_PARTS = st.sampled_from(["`", "``", "```", "````", "```py", "x = 1", "say", "\n", " ", "~~~"])
 
 

@@ -55,7 +55,7 @@ _ASSIGNMENT: Final = lazy_compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 def is_shell_tool(tool: str) -> bool:
     """True for tools that run arbitrary commands (``bash``, ``shell``, ``execute``...)."""
-    return tool.lower() in SHELL_TOOLS
+    return _kernels.lower(tool) in SHELL_TOOLS
 
 
 def command_of(args: Mapping[Any, Any]) -> str | None:
@@ -249,7 +249,7 @@ _TIMESTAMP_DIGITS: Final = lazy_compile(r"\b\d{10}(?:\d{3})?\b")  # _TIMESTAMP w
 
 
 def _normalize_text(value: str) -> str:
-    text = value.lower()
+    text = _kernels.lower(value)
     text = _PATH.sub(r"\1", text)
     if "-" in text:  # UUIDs and dates have dashes: without one, only a 10- or 13-digit epoch can match
         text = _UUID.sub("", text)

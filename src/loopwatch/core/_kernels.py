@@ -26,6 +26,7 @@ __all__ = [
     "line_hashes",
     "long_word_hashes",
     "long_word_sketch",
+    "lower",
     "masked_bytes",
     "numbers_marked",
     "poll_word",
@@ -52,6 +53,13 @@ else:
             from . import _kernels_c as _impl
 
 COMPILED: bool = _impl is not _kernels_py
+
+lower: Callable[[str], str] = str.lower
+"""``str.lower``, called as a function: the modules mypyc compiles lowercase text with it, never with
+``text.lower()``, which mypyc (before Python 3.13) compiles into a mapping of one character at a time, without
+Unicode's one rule that looks at a character's neighbours (a capital sigma that ends a word becomes ``ς``, not
+``σ``): ``"ΟΔΥΣΣΕΥΣ".lower()`` would differ between the compiled build and the source, and so would the hashes and
+sketches made from it."""
 """True when the compiled kernels are in use."""
 
 error_lines = _impl.error_lines

@@ -15,7 +15,7 @@ from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from ._kernels import alnum_word_pair
+from ._kernels import alnum_word_pair, lower
 from ._kernels_py import WORD_CODE
 from ._lazy_re import lazy_compile
 
@@ -84,7 +84,7 @@ _CODE_TOOLS: Final = frozenset(
 
 def runs_code(tool: str) -> bool:
     """Does the tool run a piece of code it is given (a Python cell, a script)? What the code changes is unknown."""
-    return tool.lower() in _CODE_TOOLS
+    return lower(tool) in _CODE_TOOLS
 
 
 _MOVES: Final = frozenset({"cd", "pushd", "popd"})
@@ -108,7 +108,7 @@ def moves_relatively(tool_key: str | None, command: str | None) -> bool:
 def reads_only(tool: str, args: Mapping[str, Any]) -> bool:
     """Is this a read through a tool that can also change things (``str_replace_editor`` with ``command=view``)?"""
     command = args.get("command")
-    return isinstance(command, str) and command in _READ_COMMANDS and "editor" in tool.lower()
+    return isinstance(command, str) and command in _READ_COMMANDS and "editor" in lower(tool)
 
 
 # -- where a look-up looks ----------------------------------------------------------------------------------
@@ -166,7 +166,7 @@ def search_query(
     or tool name and option flags (``grep -rn "def foo" src/`` -> ``{"def", "foo"}``). ``places``: the call's
     :func:`search_scopes`, when already known."""
     text, names = _query_text(tool, args, command, places)
-    return frozenset(_TOKEN.findall(text.lower())) - names
+    return frozenset(_TOKEN.findall(lower(text))) - names
 
 
 def search_query_hashes(
@@ -178,8 +178,14 @@ def search_query_hashes(
     text, names = _query_text(tool, args, command, places)
     if not text:
         return []
-    skipped = {zlib.crc32(name.encode("utf-8", "surrogatepass")) for name in names}
     hashes = array(WORD_CODE, alnum_word_pair(text, len(text))[0])
+    named = {zlib.crc32(name.encode("utf-8", "surrogatepass")) for name in names}
+    if named.isdisjoint(hashes):
+        return list(hashes[:_QUERY_WORDS])
+    # a name among the words (a program named again), or a word whose CRC-32 is a name's: only a name that is one
+    # of the words leaves them (rare: the words are read again here)
+    words = frozenset(_TOKEN.findall(lower(text)))
+    skipped = {zlib.crc32(name.encode("utf-8", "surrogatepass")) for name in names if name in words}
     return [value for value in hashes if value not in skipped][:_QUERY_WORDS]
 
 
@@ -189,13 +195,13 @@ def _query_text(
     """The text a look-up's query words are read from (not lowercased yet), and the names that are not query
     words (see :func:`search_query`)."""
     places = set(search_scopes(tool, args, command) if places is None else places)
-    names = {tool.lower()}
+    names = {lower(tool)}
     texts: list[str] = []
     if command:
         for segment in command[:300].replace("&&", "\n").replace("||", "\n").replace(";", "\n").split("\n"):
             words = segment.split()
             if words:
-                names.add(words[0].rsplit("/", 1)[-1].lower())
+                names.add(lower(words[0].rsplit("/", 1)[-1]))
             texts.extend(w for w in words[1:] if not w.startswith("-") and _normal_scope(w.strip("'\"")) not in places)
     else:
         for key, value in args.items():

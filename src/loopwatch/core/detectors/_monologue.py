@@ -7,6 +7,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .. import _kernels
 from .._fingerprint import preview
 from .._ladder import Ladder
 from .._patterns import Pattern
@@ -115,7 +116,7 @@ class MonologueDetector(Detector[MonologueState]):
             state.n, state.start, state.same, state.last, state.idx = 0, None, 0, None, b""
             state.worker = None if step.worker is None else sys.intern(step.worker)
         text = (step.text or "")[:4_000]
-        normalized = zlib.crc32(text.lower().encode("utf-8", "surrogatepass").translate(None, b" \t\r\n"))
+        normalized = zlib.crc32(_kernels.lower(text).encode("utf-8", "surrogatepass").translate(None, b" \t\r\n"))
         state.same = state.same + 1 if normalized == state.last else 1
         state.last = normalized
         state.n += 1

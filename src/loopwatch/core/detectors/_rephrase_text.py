@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from .._fingerprint import ASCII_LOWER
-from .._kernels import collapsed, line_bits, long_word_sketch, shared_words, unquoted_line_bits
+from .._kernels import collapsed, line_bits, long_word_sketch, lower, shared_words, unquoted_line_bits
 from ._base import Step, fold, masked_of, word_bytes
 
 _NOT_LETTERS: Final = bytes(c if 65 <= c <= 90 or 97 <= c <= 122 or c >= 128 else 32 for c in range(256))
@@ -101,7 +101,7 @@ def word_sketch(text: str, limit: int, k: int, bits: int) -> int:
     if head.isascii():  # lowercased and split into letters in one pass
         data = head.encode("ascii").translate(_LOWER_NOT_LETTERS)
     else:
-        data = head.lower().encode("utf-8", "surrogatepass").translate(_NOT_LETTERS)
+        data = lower(head).encode("utf-8", "surrogatepass").translate(_NOT_LETTERS)
     return long_word_sketch(data, k, bits)
 
 

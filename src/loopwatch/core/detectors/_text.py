@@ -78,7 +78,7 @@ def word_bits(text: str, k: int) -> int:
     ``text_bits(sketch_of(hashes, k))`` without the text). Words are deduplicated before they are hashed."""
     # split, lowercased (ASCII letters; other text's letters first, which makes no ASCII capital), hashed and sketched
     # in one kernel call (the sketch drops repeats)
-    data = text.encode("ascii") if text.isascii() else text.lower().encode("utf-8", "surrogatepass")
+    data = text.encode("ascii") if text.isascii() else _kernels.lower(text).encode("utf-8", "surrogatepass")
     return _kernels.word_sketch(data, k, SKETCH_BITS)
 
 
@@ -202,7 +202,7 @@ class SimilarTextDetector(Detector[SimilarTextState]):
             text = text[: self.max_chars]
         if self.metric == "fuzz":
             return text
-        return frozenset(text.lower().split())
+        return frozenset(_kernels.lower(text).split())
 
     def _similarity(self) -> Callable[[Any, Any], float]:
         return fuzz_ratio if self.metric == "fuzz" else jaccard_sets
