@@ -14,7 +14,6 @@ from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from . import _kernels
 from ._audit import judge_record, verdict_records
 from ._errors import StateError
 from ._events import Event, Reset, ToolCall
@@ -470,7 +469,7 @@ _HUMANS: Final = frozenset({"user", "human", "customer", "client", "operator", "
 def _human(worker: str | None) -> bool:
     """Is a ``user`` message a person's? In a multi-agent transcript the other agents' turns are often recorded
     as ``user`` messages with the agent's name (``Validation_Expert``): they are not a new prompt."""
-    return worker is None or _kernels.lower(worker.strip()) in _HUMANS
+    return worker is None or worker.strip().lower() in _HUMANS
 
 
 _STOP_FIELDS: Final = (
