@@ -167,6 +167,49 @@ def test_compiled_or_not_text_is_lowercased_alike() -> None:
     assert "ας" in source and "ασ" not in source
 
 
+_NUMBERS = """
+import loopwatch
+from loopwatch.config import config_from_mapping
+from loopwatch.core import Engine
+from loopwatch.core._events import Message, ToolCall
+from loopwatch.core._judge import JudgeAnswer, LoopJudge
+from loopwatch.core._verdict import ok
+e = Engine(config_from_mapping({"limits": {"max_iterations": 1}}).policy())
+print(e.observe(e.new_session(), ToolCall("bash", {"command": "ls"})).evidence)
+e = Engine(loopwatch.preset("default-lexical"))
+d = e.dump(e.new_session())
+d["usage"].update(cost=0, first_ts=5, last_ts=7)
+print(e.dump(e.load(d))["usage"])
+r = next(x for x in e.policy.detectors if x.name == "rephrase")
+j = r.dump_state(r.new_state())
+j["channels"] = {"message": {"past": [], "n": 1, "start": 0, "idx": [0], "sim": 1}}
+print(r.dump_state(r.load_state(j))["channels"]["message"]["sim"])
+e = Engine(config_from_mapping({"detectors": {"failure_streak": {"similarity": 1}}}).policy())
+print([repr(x) for x in e.policy.detectors if x.name == "failure_streak"])
+answer = JudgeAnswer(True, 1, "r")
+asked = dict(session="s", event=Message("assistant", "x"), suspicion="x")
+print(e.judged(ok(3), answer, LoopJudge(lambda q: True), **asked).verdict.evidence["judge"])
+d = e.dump(e.new_session())
+d["detectors"][[x.name for x in e.policy.detectors].index("similar_text")]["history"] = [1]
+try:
+    e.load(d)
+except Exception as exc:
+    print(exc)
+"""
+
+
+@needs_build
+def test_compiled_or_not_numbers_and_messages_come_out_alike() -> None:
+    # compiled code reads a value it declares `float` as a C double: an int there comes out as a float (a limit's
+    # evidence, a snapshot's usage, a rule's setting in its repr) unless the code says `float | int` or makes it one
+    # float first; and a parameter it declares `str` is refused before the function's own check can explain why
+    compiled = _python(_NUMBERS)
+    source = _python(_NUMBERS, env={"LOOPWATCH_PURE_PYTHON": "1"})
+    assert compiled == source
+    assert "{'value': 1, 'limit': 1}" in source and "'first_ts': 5" in source and "similarity=1.0" in source
+    assert "a sketch must be base64 text, not int" in source
+
+
 @needs_build
 def test_compiled_or_not_a_scan_says_the_same() -> None:
     assert _python(WHERE) == "True False\n"  # the first scan runs the compiled modules

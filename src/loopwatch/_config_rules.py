@@ -113,7 +113,19 @@ def _param(value: Any, hint: Any, default: Any, path: str) -> Any:
         raise expected(_describe(hint), value, path)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         _check_param_number(value, default, path)
+    if type(value) is int and _wants_float(hint):
+        return float(value)  # `similarity = 1` is 1.0, as a compiled rule keeps it (and shows it in its repr)
     return value
+
+
+def _wants_float(hint: Any) -> bool:
+    """Is ``hint`` ``float`` (or ``float | None``), not a type an int is also meant for?"""
+    if hint is float:
+        return True
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        arms = typing.get_args(hint)
+        return float in arms and int not in arms
+    return False
 
 
 def _check_param_number(value: float, default: Any, path: str) -> None:

@@ -62,6 +62,10 @@ class JudgeAnswer:
     confidence: float = 1.0
     reason: str = ""
 
+    def __post_init__(self) -> None:
+        if type(self.confidence) is int:  # a float as the rest of the answers give it (compiled, the engine reads one)
+            object.__setattr__(self, "confidence", float(self.confidence))
+
     @classmethod
     def of(cls, value: Any) -> JudgeAnswer:
         """An answer from what a judge returned: a :class:`JudgeAnswer`, a mapping with ``loop`` (and

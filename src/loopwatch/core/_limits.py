@@ -24,8 +24,8 @@ class LimitHit:
     """A limit reached (``warning=False``: stop with ``status``) or nearly reached (``warning=True``)."""
 
     status: str
-    value: float
-    limit: float
+    value: float | int  # (an int stays one in the evidence: the compiled engine would read a `float` as a double)
+    limit: float | int
     reason: str
     warning: bool = False
 

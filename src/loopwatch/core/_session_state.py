@@ -38,11 +38,11 @@ class UsageCounters:
     tool results in a row, and the time stamps of its first and last events."""
 
     iterations: int = 0
-    cost: float = 0.0
+    cost: float | int = 0.0  # (`| int`: an int read from a snapshot stays one, compiled too)
     tokens: int = 0
     failures: int = 0
-    first_ts: float | None = None
-    last_ts: float | None = None
+    first_ts: float | int | None = None
+    last_ts: float | int | None = None
 
 
 @dataclass(slots=True)
@@ -245,13 +245,13 @@ def read_session(data: Mapping[str, Any], detectors: list[Any]) -> SessionState:
     )
 
 
-def _number(value: object, what: str) -> float:
+def _number(value: object, what: str) -> float | int:
     if type(value) not in (int, float):
         raise ValueError(f"{what} must be a number, got {value!r}")
-    return value  # type: ignore[return-value]  # an int as it was: it is written back as it was read
+    return value  # type: ignore[return-value]  # an int as it was (`float | int`: compiled, a `float` is a double)
 
 
-def _optional_number(value: object, what: str) -> float | None:
+def _optional_number(value: object, what: str) -> float | int | None:
     return None if value is None else _number(value, what)
 
 

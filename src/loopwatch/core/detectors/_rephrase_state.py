@@ -49,7 +49,7 @@ class Channel(tuple[Any, ...]):
     __slots__ = ()
 
     @staticmethod
-    def of(n: int, start: int | None, idx: tuple[int, ...], sim: float, past: tuple[Any, ...]) -> Channel:
+    def of(n: int, start: int | None, idx: tuple[int, ...], sim: float | int, past: tuple[Any, ...]) -> Channel:
         return Channel((n, start, idx, sim, *past))
 
     @property
@@ -69,8 +69,8 @@ class Channel(tuple[Any, ...]):
         return idx
 
     @property
-    def sim(self) -> float:
-        sim: float = self[3]
+    def sim(self) -> float | int:
+        sim: float | int = self[3]  # (an int from a snapshot stays one: compiled, a `float` is a double)
         return sim
 
     @property

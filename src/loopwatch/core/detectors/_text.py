@@ -312,7 +312,7 @@ def _packed_sketches(history: tuple[Any, ...] | bytes) -> bytes:
     return b"".join(bits.to_bytes(_SKETCH_BYTES, "big") for bits in history)
 
 
-def _sketch_bits(text: str) -> int:
+def _sketch_bits(text: object) -> int:
     """A history sketch from its JSON form; ``ValueError`` unless it is a folded set of at most 1,024 bits."""
     if not isinstance(text, str):
         raise ValueError(f"similar_text: a sketch must be base64 text, not {type(text).__name__}")
