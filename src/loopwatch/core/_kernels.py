@@ -53,6 +53,7 @@ else:
             from . import _kernels_c as _impl
 
 COMPILED: bool = _impl is not _kernels_py
+"""True when the compiled kernels are in use."""
 
 lower: Callable[[str], str] = str.lower
 """``str.lower``, called as a function: the modules mypyc compiles lowercase text with it, never with
@@ -60,7 +61,6 @@ lower: Callable[[str], str] = str.lower
 Unicode's one rule that looks at a character's neighbours (a capital sigma that ends a word becomes ``ς``, not
 ``σ``): ``"ΟΔΥΣΣΕΥΣ".lower()`` would differ between the compiled build and the source, and so would the hashes and
 sketches made from it."""
-"""True when the compiled kernels are in use."""
 
 error_lines = _impl.error_lines
 word_hashes = _impl.word_hashes
