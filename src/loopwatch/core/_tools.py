@@ -23,6 +23,7 @@ __all__ = [
     "ANNOTATION_KEYS",
     "TOOL_IGNORED_KEYS",
     "batch_items",
+    "command_segments",
     "ignored_keys",
     "moves",
     "moves_relatively",
@@ -31,7 +32,6 @@ __all__ = [
     "runs_code",
     "same_places",
     "same_query",
-    "same_search",
     "scope_overlaps",
     "search_query",
     "search_query_hashes",
@@ -133,6 +133,12 @@ _CWD_BY_DEFAULT: Final = frozenset({"find", "find_file", "search_dir", "rg", "ag
 _RECURSIVE: Final = frozenset({"-r", "-R", "-rn", "-rni", "-rl", "-Rn", "-nr", "--recursive"})
 
 
+def command_segments(command: str) -> list[str]:
+    """The parts of a command line's first 300 characters between ``&&``, ``||``, ``;`` and line ends (``str.replace``
+    is several times faster than a regular expression here)."""
+    return command[:300].replace("&&", "\n").replace("||", "\n").replace(";", "\n").split("\n")
+
+
 def search_scopes(tool: str, args: Mapping[str, Any], command: str | None = None) -> tuple[str, ...]:
     """Where a look-up looks: the paths (or URLs) it names, normalised (``./src/`` -> ``src``), at most four.
 
@@ -151,7 +157,7 @@ def search_scopes(tool: str, args: Mapping[str, Any], command: str | None = None
         if isinstance(value, str) and value:
             scopes.append(value)
     if command:
-        for segment in command[:300].replace("&&", "\n").replace("||", "\n").replace(";", "\n").split("\n"):
+        for segment in command_segments(command):
             scopes.extend(_operand_places(segment.split("|", 1)[0].split()))
     return tuple(dict.fromkeys([_normal_scope(scope) for scope in scopes[:8]]))[:4]
 
@@ -198,7 +204,7 @@ def _query_text(
     names = {lower(tool)}
     texts: list[str] = []
     if command:
-        for segment in command[:300].replace("&&", "\n").replace("||", "\n").replace(";", "\n").split("\n"):
+        for segment in command_segments(command):
             words = segment.split()
             if words:
                 names.add(lower(words[0].rsplit("/", 1)[-1]))
@@ -226,12 +232,6 @@ def same_query(a: Sequence[int], b: Sequence[int], similarity: float = 0.5) -> b
         return (not a and not b) or similarity <= 0.0  # nothing shared with a look-up that looks for something
     x, y = set(a), set(b)
     return len(x & y) / len(x | y) >= similarity
-
-
-def same_search(places: list[str], query: list[int], other_places: list[str], other_query: list[int]) -> bool:
-    """The same thing looked for in the same place, or around or inside it (two that name no place look in the
-    same one)."""
-    return same_query(query, other_query) and same_places(places, other_places)
 
 
 def same_places(places: Sequence[str], other_places: Sequence[str]) -> bool:

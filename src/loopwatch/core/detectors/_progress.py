@@ -277,7 +277,8 @@ class NoProgressDetector(Detector[NoProgressState]):
         return None
 
     def _repeats(self, places: list[str], query: list[int], searched: tuple[Searched, ...]) -> list[int]:
-        """The earlier calls this one searches again (see :func:`loopwatch.core._tools.same_search`), latest last."""
+        """The earlier calls this one searches again (the same query, :func:`~loopwatch.core._tools.same_query`, in
+        the same places, :func:`~loopwatch.core._tools.same_places`), latest last."""
         return [
             index
             for other_places, other_query, index in searched
