@@ -600,6 +600,41 @@ def test_a_command_changes_something_as_the_one_expression_says(command: str) ->
     assert is_mutation("bash", {"command": command}) == bool(_ONE_EXPRESSION.search(command))
 
 
+_TOOL_PIECES = [
+    "bash", "BASH", "shell", "run", "edit", "write", "Str_Replace", "poll", "status", "wait", "search", "find_",
+    "read", "list", "get_", "view", "ls", "_", "x", "-", "é", "Σ", "file", "job", "output",
+]  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_TOOL_PIECES), max_size=4).map("".join))
+def test_what_a_tool_name_says_is_read_once_and_as_its_definitions_say(tool: str) -> None:
+    """A name's traits are kept (a call asks them each time): kept or read afresh, what the definitions say."""
+    from loopwatch.core import _fingerprint as fp
+
+    expected = (
+        (fp._SHELL_NAME if tool.lower() in fp.SHELL_TOOLS else 0)
+        | (fp._MUTATING_NAME if fp._MUTATING_TOOLS.search(tool) else 0)
+        | (fp._POLL_NAME if fp._POLL_TOOLS.search(tool) else 0)
+        | (fp._SEARCH_NAME if fp._SEARCH_TOOLS.match(tool) else 0)
+    )
+    assert fp.name_traits(tool) == expected  # read, or kept by an earlier example
+    fp._NAMES.pop(tool, None)
+    assert fp.name_traits(tool) == expected  # read afresh
+    assert fp.is_shell_tool(tool) == (tool.lower() in fp.SHELL_TOOLS)
+
+
+def test_the_tool_names_kept_are_bounded() -> None:
+    """An agent that makes up a new tool name at every call does not grow the names kept without end."""
+    from loopwatch.core import _fingerprint as fp
+
+    for n in range(3 * fp._NAMES_KEPT):
+        fp.name_traits(f"made_up_tool_{n}")
+        assert len(fp._NAMES) <= fp._NAMES_KEPT
+    assert fp.name_traits("edit_file") & fp._MUTATING_NAME
+    assert is_mutation("write_notes", {"text": "x"}) and not is_mutation("notes", {"text": "x"})
+
+
 @pytest.mark.parametrize("size", [0, 1, 127, 128, 129, 2_047, 2_048, 2_049, 100_000])
 def test_the_digests_are_64_bit_blake2b(size: int) -> None:
     """A copy of one empty hasher per digest: the same digests as a new ``blake2b(digest_size=8)`` each time, so

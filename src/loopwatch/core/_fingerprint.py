@@ -55,7 +55,7 @@ _ASSIGNMENT: Final = lazy_compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 def is_shell_tool(tool: str) -> bool:
     """True for tools that run arbitrary commands (``bash``, ``shell``, ``execute``...)."""
-    return _kernels.lower(tool) in SHELL_TOOLS
+    return bool(name_traits(tool) & _SHELL_NAME)
 
 
 def command_of(args: Mapping[Any, Any]) -> str | None:
@@ -402,7 +402,8 @@ def is_mutation(tool: str, args: Mapping[Any, Any], *, command: str | None = Non
     command = command if command is not None else command_of(args)
     if command is not None and not _is_command_line(tool, args):
         command = None  # a script or a piece of code handed to a tool is not a command line: its name tells
-    if command is not None and (is_shell_tool(tool) or not _MUTATING_TOOLS.search(tool)):
+    traits = name_traits(tool)
+    if command is not None and (traits & _SHELL_NAME or not traits & _MUTATING_NAME):
         # the verb and a heredoc's target are at the start, a trailing redirect at the end
         text = command if len(command) <= 700 else command[:500] + "\n" + command[-200:]
         # three searches, each cheap test first, cost less than one expression of the three alternatives; every
@@ -413,7 +414,7 @@ def is_mutation(tool: str, args: Mapping[Any, Any], *, command: str | None = Non
             or (">" in text and _REDIRECT.search(text) is not None)
             or ((not _kernels.COMPILED or _kernels.change_word(text)) and _MUTATING_VERB.search(text) is not None)
         )
-    return bool(_MUTATING_TOOLS.search(tool))
+    return bool(traits & _MUTATING_NAME)
 
 
 def _is_command_line(tool: str, args: Mapping[Any, Any]) -> bool:
@@ -437,7 +438,7 @@ def is_poll(tool: str, command: str | None) -> bool:
         # every match of the expression starts with a poll word where a part of the command starts: a command
         # without one (most) is ruled out in one pass of the kernel
         return _kernels.poll_word(head) and bool(_POLL_COMMAND.search(head))
-    return bool(_POLL_TOOLS.search(tool))
+    return bool(name_traits(tool) & _POLL_NAME)
 
 
 def is_search(
@@ -459,6 +460,40 @@ def is_search(
     if key and key.startswith(f"{tool}:"):  # a program run through a shell, or a tool that runs command lines
         program = key[len(tool) + 1 :]
         return program in _SEARCH_PROGRAMS and not changes()
-    if _SEARCH_TOOLS.match(tool):
+    if name_traits(tool) & _SEARCH_NAME:
         return not changes() if command else True
     return reads_only(tool, args)
+
+
+# -- what a tool's name says ------------------------------------------------------------------------------------
+
+_SHELL_NAME: Final = 1
+"""The tool runs any command (:data:`SHELL_TOOLS`)."""
+_MUTATING_NAME: Final = 2
+"""The name says the tool changes something (:data:`_MUTATING_TOOLS`)."""
+_POLL_NAME: Final = 4
+"""The name says the tool waits or checks a status (:data:`_POLL_TOOLS`)."""
+_SEARCH_NAME: Final = 8
+"""The name says the tool looks something up (:data:`_SEARCH_TOOLS`)."""
+_NAMES: Final[dict[str, int]] = {}
+"""The traits of the tool names seen lately: a session's calls use a handful of names, and every call asks what its
+name says (three expressions and a set, ~1.5 us a call otherwise)."""
+_NAMES_KEPT: Final = 1_024
+"""The most names :data:`_NAMES` keeps (it starts over when full: names are few, but an agent makes them up)."""
+
+
+def name_traits(tool: str) -> int:
+    """What the name of ``tool`` alone says, as bits (:data:`_SHELL_NAME`, :data:`_MUTATING_NAME`,
+    :data:`_POLL_NAME`, :data:`_SEARCH_NAME`); read once per name."""
+    traits = _NAMES.get(tool)
+    if traits is None:
+        traits = (
+            (_SHELL_NAME if _kernels.lower(tool) in SHELL_TOOLS else 0)
+            | (_MUTATING_NAME if _MUTATING_TOOLS.search(tool) else 0)
+            | (_POLL_NAME if _POLL_TOOLS.search(tool) else 0)
+            | (_SEARCH_NAME if _SEARCH_TOOLS.match(tool) else 0)
+        )
+        if len(_NAMES) >= _NAMES_KEPT:
+            _NAMES.clear()
+        _NAMES[tool] = traits
+    return traits
