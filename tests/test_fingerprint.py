@@ -619,7 +619,8 @@ def test_what_a_tool_name_says_is_read_once_and_as_its_definitions_say(tool: str
         | (fp._SEARCH_NAME if fp._SEARCH_TOOLS.match(tool) else 0)
     )
     assert fp.name_traits(tool) == expected  # read, or kept by an earlier example
-    fp._NAMES.pop(tool, None)
+    assert fp._NAMES[tool] == expected  # kept
+    fp._NAMES.pop(tool)
     assert fp.name_traits(tool) == expected  # read afresh
     assert fp.is_shell_tool(tool) == (tool.lower() in fp.SHELL_TOOLS)
 
@@ -630,6 +631,7 @@ def test_the_tool_names_kept_are_bounded() -> None:
 
     for n in range(3 * fp._NAMES_KEPT):
         fp.name_traits(f"made_up_tool_{n}")
+        assert f"made_up_tool_{n}" in fp._NAMES
         assert len(fp._NAMES) <= fp._NAMES_KEPT
     assert fp.name_traits("edit_file") & fp._MUTATING_NAME
     assert is_mutation("write_notes", {"text": "x"}) and not is_mutation("notes", {"text": "x"})
