@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from loopwatch import Guard, ToolCall, ToolResult
 from loopwatch.core._canonical import MAX_DEPTH, canonical_json
+from loopwatch.core._event_values import MAX_NAME
 from loopwatch.core._fingerprint import (
     PRIMARY_KEYS,
     bash_file_read,
@@ -634,6 +635,17 @@ def test_the_tool_names_kept_are_bounded() -> None:
         assert f"made_up_tool_{n}" in fp._NAMES
         assert len(fp._NAMES) <= fp._NAMES_KEPT
     assert fp.name_traits("edit_file") & fp._MUTATING_NAME
+    long_name = "edit_" + "x" * MAX_NAME
+    assert fp.name_traits(long_name) & fp._MUTATING_NAME and long_name not in fp._NAMES  # read, not kept
+
+    class Same(str):  # a subclass equal to every string: read for what it holds, never kept nor matched
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        def __hash__(self) -> int:
+            return hash("edit_file")
+
+    assert fp.name_traits(Same("notes")) == 0 and fp.name_traits(Same("bash")) & fp._SHELL_NAME
     assert is_mutation("write_notes", {"text": "x"}) and not is_mutation("notes", {"text": "x"})
 
 

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from . import _kernels
 from ._canonical import canonical_json, digest, digest_bytes, digest_parts, flat_payload, fold_string
+from ._event_values import MAX_NAME
 from ._lazy_re import lazy_compile
 from ._masking import masked
 from ._tools import command_segments, reads_only
@@ -465,16 +466,12 @@ def is_search(
     return reads_only(tool, args)
 
 
-# -- what a tool's name says ------------------------------------------------------------------------------------
+# -- what a tool's name says, a bit each: SHELL_TOOLS, _MUTATING_TOOLS, _POLL_TOOLS, _SEARCH_TOOLS -----------------
 
 _SHELL_NAME: Final = 1
-"""The tool runs any command (:data:`SHELL_TOOLS`)."""
 _MUTATING_NAME: Final = 2
-"""The name says the tool changes something (:data:`_MUTATING_TOOLS`)."""
 _POLL_NAME: Final = 4
-"""The name says the tool waits or checks a status (:data:`_POLL_TOOLS`)."""
 _SEARCH_NAME: Final = 8
-"""The name says the tool looks something up (:data:`_SEARCH_TOOLS`)."""
 _NAMES: Final[dict[str, int]] = {}
 """The traits of the tool names seen lately: a session's calls use a handful of names, and every call asks what its
 name says (three expressions and a set, ~1.5 us a call otherwise)."""
@@ -484,8 +481,11 @@ _NAMES_KEPT: Final = 1_024
 
 def name_traits(tool: str) -> int:
     """What the name of ``tool`` alone says, as bits (:data:`_SHELL_NAME`, :data:`_MUTATING_NAME`,
-    :data:`_POLL_NAME`, :data:`_SEARCH_NAME`); read once per name."""
-    traits = _NAMES.get(tool)
+    :data:`_POLL_NAME`, :data:`_SEARCH_NAME`); read once per name. Only a plain string no longer than an event's
+    names (:data:`~loopwatch.core._event_values.MAX_NAME`) is kept; a longer one, or a ``str`` subclass with
+    comparisons of its own, is read each time."""
+    kept = type(tool) is str and len(tool) <= MAX_NAME
+    traits = _NAMES.get(tool) if kept else None
     if traits is None:
         traits = (
             (_SHELL_NAME if _kernels.lower(tool) in SHELL_TOOLS else 0)
@@ -493,7 +493,8 @@ def name_traits(tool: str) -> int:
             | (_POLL_NAME if _POLL_TOOLS.search(tool) else 0)
             | (_SEARCH_NAME if _SEARCH_TOOLS.match(tool) else 0)
         )
-        if len(_NAMES) >= _NAMES_KEPT:
-            _NAMES.clear()
-        _NAMES[tool] = traits
+        if kept:
+            if len(_NAMES) >= _NAMES_KEPT:
+                _NAMES.clear()
+            _NAMES[tool] = traits
     return traits
