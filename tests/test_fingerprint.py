@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from loopwatch import Guard, ToolCall, ToolResult
 from loopwatch.core._canonical import MAX_DEPTH, canonical_json
-from loopwatch.core._event_values import MAX_NAME
 from loopwatch.core._fingerprint import (
     PRIMARY_KEYS,
     bash_file_read,
@@ -623,7 +622,11 @@ def test_what_a_tool_name_says_is_read_once_and_as_its_definitions_say(tool: str
     assert fp._NAMES[tool] == expected  # kept
     fp._NAMES.pop(tool)
     assert fp.name_traits(tool) == expected  # read afresh
+    # each question reads its own bit: without a command line, the name alone answers
     assert fp.is_shell_tool(tool) == (tool.lower() in fp.SHELL_TOOLS)
+    assert is_mutation(tool, {"text": "x"}) == bool(fp._MUTATING_TOOLS.search(tool))
+    assert fp.is_poll(tool, None) == bool(fp._POLL_TOOLS.search(tool))
+    assert fp.is_search(tool, None, {"text": "x"}) == bool(fp._SEARCH_TOOLS.match(tool))
 
 
 def test_the_tool_names_kept_are_bounded() -> None:
@@ -635,8 +638,11 @@ def test_the_tool_names_kept_are_bounded() -> None:
         assert f"made_up_tool_{n}" in fp._NAMES
         assert len(fp._NAMES) <= fp._NAMES_KEPT
     assert fp.name_traits("edit_file") & fp._MUTATING_NAME
-    long_name = "edit_" + "x" * MAX_NAME
+    long_name = "edit_" + "x" * fp._NAME_CHARS
     assert fp.name_traits(long_name) & fp._MUTATING_NAME and long_name not in fp._NAMES  # read, not kept
+    fp._NAMES["seeded_tool"] = fp._POLL_NAME  # what is kept is what is answered
+    assert fp.name_traits("seeded_tool") == fp._POLL_NAME and fp.is_poll("seeded_tool", None)
+    fp._NAMES.pop("seeded_tool")
 
     class Same(str):  # a subclass equal to every string: read for what it holds, never kept nor matched
         def __eq__(self, other: object) -> bool:

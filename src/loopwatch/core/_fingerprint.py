@@ -16,7 +16,6 @@ from typing import Any, Final
 
 from . import _kernels
 from ._canonical import canonical_json, digest, digest_bytes, digest_parts, flat_payload, fold_string
-from ._event_values import MAX_NAME
 from ._lazy_re import lazy_compile
 from ._masking import masked
 from ._tools import command_segments, reads_only
@@ -473,18 +472,19 @@ _MUTATING_NAME: Final = 2
 _POLL_NAME: Final = 4
 _SEARCH_NAME: Final = 8
 _NAMES: Final[dict[str, int]] = {}
-"""The traits of the tool names seen lately: a session's calls use a handful of names, and every call asks what its
-name says (three expressions and a set, ~1.5 us a call otherwise)."""
+"""The traits of the tool names seen lately (three expressions and a set a call, ~1.5 us, read once per name)."""
 _NAMES_KEPT: Final = 1_024
-"""The most names :data:`_NAMES` keeps (it starts over when full: names are few, but an agent makes them up)."""
+"""The most names :data:`_NAMES` keeps (it starts over when full; threads adding at once may pass it by a few)."""
+_NAME_CHARS: Final = 128
+"""The longest name kept (tool names are short; at most ~0.5 MB kept whatever names an agent makes up)."""
 
 
 def name_traits(tool: str) -> int:
     """What the name of ``tool`` alone says, as bits (:data:`_SHELL_NAME`, :data:`_MUTATING_NAME`,
-    :data:`_POLL_NAME`, :data:`_SEARCH_NAME`); read once per name. Only a plain string no longer than an event's
-    names (:data:`~loopwatch.core._event_values.MAX_NAME`) is kept; a longer one, or a ``str`` subclass with
-    comparisons of its own, is read each time."""
-    kept = type(tool) is str and len(tool) <= MAX_NAME
+    :data:`_POLL_NAME`, :data:`_SEARCH_NAME`); read once per name. Only a plain string of at most
+    :data:`_NAME_CHARS` characters is kept; a longer one, or a ``str`` subclass with comparisons of its own, is read
+    each time."""
+    kept = type(tool) is str and len(tool) <= _NAME_CHARS
     traits = _NAMES.get(tool) if kept else None
     if traits is None:
         traits = (
