@@ -40,7 +40,7 @@ kernels: $(STAMP_TEST)
 # again from their source, with the kernels' pure-Python twins
 unit: kernels
 	LOOPWATCH_REQUIRE_COMPILED=1 $(BIN)/pytest
-	LOOPWATCH_PURE_PYTHON=1 $(BIN)/pytest tests/test_kernels.py tests/test_detectors.py tests/test_fingerprint.py \
+	LOOPWATCH_PURE_PYTHON=1 $(BIN)/pytest tests/test_kernels.py tests/test_detectors.py tests/test_fingerprint.py tests/test_events.py \
 		tests/test_feature_pass.py
 
 docs: $(STAMP_TEST)

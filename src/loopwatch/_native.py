@@ -1,6 +1,7 @@
 """Which of loopwatch's modules can run compiled, and the switch back to their source.
 
-Each event's features (a call's payload and fingerprint, the program a command runs, a result's masking and
+The checks of an event's fields as its constructor reads them (a call's arguments made plain and bounded, an event's
+JSON form read field by field), each event's features (a call's payload and fingerprint, the program a command runs, a result's masking and
 outcome, the step itself), the text helpers the rules share (error lines and sketches, packed indices, state
 fields) and the rules themselves (:data:`MODULES`) are plain typed Python, checked by ``mypy --strict``; when the
 package is built with a C compiler, mypyc compiles those very files into extension modules installed beside them
@@ -41,6 +42,7 @@ __all__ = ["CONSTRUCTORS", "MODULES", "compiled", "constructors", "install", "us
 
 MODULES: tuple[str, ...] = (
     "loopwatch.core._canonical",
+    "loopwatch.core._event_values",
     "loopwatch.core._failure_signs",
     "loopwatch.core._fingerprint",
     "loopwatch.core._masking",

@@ -335,3 +335,110 @@ def common_fields(event: Any) -> None:
         set_field(event, "ts", number_of(event.ts, "ts"))
     if event.worker is not None:
         set_field(event, "worker", name_of(event.worker, "worker"))
+
+
+# -- an event's JSON form: each field read and checked, then handed to its constructor -------------------------
+
+
+def json_str(obj: Mapping[str, Any], key: str) -> str | None:
+    value = obj.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise EventError(f"expected a string, got {type(value).__name__}", field=key)
+
+
+def required_str(obj: Mapping[str, Any], key: str) -> str:
+    value = obj.get(key)
+    if value is None:
+        raise EventError("required field is missing", field=key)
+    if not isinstance(value, str):
+        raise EventError(f"expected a string, got {type(value).__name__}", field=key)
+    return value
+
+
+def json_number(obj: Mapping[str, Any], key: str) -> float | None:
+    """A finite, non-negative number."""
+    value = obj.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise EventError(f"expected a number, got {type(value).__name__}", field=key)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer too large for a float (JSON allows any number of digits)
+        raise EventError("number out of range", field=key) from None
+    if not math.isfinite(number):
+        raise EventError(f"expected a finite number, got {number!r}", field=key)
+    if number < 0:
+        raise EventError(f"expected a non-negative number, got {value!r}", field=key)
+    return number
+
+
+def json_int(obj: Mapping[str, Any], key: str, *, non_negative: bool = True) -> int | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EventError(f"expected an integer, got {type(value).__name__}", field=key)
+    if abs(value) > MAX_INT:
+        raise EventError("integer out of range", field=key)
+    if non_negative and value < 0:
+        raise EventError(f"expected a non-negative integer, got {value!r}", field=key)
+    return value
+
+
+def json_bool(obj: Mapping[str, Any], key: str) -> bool | None:
+    value = obj.get(key)
+    if value is None or isinstance(value, bool):
+        return value
+    raise EventError(f"expected true, false or null, got {type(value).__name__}", field=key)
+
+
+def common_json_fields(obj: Mapping[str, Any]) -> tuple[float | None, str | None]:
+    """An event's ``ts`` and ``worker``, in the order every event's fields end with."""
+    return json_number(obj, "ts"), json_str(obj, "worker")
+
+
+def call_fields(
+    obj: Mapping[str, Any],
+) -> tuple[str, Mapping[str, Any], str | None, str | None, float | None, str | None]:
+    """A ``tool_call``'s fields in ``ToolCall``'s order."""
+    args = obj.get("args")
+    if args is None:
+        args = {}
+    elif not isinstance(args, Mapping):
+        raise EventError(f"expected a JSON object, got {type(args).__name__}", field="args")
+    tool, call_id, thought = required_str(obj, "tool"), json_str(obj, "id"), json_str(obj, "thought")
+    ts, worker = common_json_fields(obj)
+    return tool, args, call_id, thought, ts, worker
+
+
+def result_fields(
+    obj: Mapping[str, Any],
+) -> tuple[str, str | None, bool | None, int | None, str | None, float | None, str | None]:
+    """A ``tool_result``'s fields in ``ToolResult``'s order."""
+    output = obj.get("output")
+    if output is None:
+        output = ""
+    elif not isinstance(output, str):
+        raise EventError(f"expected a string, got {type(output).__name__}", field="output")
+    tool, call_id = json_str(obj, "tool"), json_str(obj, "id")
+    if tool is None and call_id is None:
+        raise EventError("a tool_result needs `tool` or an `id` matching an earlier call", field="tool")
+    is_error, exit_code = json_bool(obj, "is_error"), json_int(obj, "exit_code", non_negative=False)
+    ts, worker = common_json_fields(obj)
+    return output, tool, is_error, exit_code, call_id, ts, worker
+
+
+def message_fields(obj: Mapping[str, Any]) -> tuple[Role, str, float | None, str | None]:
+    """A ``message``'s fields in ``Message``'s order."""
+    role = required_str(obj, "role")
+    if role not in ROLES:
+        raise EventError(f"expected one of {', '.join(ROLES)}, got {role!r}", field="role")
+    text = obj.get("text")
+    if text is None:
+        text = ""
+    elif not isinstance(text, str):
+        raise EventError(f"expected a string, got {type(text).__name__}", field="text")
+    ts, worker = common_json_fields(obj)
+    return role, text, ts, worker  # type: ignore[return-value]

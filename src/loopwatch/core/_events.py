@@ -16,7 +16,6 @@ an :class:`~loopwatch.errors.EventError` naming the field.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Union
@@ -27,22 +26,28 @@ from ._event_values import (
     MAX_ARG_NODES,
     MAX_ARG_TEXT,
     MAX_ARGS_TEXT,
-    MAX_INT,
     MAX_MESSAGE_TEXT,
     MAX_NAME,
     MAX_TEXT,
     ROLES,
     UNREADABLE,
     Role,
+    call_fields,
     common_fields,
+    common_json_fields,
     cut_text,
     describe,
     flag_of,
     integer_of,
+    json_int,
+    json_number,
+    message_fields,
     name_of,
     number_of,
     plain_args,
     plain_str,
+    required_str,
+    result_fields,
     set_field,
     text_of,
 )
@@ -88,13 +93,17 @@ class ToolCall:
     worker: str | None = None
 
     def __post_init__(self) -> None:
-        if type(self.tool) is not str or len(self.tool) > MAX_NAME:
-            set_field(self, "tool", name_of(self.tool, "tool"))
-        set_field(self, "args", plain_args(self.args))
-        if self.id is not None:
-            set_field(self, "id", name_of(self.id, "id"))
-        if self.thought is not None:
-            set_field(self, "thought", text_of(self.thought, "thought"))
+        # a field is set again only when what it keeps differs from what it was given (a plain, short str is kept)
+        tool, args, call_id, thought = self.tool, self.args, self.id, self.thought
+        if type(tool) is not str or len(tool) > MAX_NAME:
+            set_field(self, "tool", name_of(tool, "tool"))
+        plain = plain_args(args)
+        if plain is not args:
+            set_field(self, "args", plain)
+        if call_id is not None and (type(call_id) is not str or len(call_id) > MAX_NAME):
+            set_field(self, "id", name_of(call_id, "id"))
+        if thought is not None and (type(thought) is not str or len(thought) > MAX_TEXT):
+            set_field(self, "thought", text_of(thought, "thought"))
         if self.ts is not None or self.worker is not None:
             common_fields(self)
 
@@ -114,14 +123,15 @@ class ToolResult:
     def __post_init__(self) -> None:
         if type(self.output) is not str or len(self.output) > MAX_TEXT:
             set_field(self, "output", text_of(self.output, "output", default=""))
-        if self.tool is not None:
-            set_field(self, "tool", name_of(self.tool, "tool"))
-        if self.is_error is not None:
-            set_field(self, "is_error", flag_of(self.is_error, "is_error"))
-        if self.exit_code is not None:
-            set_field(self, "exit_code", integer_of(self.exit_code, "exit_code", non_negative=False))
-        if self.id is not None:
-            set_field(self, "id", name_of(self.id, "id"))
+        tool, is_error, exit_code, call_id = self.tool, self.is_error, self.exit_code, self.id
+        if tool is not None and (type(tool) is not str or len(tool) > MAX_NAME):
+            set_field(self, "tool", name_of(tool, "tool"))
+        if is_error is not None and is_error is not True and is_error is not False:
+            set_field(self, "is_error", flag_of(is_error, "is_error"))
+        if exit_code is not None:
+            set_field(self, "exit_code", integer_of(exit_code, "exit_code", non_negative=False))
+        if call_id is not None and (type(call_id) is not str or len(call_id) > MAX_NAME):
+            set_field(self, "id", name_of(call_id, "id"))
         if self.ts is not None or self.worker is not None:
             common_fields(self)
 
@@ -140,7 +150,8 @@ class Message:
         if role not in ROLES:
             shown = role if role is not None else type(self.role).__name__
             raise EventError(f"expected one of {', '.join(ROLES)}, got {shown!r}", field="role")
-        set_field(self, "role", role)
+        if role is not self.role:
+            set_field(self, "role", role)
         if type(self.text) is not str or len(self.text) > MAX_MESSAGE_TEXT:
             set_field(self, "text", text_of(self.text, "text", default="", limit=MAX_MESSAGE_TEXT))
         if self.ts is not None or self.worker is not None:
@@ -213,124 +224,29 @@ def event_type(event: Event) -> str:
     return TYPE_NAMES[type(event)]
 
 
-def _opt_str(obj: Mapping[str, Any], key: str) -> str | None:
-    value = obj.get(key)
-    if value is None or isinstance(value, str):
-        return value
-    raise EventError(f"expected a string, got {type(value).__name__}", field=key)
-
-
-def _req_str(obj: Mapping[str, Any], key: str) -> str:
-    value = obj.get(key)
-    if value is None:
-        raise EventError("required field is missing", field=key)
-    if not isinstance(value, str):
-        raise EventError(f"expected a string, got {type(value).__name__}", field=key)
-    return value
-
-
-def _opt_number(obj: Mapping[str, Any], key: str, *, non_negative: bool = True) -> float | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise EventError(f"expected a number, got {type(value).__name__}", field=key)
-    try:
-        number = float(value)
-    except OverflowError:  # an integer too large for a float (JSON allows any number of digits)
-        raise EventError("number out of range", field=key) from None
-    if not math.isfinite(number):
-        raise EventError(f"expected a finite number, got {number!r}", field=key)
-    if non_negative and number < 0:
-        raise EventError(f"expected a non-negative number, got {value!r}", field=key)
-    return number
-
-
-def _opt_int(obj: Mapping[str, Any], key: str, *, non_negative: bool = True) -> int | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise EventError(f"expected an integer, got {type(value).__name__}", field=key)
-    if abs(value) > MAX_INT:
-        raise EventError("integer out of range", field=key)
-    if non_negative and value < 0:
-        raise EventError(f"expected a non-negative integer, got {value!r}", field=key)
-    return value
-
-
-def _opt_bool(obj: Mapping[str, Any], key: str) -> bool | None:
-    value = obj.get(key)
-    if value is None or isinstance(value, bool):
-        return value
-    raise EventError(f"expected true, false or null, got {type(value).__name__}", field=key)
-
-
-def _common(obj: Mapping[str, Any]) -> dict[str, Any]:
-    return {"ts": _opt_number(obj, "ts"), "worker": _opt_str(obj, "worker")}
-
-
 def _tool_call(obj: Mapping[str, Any]) -> ToolCall:
-    args = obj.get("args")
-    if args is None:
-        args = {}
-    elif not isinstance(args, Mapping):
-        raise EventError(f"expected a JSON object, got {type(args).__name__}", field="args")
-    return ToolCall(
-        tool=_req_str(obj, "tool"),
-        args=args,
-        id=_opt_str(obj, "id"),
-        thought=_opt_str(obj, "thought"),
-        **_common(obj),
-    )
+    return ToolCall(*call_fields(obj))
 
 
 def _tool_result(obj: Mapping[str, Any]) -> ToolResult:
-    output = obj.get("output")
-    if output is None:
-        output = ""
-    elif not isinstance(output, str):
-        raise EventError(f"expected a string, got {type(output).__name__}", field="output")
-    tool, call_id = _opt_str(obj, "tool"), _opt_str(obj, "id")
-    if tool is None and call_id is None:
-        raise EventError("a tool_result needs `tool` or an `id` matching an earlier call", field="tool")
-    return ToolResult(
-        output=output,
-        tool=tool,
-        is_error=_opt_bool(obj, "is_error"),
-        exit_code=_opt_int(obj, "exit_code", non_negative=False),
-        id=call_id,
-        **_common(obj),
-    )
+    return ToolResult(*result_fields(obj))
 
 
 def _message(obj: Mapping[str, Any]) -> Message:
-    role = _req_str(obj, "role")
-    if role not in ROLES:
-        raise EventError(f"expected one of {', '.join(ROLES)}, got {role!r}", field="role")
-    text = obj.get("text")
-    if text is None:
-        text = ""
-    elif not isinstance(text, str):
-        raise EventError(f"expected a string, got {type(text).__name__}", field="text")
-    return Message(role=role, text=text, **_common(obj))  # type: ignore[arg-type]
+    return Message(*message_fields(obj))
 
 
 def _text_delta(obj: Mapping[str, Any]) -> TextDelta:
-    return TextDelta(text=_req_str(obj, "text"), **_common(obj))
+    return TextDelta(required_str(obj, "text"), *common_json_fields(obj))
 
 
 def _usage(obj: Mapping[str, Any]) -> Usage:
-    return Usage(
-        cost=_opt_number(obj, "cost"),
-        input_tokens=_opt_int(obj, "input_tokens"),
-        output_tokens=_opt_int(obj, "output_tokens"),
-        **_common(obj),
-    )
+    cost, input_tokens = json_number(obj, "cost"), json_int(obj, "input_tokens")
+    return Usage(cost, input_tokens, json_int(obj, "output_tokens"), *common_json_fields(obj))
 
 
 def _reset(obj: Mapping[str, Any]) -> Reset:
-    return Reset(**_common(obj))
+    return Reset(*common_json_fields(obj))
 
 
 _PARSERS: Final[dict[str, Callable[[Mapping[str, Any]], Event]]] = {
