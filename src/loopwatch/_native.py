@@ -1,12 +1,12 @@
 """Which of loopwatch's modules can run compiled, and the switch back to their source.
 
 The checks of an event's fields as its constructor reads them (a call's arguments made plain and bounded, an event's
-JSON form read field by field), each event's features (a call's payload and fingerprint, the program a command runs, a result's masking and
-outcome, the step itself), the text helpers the rules share (error lines and sketches, packed indices, state
-fields) and the rules themselves (:data:`MODULES`) are plain typed Python, checked by ``mypy --strict``; when the
-package is built with a C compiler, mypyc compiles those very files into extension modules installed beside them
-(``hatch_build.py``), which Python imports instead of the source. Compiled or not, it is one program, so verdicts,
-fingerprints and stored states are the same either way; only the speed differs.
+JSON form read field by field), each event's features (a call's payload and fingerprint, the program a command runs,
+a result's masking and outcome, the step itself), the text helpers the rules share (error lines and sketches, packed
+indices, state fields) and the rules themselves (:data:`MODULES`) are plain typed Python, checked by ``mypy
+--strict``; when the package is built with a C compiler, mypyc compiles those very files into extension modules
+installed beside them (``hatch_build.py``), which Python imports instead of the source. Compiled or not, it is one
+program, so verdicts, fingerprints and stored states are the same either way; only the speed differs.
 
 A compiled class keeps neither its constructor's annotations nor an instance dictionary, which a configuration file,
 a sweep and a rule's ``repr`` read: the build writes them down from the source (:func:`constructors`, in
