@@ -87,6 +87,10 @@ def check(text: str, differences: Counter[str], regex: bool) -> int:
     calls += 1
     if compiled.change_word(text[:700]) != pure.change_word(text[:700]):
         differences["change_word"] += 1
+    ends = text if len(text) <= 800 else text[:400] + "\n" + text[-400:]  # what infer_failure reads
+    calls += 1
+    if compiled.failure_marked(ends) != pure.failure_marked(ends):
+        differences["failure_marked"] += 1
     calls += 1
     if compiled.word_sketch(data, 48, 1024) != pure.word_sketch(data, 48, 1024):
         differences["word_sketch"] += 1

@@ -39,6 +39,9 @@ _INSERTS = [
     b"123e4567-e89b-12d3-a456-426614174000", b"pid=", b"Process ", b"bash: line 3:", b"sh: 4:", b"/tmp/",
     b"/var/folders/", b"/private/var/", b"tmpab12cd34", b"tmp.", b"1700000000123", b"9",
     b"Dload  Upload   Total   Spent    Left  Speed", b"Dload", b"--:--:--", b"14k",
+    b"Traceback (most recent call last)", b"command not found", b"Segmentation fault (core dumped)",
+    b"EXECUTION TIMED OUT", b"(execution failed)", b"timed out and has been killed", b"Traceback (most recent",
+    b"Permission denie",
 ]  # fmt: skip
 
 
@@ -151,6 +154,10 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
         if compiled.change_word(text[:700]) != pure.change_word(text[:700]):
             differences += 1
             print(f"DIFFERENCE in change_word: {text[:200]!r}", file=sys.stderr)
+        calls += 1
+        if compiled.failure_marked(text) != pure.failure_marked(text):
+            differences += 1
+            print(f"DIFFERENCE in failure_marked: {text[:200]!r}", file=sys.stderr)
         calls += 1
         if compiled.word_sketch(data, 32, 1024) != pure.word_sketch(data, 32, 1024):
             differences += 1

@@ -670,3 +670,36 @@ def test_a_scan_finds_the_same_loops_with_either_implementation(tmp_path: Path) 
     runs = [json.loads(line) for line in pure.stdout.splitlines()]
     assert len(runs) == 25 and sum(bool(run["detections"]) for run in runs) >= 3
     assert pure.stdout == either.stdout
+
+
+# the markers, cut short, and what may surround them (a byte a character, past Latin-1, across 32-byte steps)
+_MARKER_PIECES = [
+    *_kernels_py.FAILURE_MARKERS, *(marker[:-1] for marker in _kernels_py.FAILURE_MARKERS), "Tra", "No ", "EXE", "(ex",
+    "timed out", "x", " ", "\n", "é", "😀", "\ud800", "a" * 31, "b" * 33,
+]  # fmt: skip
+_marker_text = st.one_of(any_text, st.lists(st.sampled_from(_MARKER_PIECES), max_size=12).map("".join))
+
+
+@settings(max_examples=800, deadline=None)
+@given(text=_marker_text)
+def test_failure_marked_is_any_marker_in_the_text(text: str) -> None:
+    expected = any(marker in text for marker in _kernels_py.FAILURE_MARKERS)
+    assert _kernels_py.failure_marked(text) is expected
+    if _kernels_c is not None:
+        both_ways(lambda c: _same(c.failure_marked(text), expected))
+
+
+def test_failure_marked_finds_each_marker_wherever_it_starts() -> None:
+    """Each marker at every offset of a 100-character text (through the vector steps and the portable tail), alone
+    and cut short by its last character."""
+    for marker in _kernels_py.FAILURE_MARKERS:
+        for at in range(100):
+            text = ("q" * at + marker + "q" * 100)[: max(100, at + len(marker))]
+            cut = "q" * at + marker[:-1]
+            assert _kernels.failure_marked(text), (marker, at)
+            assert not _kernels.failure_marked(cut), (marker, at)
+            if _kernels_c is not None:
+                found = (text, cut)
+                both_ways(lambda c, found=found: _same([c.failure_marked(t) for t in found], [True, False]))
+    if _kernels_c is not None:
+        assert outcome(compiled().failure_marked, b"Traceback (most recent call last)") == ("error", TypeError)

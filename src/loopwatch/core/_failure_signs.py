@@ -7,15 +7,9 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from ._kernels import failure_marked
 from ._lazy_re import lazy_compile
 
-_FAILURE_MARKERS: Final = (
-    "Traceback (most recent call last)", "command not found", "No such file or directory", "Permission denied",
-    "syntax error", "unexpected EOF", "Exception in thread", "Segmentation fault (core dumped)",
-    "Your proposed edit has introduced new syntax error", "(execution failed)",
-    "EXECUTION TIMED OUT", "timed out and has been killed",  # SWE-agent's and mini-swe-agent's time-out notices
-)  # fmt: skip
-"""Text that marks a failure wherever it shows in a result's ends."""
 _FAILURE_STARTS: Final = (
     "Error:", "Error ", "ERROR:", "ERROR ", "error:", "error ", "fatal:", "E: ", "npm ERR!", "Segmentation fault",
 )  # fmt: skip
@@ -34,9 +28,8 @@ def infer_failure(output: str, is_error: bool | None, exit_code: int | None) -> 
     if exit_code is not None:
         return exit_code != 0
     ends = output if len(output) <= 800 else output[:400] + "\n" + output[-400:]
-    for marker in _FAILURE_MARKERS:  # a loop, not any() over a generator: this runs for every result
-        if marker in ends:
-            return True
+    if failure_marked(ends):  # text that marks a failure wherever it shows (_kernels_py.FAILURE_MARKERS)
+        return True
     if "<returncode>" in ends and "<returncode>0</returncode>" not in ends:
         return True
     if ": not found" in ends and _SH_NOT_FOUND.search(ends):

@@ -20,6 +20,7 @@ __all__ = [
     "change_word",
     "collapsed",
     "error_lines",
+    "failure_marked",
     "fold",
     "fold_words",
     "last_error_line",
@@ -70,6 +71,7 @@ unquoted_line_bits = _impl.unquoted_line_bits
 numbers_marked = _impl.numbers_marked
 poll_word = _impl.poll_word
 change_word = _impl.change_word
+failure_marked = _impl.failure_marked
 collapsed = _impl.collapsed
 blanks_dropped = _impl.blanks_dropped
 alnum_word_pair = _impl.alnum_word_pair

@@ -2096,6 +2096,106 @@ static PyObject *poll_word(PyObject *self, PyObject *arg) { return part_word(&po
 
 static PyObject *change_word(PyObject *self, PyObject *arg) { return part_word(&change_set, arg, "change_word"); }
 
+/* -- failure_marked ---------------------------------------------------------------------------------------- */
+
+PyDoc_STRVAR(failure_marked_doc,
+             "failure_marked(text: str) -> bool\n--\n\n"
+             "Does one of the texts that mark a failure wherever they show (FAILURE_MARKERS: ``Traceback (most recent "
+             "call last)``, ``command not found``...) occur in ``text``? One pass for all of them; the pure twin "
+             "looks for each in turn.");
+
+static const char *const failure_markers[] = {
+    "Traceback (most recent call last)", "command not found", "No such file or directory", "Permission denied",
+    "syntax error", "unexpected EOF", "Exception in thread", "Segmentation fault (core dumped)",
+    "Your proposed edit has introduced new syntax error", "(execution failed)", "EXECUTION TIMED OUT",
+    "timed out and has been killed"};
+#define N_MARKERS WORD_COUNT(failure_markers)
+_Static_assert(N_MARKERS <= 32, "a marker is a bit of a 32-bit marker_first");
+static Py_ssize_t marker_len[N_MARKERS];
+static uint32_t marker_first[256]; /* bit m: failure_markers[m] starts with the byte */
+
+/* Does one of ``candidates`` (markers that start with the byte at p) start at p? */
+static int marker_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t p, uint32_t candidates) {
+    for (int m = 0; candidates; m++, candidates >>= 1)
+        if ((candidates & 1) && marker_len[m] <= n - p && memcmp(s + p, failure_markers[m], (size_t)marker_len[m]) == 0)
+            return 1;
+    return 0;
+}
+
+static int marked_portable(const unsigned char *s, Py_ssize_t n, Py_ssize_t from) {
+    for (Py_ssize_t p = from; p < n; p++) {
+        const uint32_t candidates = marker_first[s[p]];
+        if (candidates && marker_at(s, n, p, candidates)) return 1;
+    }
+    return 0;
+}
+
+#ifdef X86_SIMD
+/* With AVX2, 32 positions a step are ruled out by the first 3 bytes of the markers, as find_error_avx2 rules out
+   keywords (a Teddy filter: 8 buckets, marker m in bucket m % 8; the bytes as they are, markers being case-sensitive);
+   a position left standing is checked as marked_portable checks it. */
+static unsigned char marker_low[3][16], marker_high[3][16];
+
+__attribute__((target("avx2"), always_inline)) static inline __m256i marker_buckets(const unsigned char *at, int i) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)at);
+    const __m256i nibble = _mm256_set1_epi8(0x0F);
+    const __m256i low = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)marker_low[i]));
+    const __m256i high = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)marker_high[i]));
+    return _mm256_and_si256(_mm256_shuffle_epi8(low, _mm256_and_si256(v, nibble)),
+                            _mm256_shuffle_epi8(high, _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble)));
+}
+
+__attribute__((target("avx2"))) static int marked_avx2(const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t p = 0;
+    for (; p + 34 <= n; p += 32) { /* 32 positions, each with its first 3 bytes in s */
+        const __m256i buckets = _mm256_and_si256(
+            _mm256_and_si256(marker_buckets(s + p, 0), marker_buckets(s + p + 1, 1)), marker_buckets(s + p + 2, 2));
+        uint32_t left = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(buckets, _mm256_setzero_si256()));
+        while (left) {
+            const Py_ssize_t q = p + __builtin_ctz(left);
+            left &= left - 1;
+            if (marker_at(s, n, q, marker_first[s[q]])) return 1;
+        }
+    }
+    return marked_portable(s, n, p);
+}
+#endif
+
+static void markers_init(void) {
+    for (int m = 0; m < N_MARKERS; m++) {
+        const unsigned char *w = (const unsigned char *)failure_markers[m];
+        marker_len[m] = (Py_ssize_t)strlen(failure_markers[m]);
+        marker_first[w[0]] |= UINT32_C(1) << m;
+#ifdef X86_SIMD
+        for (int i = 0; i < 3; i++) { /* every marker is longer than 3 bytes */
+            marker_low[i][w[i] & 0x0F] |= (unsigned char)(1u << (m % 8));
+            marker_high[i][w[i] >> 4] |= (unsigned char)(1u << (m % 8));
+        }
+#endif
+    }
+}
+
+static PyObject *failure_marked(PyObject *self, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "failure_marked() expects str, not %.100s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    if (PyUnicode_KIND(arg) != PyUnicode_1BYTE_KIND) { /* a character past Latin-1: rare, left to the pure twin */
+        PyObject *args = PyTuple_Pack(1, arg);
+        if (args == NULL) return NULL;
+        PyObject *result = call_pure("failure_marked", args);
+        Py_DECREF(args);
+        return result;
+    }
+    /* a byte a character: the markers, all ASCII, are found byte for byte */
+    const unsigned char *s = (const unsigned char *)PyUnicode_DATA(arg);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
+#ifdef X86_SIMD
+    if (avx2_instructions) return PyBool_FromLong(marked_avx2(s, n));
+#endif
+    return PyBool_FromLong(marked_portable(s, n, 0));
+}
+
 /* -- collapsed --------------------------------------------------------------------------------------------- */
 
 PyDoc_STRVAR(collapsed_doc,
@@ -2201,6 +2301,7 @@ static PyMethodDef methods[] = {
     {"last_error_line", (PyCFunction)last_error_line, METH_O, last_error_line_doc},
     {"poll_word", (PyCFunction)poll_word, METH_O, poll_word_doc},
     {"change_word", (PyCFunction)change_word, METH_O, change_word_doc},
+    {"failure_marked", (PyCFunction)failure_marked, METH_O, failure_marked_doc},
     {"collapsed", (PyCFunction)(void (*)(void))collapsed, METH_FASTCALL, collapsed_doc},
     {"_vector_instructions", (PyCFunction)(void (*)(void))vector_instructions, METH_FASTCALL, vector_instructions_doc},
     {NULL, NULL, 0, NULL},
@@ -2222,6 +2323,7 @@ PyMODINIT_FUNC PyInit__kernels_c(void) {
     teddy_init();
 #endif
     part_words_tables_init();
+    markers_init();
 #ifdef X86_SIMD
     cpu_features_init();
 #endif

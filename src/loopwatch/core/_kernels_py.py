@@ -20,6 +20,7 @@ __all__ = [
     "CHANGE_WORD",
     "CHANGE_WORDS",
     "ERROR_LINE",
+    "FAILURE_MARKERS",
     "NUMBER",
     "QUOTED",
     "alnum_word_pair",
@@ -27,6 +28,7 @@ __all__ = [
     "change_word",
     "collapsed",
     "error_lines",
+    "failure_marked",
     "fold",
     "fold_words",
     "last_error_line",
@@ -227,6 +229,23 @@ first would not rule out much: ``cp``, ``rm`` and ``ln`` are in many words)."""
 def change_word(text: str) -> bool:
     """Does one of :data:`CHANGE_WORDS` begin ``text``, or follow a blank, ``;``, ``&``, ``|`` or ``(`` in it?"""
     return CHANGE_WORD.search(text) is not None
+
+
+FAILURE_MARKERS: Final = (
+    "Traceback (most recent call last)", "command not found", "No such file or directory", "Permission denied",
+    "syntax error", "unexpected EOF", "Exception in thread", "Segmentation fault (core dumped)",
+    "Your proposed edit has introduced new syntax error", "(execution failed)",
+    "EXECUTION TIMED OUT", "timed out and has been killed",  # SWE-agent's and mini-swe-agent's time-out notices
+)  # fmt: skip
+"""Text that marks a failure wherever it shows in a result's ends (what :func:`failure_marked` looks for)."""
+
+
+def failure_marked(text: str) -> bool:
+    """Does one of :data:`FAILURE_MARKERS` occur in ``text``? (The compiled twin looks for all of them in one pass.)"""
+    for marker in FAILURE_MARKERS:  # noqa: SIM110 (a loop costs less than any() over a generator)
+        if marker in text:
+            return True
+    return False
 
 
 # -- whitespace collapsed ------------------------------------------------------------------------------------
