@@ -26,6 +26,7 @@ from loopwatch import (
     preset,
 )
 from loopwatch.core._limits import max_iterations
+from loopwatch.errors import EventError
 from loopwatch.sinks import JsonlAuditSink, MemorySink
 
 SECRET = "sk-" + "live0123456789abcdefghijklmnopqrstuv"
@@ -878,3 +879,16 @@ def test_an_evicted_session_forgets_its_swarm() -> None:
     guard.observe("a", ToolCall("search", {"q": "x"}))  # a new session, in no swarm
     counts = guard.swarm_snapshot("team")["counts"]
     assert [entry[0] for entry in counts.values()] == [1]
+
+
+def test_a_swarm_is_read_and_cleared_by_the_name_observe_gave_it() -> None:
+    """A swarm named by a number (or a UUID) is named by its text, in observe() as in swarm_snapshot() and clear_swarm()
+    (the in-process backend takes names as strings, compiled or not)."""
+    guard = Guard()
+    guard.observe("a", ToolCall("search", {"q": "x"}), swarm=7)  # type: ignore[arg-type]
+    assert guard.swarm_snapshot(7)["counts"] == guard.swarm_snapshot("7")["counts"] != {}  # type: ignore[arg-type]
+    assert guard.swarm_snapshot(7)["swarm"] == "7"  # type: ignore[arg-type]
+    guard.clear_swarm(7)  # type: ignore[arg-type]
+    assert guard.swarm_snapshot("7")["counts"] == {}
+    with pytest.raises(EventError):
+        guard.clear_swarm(None)  # type: ignore[arg-type]

@@ -266,6 +266,7 @@ class Guard:
 
     def swarm_snapshot(self, swarm: str) -> dict[str, Any]:
         """A swarm's shared fingerprint counts as JSON-able data."""
+        swarm = _name(swarm, "swarm")  # as observe() names it
         counts = self.backend.swarm_counts(swarm)
         return {"swarm": swarm, "counts": {k: [c, list(w), t] for k, (c, w, t) in counts.items()}}
 
@@ -280,7 +281,7 @@ class Guard:
 
     def clear_swarm(self, swarm: str) -> None:
         """Forget a swarm's counts (when the swarm completes)."""
-        self.backend.clear_swarm(swarm)
+        self.backend.clear_swarm(_name(swarm, "swarm"))
 
     def evict_idle(self, max_idle_seconds: float) -> int:
         """Forget the sessions not seen for ``max_idle_seconds`` (by the guard's clock; none without one), and the

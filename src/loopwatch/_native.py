@@ -12,7 +12,8 @@ A compiled class keeps neither its constructor's annotations nor an instance dic
 a sweep and a rule's ``repr`` read: the build writes them down from the source (:func:`constructors`, in
 :data:`CONSTRUCTORS`), and :mod:`loopwatch.core._configured` reads that for a compiled rule. A rule of one's own,
 run from its source, subclasses the compiled ``Detector`` as any class (mypyc is told to allow it). The engine that
-runs the rules is compiled with them; the guard, the stores and the rest stay interpreted.
+runs the rules is compiled with them, and so are the sessions a guard keeps in its process (the in-process session
+backend: an event's load, evaluate and save); the guard itself, the stores and the rest stay interpreted.
 
 The source runs instead, all of it (the modules are compiled together, against each other):
 
@@ -50,6 +51,7 @@ MODULES: tuple[str, ...] = (
     "loopwatch.core._steps",
     "loopwatch.core._tools",
     "loopwatch.core._engine",
+    "loopwatch._session_backend",
     "loopwatch.core.detectors._failure_text",
     "loopwatch.core.detectors._packed",
     "loopwatch.core.detectors._rephrase_text",

@@ -26,6 +26,7 @@ from .core._engine import Engine, Evaluation
 from .core._events import Event
 from .core._session_state import HeldSession, SessionState, held_session
 from .core._swarm_tally import SwarmCounter, SwarmTally, count_call
+from .core.detectors._base import mypyc_attr
 from .errors import LoopwatchError, StoreError
 
 State = SessionState
@@ -69,6 +70,7 @@ def evaluate(
         raise JudgingError(exc) from exc
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # the stored sessions' backend runs from source
 class SessionBackend(ABC):
     """The sessions (and swarm counts) of one guard. Methods that take a session are called with that session's
     lock held by the guard; every method may raise :class:`~loopwatch.stores.StoreError` where a store is used."""
