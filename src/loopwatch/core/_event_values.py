@@ -160,6 +160,11 @@ def integer_of(value: object, name: str, *, non_negative: bool) -> int | None:
             raise EventError(f"expected an integer, got {type(value).__name__}", field=name) from None
     else:
         raise EventError(f"expected an integer, got {type(value).__name__}", field=name)
+    return _in_range(number, name, non_negative)
+
+
+def _in_range(number: int, name: str, non_negative: bool) -> int:
+    """``number`` when an event can hold it (a 64-bit signed integer, not negative when ``non_negative``)."""
     if abs(number) > MAX_INT:
         raise EventError("integer out of range", field=name)
     if non_negative and number < 0:
@@ -380,11 +385,7 @@ def json_int(obj: Mapping[str, Any], key: str, *, non_negative: bool = True) -> 
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise EventError(f"expected an integer, got {type(value).__name__}", field=key)
-    if abs(value) > MAX_INT:
-        raise EventError("integer out of range", field=key)
-    if non_negative and value < 0:
-        raise EventError(f"expected a non-negative integer, got {value!r}", field=key)
-    return value
+    return _in_range(value, key, non_negative)
 
 
 def json_bool(obj: Mapping[str, Any], key: str) -> bool | None:

@@ -362,22 +362,38 @@ static void teddy_init(void) {
     }
 }
 
-__attribute__((target("avx2"), always_inline)) static inline __m256i teddy_buckets(const unsigned char *at, int i) {
-    const __m256i v = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)at), _mm256_set1_epi8(0x20));
+/* The buckets a byte may belong to, for each of the 32 bytes at ``at``: its low half's and its high half's tables
+   (16 bytes each) looked up in one byte shuffle each, the byte first ORed with ``fold`` (0x20: ASCII letters
+   lowercased). */
+__attribute__((target("avx2"), always_inline)) static inline __m256i teddy_lookup(const unsigned char *at,
+                                                                                 const unsigned char *low_table,
+                                                                                 const unsigned char *high_table,
+                                                                                 char fold) {
+    const __m256i v = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)at), _mm256_set1_epi8(fold));
     const __m256i nibble = _mm256_set1_epi8(0x0F);
-    const __m256i low = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)teddy_low[i]));
-    const __m256i high = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)teddy_high[i]));
+    const __m256i low = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)low_table));
+    const __m256i high = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)high_table));
     return _mm256_and_si256(_mm256_shuffle_epi8(low, _mm256_and_si256(v, nibble)),
                             _mm256_shuffle_epi8(high, _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble)));
+}
+
+/* Of the 32 positions from ``at``, those whose first 3 bytes leave a bucket standing (a bit each): the candidates of
+   a Teddy filter with tables ``low[3][16]`` and ``high[3][16]`` (``at`` must have 34 bytes). */
+__attribute__((target("avx2"), always_inline)) static inline uint32_t teddy_candidates(const unsigned char *at,
+                                                                                      unsigned char low[3][16],
+                                                                                      unsigned char high[3][16],
+                                                                                      char fold) {
+    const __m256i buckets = _mm256_and_si256(
+        _mm256_and_si256(teddy_lookup(at, low[0], high[0], fold), teddy_lookup(at + 1, low[1], high[1], fold)),
+        teddy_lookup(at + 2, low[2], high[2], fold));
+    return ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(buckets, _mm256_setzero_si256()));
 }
 
 __attribute__((target("avx2"))) static Py_ssize_t find_error_avx2(const unsigned char *s, Py_ssize_t n,
                                                                    Py_ssize_t from) {
     Py_ssize_t p = from;
     for (; p + 35 <= n; p += 32) { /* 32 positions, each with its 4 bytes in s */
-        const __m256i buckets = _mm256_and_si256(
-            _mm256_and_si256(teddy_buckets(s + p, 0), teddy_buckets(s + p + 1, 1)), teddy_buckets(s + p + 2, 2));
-        uint32_t left = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(buckets, _mm256_setzero_si256()));
+        uint32_t left = teddy_candidates(s + p, teddy_low, teddy_high, 0x20);
         while (left) {
             const Py_ssize_t q = p + __builtin_ctz(left);
             left &= left - 1;
@@ -2132,25 +2148,14 @@ static int marked_portable(const unsigned char *s, Py_ssize_t n, Py_ssize_t from
 
 #ifdef X86_SIMD
 /* With AVX2, 32 positions a step are ruled out by the first 3 bytes of the markers, as find_error_avx2 rules out
-   keywords (a Teddy filter: 8 buckets, marker m in bucket m % 8; the bytes as they are, markers being case-sensitive);
-   a position left standing is checked as marked_portable checks it. */
+   keywords (teddy_candidates: 8 buckets, marker m in bucket m % 8; the bytes as they are, markers being
+   case-sensitive); a position left standing is checked as marked_portable checks it. */
 static unsigned char marker_low[3][16], marker_high[3][16];
-
-__attribute__((target("avx2"), always_inline)) static inline __m256i marker_buckets(const unsigned char *at, int i) {
-    const __m256i v = _mm256_loadu_si256((const __m256i *)at);
-    const __m256i nibble = _mm256_set1_epi8(0x0F);
-    const __m256i low = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)marker_low[i]));
-    const __m256i high = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)marker_high[i]));
-    return _mm256_and_si256(_mm256_shuffle_epi8(low, _mm256_and_si256(v, nibble)),
-                            _mm256_shuffle_epi8(high, _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble)));
-}
 
 __attribute__((target("avx2"))) static int marked_avx2(const unsigned char *s, Py_ssize_t n) {
     Py_ssize_t p = 0;
     for (; p + 34 <= n; p += 32) { /* 32 positions, each with its first 3 bytes in s */
-        const __m256i buckets = _mm256_and_si256(
-            _mm256_and_si256(marker_buckets(s + p, 0), marker_buckets(s + p + 1, 1)), marker_buckets(s + p + 2, 2));
-        uint32_t left = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(buckets, _mm256_setzero_si256()));
+        uint32_t left = teddy_candidates(s + p, marker_low, marker_high, 0);
         while (left) {
             const Py_ssize_t q = p + __builtin_ctz(left);
             left &= left - 1;
