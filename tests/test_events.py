@@ -11,6 +11,7 @@ import pytest
 
 from loopwatch.core._events import (
     EVENT_TYPES,
+    UNREADABLE,
     Message,
     Reset,
     TextDelta,
@@ -289,3 +290,56 @@ def test_event_to_json_omits_empty_fields_and_session() -> None:
 def test_parse_event_inverts_event_to_json(event: Any) -> None:
     assert parse_event(event_to_json(event)) == event
     assert parse_event(json.loads(json.dumps(event_to_json(event, "s")))) == event
+
+
+# -- a subclass's own methods are never called, compiled or not (the tests run both ways) --------------------------
+
+
+def test_an_int_subclass_in_the_json_form_is_read_as_its_int() -> None:
+    import enum
+
+    class Tokens(enum.IntEnum):
+        NEGATIVE = -5
+
+    with pytest.raises(EventError, match=r"expected a non-negative integer, got -5$"):
+        parse_event({"type": "usage", "input_tokens": Tokens.NEGATIVE})
+
+    class Loud(int):
+        def __abs__(self) -> int:
+            raise RuntimeError("not called")
+
+    result = parse_event({"type": "tool_result", "tool": "bash", "exit_code": Loud(3)})
+    assert isinstance(result, ToolResult) and result.exit_code == 3 and type(result.exit_code) is int
+
+
+def test_a_str_subclass_in_the_json_form_is_read_as_its_text() -> None:
+    class Loud(str):
+        def __eq__(self, other: object) -> bool:
+            raise RuntimeError("not called")
+
+        __hash__ = str.__hash__
+
+    message = parse_event({"type": "message", "role": Loud("assistant"), "text": "hi"})
+    assert isinstance(message, Message) and type(message.role) is str and message.role == "assistant"
+    call = parse_event({"type": "tool_call", "tool": Loud("bash"), "id": Loud("c1")})
+    assert isinstance(call, ToolCall) and type(call.tool) is str and type(call.id) is str
+
+
+def test_a_mapping_whose_items_are_not_pairs_is_described_alike_compiled_or_not() -> None:
+    from collections.abc import Iterator, Mapping
+
+    class ThreeItems(Mapping[str, Any]):
+        def __getitem__(self, key: str) -> Any:
+            return 1
+
+        def __iter__(self) -> Iterator[str]:
+            return iter(["a"])
+
+        def __len__(self) -> int:
+            return 1
+
+        def items(self) -> Any:
+            return [("a", 1, 2)]
+
+    assert dict(ToolCall("t", ThreeItems()).args) == {UNREADABLE: "<ThreeItems: ValueError>"}
+    assert dict(ToolCall("t", {"nested": ThreeItems()}).args) == {"nested": "<ThreeItems: unreadable>"}

@@ -26,7 +26,7 @@ from loopwatch import (
     preset,
 )
 from loopwatch.core._limits import max_iterations
-from loopwatch.errors import EventError
+from loopwatch.errors import ConfigError, EventError
 from loopwatch.sinks import JsonlAuditSink, MemorySink
 
 SECRET = "sk-" + "live0123456789abcdefghijklmnopqrstuv"
@@ -892,3 +892,25 @@ def test_a_swarm_is_read_and_cleared_by_the_name_observe_gave_it() -> None:
     assert guard.swarm_snapshot("7")["counts"] == {}
     with pytest.raises(EventError):
         guard.clear_swarm(None)  # type: ignore[arg-type]
+
+
+def test_the_guard_hands_its_backend_plain_values() -> None:
+    """What a user may pass that the session backend (compiled) would refuse: a truthy ``limits``, a clock giving a
+    ``Decimal``, a swarm name longer than a name is kept; and a typed error for what is no number of seconds."""
+    from decimal import Decimal
+
+    ticks = iter(range(1_000))
+    guard = Guard(clock=lambda: Decimal(next(ticks)))
+    assert guard.observe("a", ToolCall("bash", {"command": "ls"})).action == "ok"
+    guard.reset("a", limits=1)  # type: ignore[arg-type]
+    guard.reset("unknown", limits=1)  # type: ignore[arg-type]
+    guard.restore(guard.snapshot("a"), session="b")
+    assert guard.sessions() == ["a", "b"]
+    assert guard.evict_idle(0) == 2  # an int is a number of seconds
+    with pytest.raises(ConfigError, match="max_idle_seconds"):
+        guard.evict_idle("60")  # type: ignore[arg-type]
+    long_name = "q" * 2_000
+    guard.restore_swarm({"swarm": long_name, "counts": {"f": [1, ["w"], "t"]}})
+    assert guard.swarm_snapshot(long_name)["counts"] == {"f": [1, ["w"], "t"]}
+    guard.clear_swarm(long_name)
+    assert guard.swarm_snapshot(long_name)["counts"] == {}

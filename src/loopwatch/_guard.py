@@ -226,7 +226,7 @@ class Guard:
         unknown."""
         session = _name(session, "session")
         with self._lock(session):
-            self.backend.reset(session, limits=limits)
+            self.backend.reset(session, limits=bool(limits))
 
     def forget(self, session: str) -> None:
         """Drop everything about a session."""
@@ -274,8 +274,8 @@ class Guard:
         """Load a swarm's counts saved by :meth:`swarm_snapshot`."""
         try:
             entries = {str(k): (int(v[0]), [str(w) for w in v[1]], str(v[2])) for k, v in data["counts"].items()}
-            name = str(data["swarm"])
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            name = _name(str(data["swarm"]), "swarm")  # as observe() and swarm_snapshot() name it
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:  # an EventError is a ValueError
             raise StateError(f"not a swarm snapshot: {exc}") from exc
         self.backend.restore_swarm(name, entries, now=self._now())
 
@@ -290,10 +290,12 @@ class Guard:
         Sessions kept in this process only: with a store, other processes may be using the same sessions, so this
         raises :class:`~loopwatch.errors.UnsupportedError`; the store's ``ttl`` (``?ttl=seconds`` in its URL)
         expires them instead."""
+        if isinstance(max_idle_seconds, bool) or not isinstance(max_idle_seconds, (int, float)):
+            raise ConfigError("must be a number of seconds", field="max_idle_seconds")
         now = self._now()
         if now is None and self.store is None:
             return 0
-        return self.backend.evict_idle(max_idle_seconds, now or 0.0)
+        return self.backend.evict_idle(float(max_idle_seconds), now or 0.0)
 
     # -- internals -------------------------------------------------------------------------------------
 
@@ -343,7 +345,15 @@ class Guard:
         return self._locks[hash(session) % _STRIPES]
 
     def _now(self) -> float | None:
-        return self.clock() if self.clock is not None else None
+        """The guard's clock, as a float (a clock may give an int or a ``Decimal``); what cannot be one is handed on
+        as it is, for the session backend to refuse where the guard catches it."""
+        now = self.clock() if self.clock is not None else None
+        if now is None or type(now) is float:
+            return now
+        try:
+            return float(now)
+        except (TypeError, ValueError, OverflowError):
+            return now
 
     def _damaged(self, session: str, event: Event, damaged: DamagedStateError, ts: float | None) -> bool:
         """A stored state this loopwatch cannot read: counted, logged, reported; started afresh when failing

@@ -227,7 +227,7 @@ def _plain_mapping(value: Mapping[Any, Any], depth: int, budget: list[int], seen
     marker = id(value)
     seen.add(marker)
     try:
-        items = dict.items(value) if type(value) is dict else value.items()
+        items = dict.items(value) if type(value) is dict else map(_pair, value.items())
         for key, item in items:
             if budget[0] <= 0:  # out of nodes: say how many entries are left out, stop reading
                 out["…"] = f"{_more(value, len(out))} more"
@@ -236,6 +236,15 @@ def _plain_mapping(value: Mapping[Any, Any], depth: int, budget: list[int], seen
     finally:
         seen.discard(marker)
     return out
+
+
+def _pair(entry: Any) -> tuple[Any, Any]:
+    """An entry of a mapping's ``items()`` as (key, value); a ``ValueError`` when it is not two values, whether this
+    module runs compiled or not (unpacking it would raise another error in each)."""
+    pair = tuple(entry)
+    if len(pair) != 2:
+        raise ValueError(f"an item of {len(pair)} values, not (key, value)")
+    return pair[0], pair[1]
 
 
 def _more(value: object, done: int) -> str:
@@ -346,19 +355,22 @@ def common_fields(event: Any) -> None:
 
 
 def json_str(obj: Mapping[str, Any], key: str) -> str | None:
+    """A string field as a plain ``str`` (a subclass's own methods are never called), ``None`` when absent."""
     value = obj.get(key)
-    if value is None or isinstance(value, str):
-        return value
-    raise EventError(f"expected a string, got {type(value).__name__}", field=key)
+    if value is None:
+        return None
+    text = plain_str(value)
+    if text is None:
+        raise EventError(f"expected a string, got {type(value).__name__}", field=key)
+    return text
 
 
 def required_str(obj: Mapping[str, Any], key: str) -> str:
-    value = obj.get(key)
-    if value is None:
+    """:func:`json_str` of a field that must be there."""
+    text = json_str(obj, key)
+    if text is None:
         raise EventError("required field is missing", field=key)
-    if not isinstance(value, str):
-        raise EventError(f"expected a string, got {type(value).__name__}", field=key)
-    return value
+    return text
 
 
 def json_number(obj: Mapping[str, Any], key: str) -> float | None:
@@ -385,7 +397,7 @@ def json_int(obj: Mapping[str, Any], key: str, *, non_negative: bool = True) -> 
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise EventError(f"expected an integer, got {type(value).__name__}", field=key)
-    return _in_range(value, key, non_negative)
+    return _in_range(value if type(value) is int else int.__int__(value), key, non_negative)  # a subclass as an int
 
 
 def json_bool(obj: Mapping[str, Any], key: str) -> bool | None:
