@@ -9,7 +9,7 @@ catches those::
     │   │                                  from loopwatch.toml): Guard, Policy, Ladder, Rung, Messages, a
     │   │                                  pattern no rule declares (core.Pattern), the rules (core.detectors),
     │   │                                  limits, stores, sinks, LoopJudge, adapters, reports, ChantTracker,
-    │   │                                  WordPieceTokenizer
+    │   │                                  WordPieceTokenizer, Guard.evict_idle's seconds
     │   └── UnknownPresetError             preset("...") with a name that is not a preset
     ├── EventError (ValueError)            a malformed event: parse_event, trace readers, Guard.observe with
     │                                      on_error="raise" (else a logged, counted skip)
