@@ -169,7 +169,8 @@ class FeedbackRepeatDetector(Detector[FeedbackState]):
             and not _same_action(attempt, previous, self.variant_similarity)
         )
         state.attempt = attempt
-        unrun = step.kind == "message" and "```" in (step.text or "")  # an action written out, not made
+        said = step.text or ""
+        unrun = step.kind == "message" and "`" in said and "```" in said  # an action written out, not made
         threshold = self.reply_threshold if unrun and self.reply_threshold is not None else self.threshold
         if state.variants:
             threshold = max(threshold, self.variants)
@@ -242,6 +243,6 @@ def _attempt_words(step: Step, limit: int = 128) -> bytes | None:
     if step.kind == "call":
         return argument_word_bytes(step)
     text = step.text or ""
-    if "```" not in text:
+    if "`" not in text or "```" not in text:  # a backtick first: found with memchr, a fence ~30x slower
         return None
     return alnum_word_pair(" ".join(fenced_code(text[:8_000])), limit)[0]

@@ -47,7 +47,8 @@ def intent_text(text: str, limit: int) -> str:
     """The prose of an intent: code blocks (the call itself, again) and labels such as ``THOUGHT:`` removed,
     whitespace collapsed, at most ``limit`` characters."""
     head = text[: 4 * limit]
-    prose = _LABEL.sub("", without_code(head) if "```" in head else head)
+    # a backtick first: one character is found with memchr, a string of three ~30x slower (~1 us in 1.5 KB)
+    prose = _LABEL.sub("", without_code(head) if "`" in head and "```" in head else head)
     return collapsed(prose, limit)
 
 

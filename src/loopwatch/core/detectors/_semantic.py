@@ -199,11 +199,12 @@ class RephraseDetector(Detector[RephraseState]):
         if step.kind == "call":
             # kept raw: the work (and the embedding) waits for the result, off the tool call's path
             text = step.text
-            state.pending = (
-                (step.index, text[: self.max_chars if "```" not in text[: self.max_chars] else 2 * self.max_chars])
-                if text and len(text) >= self.min_chars
-                else None
-            )
+            if text and len(text) >= self.min_chars:
+                head = text[: self.max_chars]
+                fenced = "`" in head and "```" in head  # a backtick first: found with memchr, a fence ~30x slower
+                state.pending = (step.index, text[: 2 * self.max_chars] if fenced else head)
+            else:
+                state.pending = None
             asked = instruction_of(step.args, self.min_chars) if self.instructions else None
             state.asked = (step.index, asked[: self.max_chars], step.tool or "") if asked else None
             return None
