@@ -92,6 +92,10 @@ def check(text: str, differences: Counter[str], regex: bool) -> int:
     if compiled.failure_marked(ends) != pure.failure_marked(ends):
         differences["failure_marked"] += 1
     calls += 1
+    line = json.dumps(text, ensure_ascii=bool(len(text) % 2))  # as a JSON line holds it (escaped, or not)
+    if compiled.surrogate_escape(line) != pure.surrogate_escape(line):
+        differences["surrogate_escape"] += 1
+    calls += 1
     if compiled.word_sketch(data, 48, 1024) != pure.word_sketch(data, 48, 1024):
         differences["word_sketch"] += 1
     calls += 1

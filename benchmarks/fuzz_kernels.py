@@ -41,7 +41,7 @@ _INSERTS = [
     b"Dload  Upload   Total   Spent    Left  Speed", b"Dload", b"--:--:--", b"14k",
     b"Traceback (most recent call last)", b"command not found", b"Segmentation fault (core dumped)",
     b"EXECUTION TIMED OUT", b"(execution failed)", b"timed out and has been killed", b"Traceback (most recent",
-    b"Permission denie",
+    b"Permission denie", b"\\ud83d", b"\\uDFFF", b"\\u00e9", b"\\ud", b"\\",
 ]  # fmt: skip
 
 
@@ -158,6 +158,10 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
         if compiled.failure_marked(text) != pure.failure_marked(text):
             differences += 1
             print(f"DIFFERENCE in failure_marked: {text[:200]!r}", file=sys.stderr)
+        calls += 1
+        if compiled.surrogate_escape(text) != pure.surrogate_escape(text):
+            differences += 1
+            print(f"DIFFERENCE in surrogate_escape: {text[:200]!r}", file=sys.stderr)
         calls += 1
         if compiled.word_sketch(data, 32, 1024) != pure.word_sketch(data, 32, 1024):
             differences += 1

@@ -703,3 +703,32 @@ def test_failure_marked_finds_each_marker_wherever_it_starts() -> None:
                 both_ways(lambda c, found=found: _same([c.failure_marked(t) for t in found], [True, False]))
     if _kernels_c is not None:
         assert outcome(compiled().failure_marked, b"Traceback (most recent call last)") == ("error", TypeError)
+
+
+_ESCAPE_PIECES = [
+    "\\", "u", "d", "D", "8", "9", "a", "f", "F", "g", "0", "\\ud83d", "\\uDC00", "\\u00e9", "x", "é", "😀",
+]  # fmt: skip
+_escape_text = st.one_of(any_text, st.lists(st.sampled_from(_ESCAPE_PIECES), max_size=16).map("".join))
+
+
+@settings(max_examples=800, deadline=None)
+@given(text=_escape_text)
+def test_surrogate_escape_is_its_regular_expression(text: str) -> None:
+    expected = _kernels_py.SURROGATE_ESCAPE.search(text) is not None
+    assert _kernels_py.surrogate_escape(text) is expected
+    if _kernels_c is not None:
+        both_ways(lambda c: _same(c.surrogate_escape(text), expected))
+
+
+def test_surrogate_escape_finds_an_escape_wherever_it_ends() -> None:
+    """Each escape at every offset of up to 100 bytes (through the vector steps and the portable tail), and one with
+    its fourth byte changed."""
+    for escape in ("\\ud800", "\\uDFFF", "\\udc0a", "\\uD9"):
+        for at in range(100):
+            found = ("q" * at + escape + "q" * (at % 7), "q" * at + escape[:3] + "g" + "q" * (at % 7))
+            assert [_kernels.surrogate_escape(t) for t in found] == [True, False], found
+            if _kernels_c is not None:
+                both_ways(lambda c, found=found: _same([c.surrogate_escape(t) for t in found], [True, False]))
+    assert not _kernels.surrogate_escape('{"a": "\\u00e9 \\\\ \\n"}')
+    if _kernels_c is not None:
+        assert outcome(compiled().surrogate_escape, b"\\ud800") == ("error", TypeError)

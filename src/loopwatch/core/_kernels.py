@@ -34,6 +34,7 @@ __all__ = [
     "rest_hash",
     "shared_words",
     "sketch_of",
+    "surrogate_escape",
     "unquoted_line_bits",
     "word_hashes",
     "word_sketch",
@@ -72,6 +73,7 @@ numbers_marked = _impl.numbers_marked
 poll_word = _impl.poll_word
 change_word = _impl.change_word
 failure_marked = _impl.failure_marked
+surrogate_escape = _impl.surrogate_escape
 collapsed = _impl.collapsed
 blanks_dropped = _impl.blanks_dropped
 alnum_word_pair = _impl.alnum_word_pair

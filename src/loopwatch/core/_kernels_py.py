@@ -23,6 +23,7 @@ __all__ = [
     "FAILURE_MARKERS",
     "NUMBER",
     "QUOTED",
+    "SURROGATE_ESCAPE",
     "alnum_word_pair",
     "bottom_k",
     "change_word",
@@ -41,6 +42,7 @@ __all__ = [
     "rest_hash",
     "shared_words",
     "sketch_of",
+    "surrogate_escape",
     "unquoted_line_bits",
     "word_hashes",
     "word_sketch",
@@ -246,6 +248,16 @@ def failure_marked(text: str) -> bool:
         if marker in text:
             return True
     return False
+
+
+SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+"""The escape of a UTF-16 surrogate in JSON text (``\\ud83d``): what :func:`surrogate_escape` finds; a line
+without one cannot decode to a lone surrogate."""
+
+
+def surrogate_escape(text: str) -> bool:
+    """Does ``text`` hold :data:`SURROGATE_ESCAPE`? (The compiled twin checks only the backslashes.)"""
+    return SURROGATE_ESCAPE.search(text) is not None
 
 
 # -- whitespace collapsed ------------------------------------------------------------------------------------

@@ -15,6 +15,8 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any, Final
 
+from ..core._kernels import surrogate_escape
+from ..core._kernels_py import SURROGATE_ESCAPE
 from ..errors import InputError
 
 if TYPE_CHECKING:
@@ -215,7 +217,6 @@ class _UnreadableJSON(ValueError):
     """JSON the parser cannot turn into values: nested too deeply, a number too long for Python."""
 
 
-_LONE_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
@@ -229,7 +230,7 @@ def _loads(text: str) -> Any:
         raise _UnreadableJSON("unreadable JSON: nested too deeply") from None
     except ValueError as exc:  # an integer with more digits than Python converts from text
         raise _UnreadableJSON(f"unreadable JSON: {first_sentence(exc)}") from None
-    return _without_lone_surrogates(value) if _LONE_SURROGATE_ESCAPE.search(text) else value
+    return _without_lone_surrogates(value) if surrogate_escape(text) else value
 
 
 def _raw_decode(decoder: json.JSONDecoder, text: str, pos: int) -> tuple[Any, int]:
@@ -241,7 +242,7 @@ def _raw_decode(decoder: json.JSONDecoder, text: str, pos: int) -> tuple[Any, in
         raise _UnreadableJSON("unreadable JSON: nested too deeply") from None
     except ValueError as exc:
         raise _UnreadableJSON(f"unreadable JSON: {first_sentence(exc)}") from None
-    return (_without_lone_surrogates(value) if _LONE_SURROGATE_ESCAPE.search(text, pos, end) else value), end
+    return (_without_lone_surrogates(value) if SURROGATE_ESCAPE.search(text, pos, end) else value), end
 
 
 def first_sentence(exc: BaseException) -> str:
