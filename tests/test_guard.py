@@ -914,3 +914,16 @@ def test_the_guard_hands_its_backend_plain_values() -> None:
     assert guard.swarm_snapshot(long_name)["counts"] == {"f": [1, ["w"], "t"]}
     guard.clear_swarm(long_name)
     assert guard.swarm_snapshot(long_name)["counts"] == {}
+
+
+def test_time_stamps_given_as_ints_stay_ints_in_a_snapshot() -> None:
+    """The counters keep a time stamp as it was given, compiled or not (a compiled path that tested it as a float
+    would make it one, and the snapshot JSON would differ between the two)."""
+    guard = Guard(clock=lambda: 100)
+    guard.observe("a", ToolCall("bash", {"command": "ls"}, ts=5))
+    guard.observe("a", ToolResult("x", tool="bash", ts=7))
+    usage = guard.snapshot("a")["state"]["usage"]
+    assert (usage["first_ts"], usage["last_ts"]) == (5, 7)
+    assert type(usage["first_ts"]) is int and type(usage["last_ts"]) is int
+    guard.observe("b", ToolCall("bash", {"command": "ls"}))  # no ts: the guard's clock, an int
+    assert type(guard.snapshot("b")["state"]["usage"]["first_ts"]) is int

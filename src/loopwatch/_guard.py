@@ -345,10 +345,10 @@ class Guard:
         return self._locks[hash(session) % _STRIPES]
 
     def _now(self) -> float | None:
-        """The guard's clock, as a float (a clock may give an int or a ``Decimal``); what cannot be one is handed on
-        as it is, for the session backend to refuse where the guard catches it."""
+        """The guard's clock: a float or an int as it is, another number (a ``Decimal``) as a float; what cannot be
+        one is handed on as it is, for the session backend to refuse where the guard catches it."""
         now = self.clock() if self.clock is not None else None
-        if now is None or type(now) is float:
+        if now is None or type(now) is float or type(now) is int:
             return now
         try:
             return float(now)

@@ -95,7 +95,9 @@ class SessionBackend(ABC):
         is at fault: the session's state is kept)."""
         group = swarm or self.swarm_of(session)
         fresh = self.engine.new_session()
-        stamp = event.ts if event.ts is not None else now
+        stamp: Any = event.ts  # (Any: an int stays one, as in evaluate())
+        if stamp is None:
+            stamp = now
         tally = None if group is None else _reader(self, group)
         evaluation = self.engine.evaluate(fresh, event, session=session, now=stamp, swarm=group, count_swarm=tally)
         self.replace(session, fresh, group, now=now)
@@ -186,7 +188,9 @@ class InProcessSessions(SessionBackend):
                     held.swarm = swarm
             group = held.swarm
             count = None if group is None else self._counter(self._swarm(group, now))
-        stamp = event.ts if event.ts is not None else now
+        stamp: Any = event.ts  # Any, and no test that narrows it to a float: compiled, an int would become one
+        if stamp is None:
+            stamp = now
         return evaluate(self.engine, held, event, session, stamp, group, count), group
 
     def _add(self, session: str, held: HeldSession) -> HeldSession:
