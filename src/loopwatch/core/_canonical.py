@@ -129,7 +129,7 @@ def flat_payload(args: Mapping[Any, Any]) -> bytes | None:
 
 def canonical_json(value: Any) -> str:
     """The canonical JSON text of ``value``; never raises, bounded in time and memory."""
-    if isinstance(value, Mapping) and _is_flat(value):
+    if (type(value) is dict or isinstance(value, Mapping)) and _is_flat(value):  # a dict without the ABC's ~80 ns
         try:
             return "".join(_ENCODE_FLAT(value, 0)) if _ENCODE_FLAT is not None else _DUMPS(value)
         except (TypeError, ValueError):  # surrogates in keys and similar oddities

@@ -23,7 +23,7 @@ from ._fingerprint import (
     payload_fingerprint,
     project,
 )
-from ._limits import LimitHit, Limits
+from ._limits import LimitHit
 from ._messages import render
 from ._patterns import REGISTRY
 from ._policy import Decision, Policy, decide
@@ -37,7 +37,7 @@ from ._session_state import (
     session_json,
     session_packed,
 )
-from ._steps import step_of
+from ._steps import account_usage, step_of
 from ._swarm_tally import SwarmCounter
 from ._tools import ignored_keys
 from ._verdict import LOOP_DETECTED, SEVERITY, Action, Verdict, ok
@@ -63,7 +63,7 @@ class Engine:
         self.policy = policy
         self.replay = replay
         """Judging a recording: no verdict reaches the agent, so a refused call that ran anyway was not refused."""
-        self._detectors = policy.detectors
+        self._detectors, self._tools = policy.detectors, policy.tools  # (the tools' settings: read at every event)
         self._reprs = [repr(d) for d in policy.detectors]
         self._undecided = [i for i, d in enumerate(policy.detectors) if type(d).suspicion is not Detector.suspicion]
         """The rules that can be undecided (see :meth:`Detector.suspicion`): asked only when nothing fired."""
@@ -251,7 +251,7 @@ class Engine:
             step.worker = worker
         if count_swarm is not None and step.kind == "call" and self.counts_swarms:
             step.swarm = count_swarm(step.call_fp or "", step.worker or "default", step.tool or "")
-        Limits.account(session, step, now)
+        account_usage(session, step, now)
         if step.kind == "reset":
             self.reset(session)
             return ok(index)
@@ -329,7 +329,7 @@ class Engine:
         """The arguments the fingerprints see: without the keys that do not change what the call does (the
         tool's known annotations, see :mod:`loopwatch.core._tools`, and the tool's or the policy's ignored keys); only
         the tool's ``keep_keys`` when it has them."""
-        settings = self.policy.tool(tool)
+        settings = self._tools.get(tool)
         keep = settings.keep_keys if settings else None
         if keep is not None:
             return project(args, keep_keys=keep)
@@ -338,7 +338,7 @@ class Engine:
         return project(args, ignore_keys=known.union(ignore) if known else ignore)
 
     def _exempt(self, step: Step) -> bool:
-        settings = self.policy.tool(step.tool) if step.tool else None
+        settings = self._tools.get(step.tool) if step.tool else None
         return settings is not None and settings.exempt
 
     def _run_detectors(self, session: SessionState, step: Step) -> Verdict | None:

@@ -419,7 +419,7 @@ def call_fields(
     args = obj.get("args")
     if args is None:
         args = {}
-    elif not isinstance(args, Mapping):
+    elif type(args) is not dict and not isinstance(args, Mapping):  # a dict first: the ABC's check costs ~80 ns
         raise EventError(f"expected a JSON object, got {type(args).__name__}", field="args")
     tool, call_id, thought = required_str(obj, "tool"), json_str(obj, "id"), json_str(obj, "thought")
     ts, worker = common_json_fields(obj)

@@ -261,7 +261,7 @@ _PARSERS: Final[dict[str, Callable[[Mapping[str, Any]], Event]]] = {
 
 def parse_event(obj: object) -> Event:
     """Build a typed event from its JSON form; raises :class:`EventError` naming the bad field."""
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):  # a dict first: asking the Mapping ABC costs ~80 ns
         raise EventError(f"an event is a JSON object, got {type(obj).__name__}")
     try:
         return _parse(obj)

@@ -16,6 +16,7 @@ from ._checked import positive_number
 from ._configured import Configured
 from ._errors import ConfigError
 from ._session_state import UsageCounters as UsageCounters  # what a limit reads: a session's own counters
+from ._steps import account_usage
 from .detectors._base import Step
 
 
@@ -195,19 +196,7 @@ class Limits:
     @staticmethod
     def account(usage: UsageCounters, step: Step, now: float | None) -> None:
         """Count ``step`` into ``usage`` (the session's counters, never reset by loop resets)."""
-        ts = now if now is not None else getattr(step.event, "ts", None)
-        if ts is not None:
-            if usage.first_ts is None:
-                usage.first_ts = ts
-            usage.last_ts = ts
-        if step.kind == "call" or (step.kind == "message" and step.role == "assistant"):
-            usage.iterations += 1
-        elif step.kind == "result":
-            usage.failures = usage.failures + 1 if step.failed else 0
-        elif step.kind == "usage":
-            event = step.event
-            usage.cost += getattr(event, "cost", None) or 0.0
-            usage.tokens += (getattr(event, "input_tokens", None) or 0) + (getattr(event, "output_tokens", None) or 0)
+        account_usage(usage, step, now)
 
     def check(self, usage: UsageCounters) -> LimitHit | None:
         warning: LimitHit | None = None

@@ -11,7 +11,7 @@ from typing import Any, Final
 from ._events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage
 from ._failure_signs import infer_failure
 from ._fingerprint import call_payload, command_of, outcome_fingerprints, payload_fingerprint, tool_key
-from ._session_state import SessionState
+from ._session_state import SessionState, UsageCounters
 from .detectors._base import Step, masked_of
 
 Projection = Callable[[str, Mapping[str, Any]], Mapping[str, Any]]
@@ -92,3 +92,26 @@ def _result_step(session: SessionState, event: ToolResult, index: int) -> Step:
         output, event.is_error, event.exit_code, error=failed, masked_output=masked_of(step)
     )
     return step
+
+
+def account_usage(usage: UsageCounters, step: Step, now: float | None) -> None:
+    """Count ``step`` into ``usage`` (the session's counters, never reset by loop resets): an action, a failure in a
+    row, spend and tokens, the first and last time stamps. What :meth:`~loopwatch.core.Limits.account` does, compiled
+    with the engine that calls it on every event."""
+    # Any, and no test that narrows it to a float: a time stamp given as an int stays one in the counters (and their
+    # JSON) compiled too, where a float's type would make it a float
+    ts: Any = now
+    if ts is None:
+        ts = getattr(step.event, "ts", None)
+    if ts is not None:
+        if usage.first_ts is None:
+            usage.first_ts = ts
+        usage.last_ts = ts
+    if step.kind == "call" or (step.kind == "message" and step.role == "assistant"):
+        usage.iterations += 1
+    elif step.kind == "result":
+        usage.failures = usage.failures + 1 if step.failed else 0
+    elif step.kind == "usage":
+        event = step.event
+        usage.cost += getattr(event, "cost", None) or 0.0
+        usage.tokens += (getattr(event, "input_tokens", None) or 0) + (getattr(event, "output_tokens", None) or 0)

@@ -105,7 +105,8 @@ def event_stream(
     runs: dict[str, Run] = {}
     for lineno, record in records:
         try:
-            session = session_of(record) if isinstance(record, Mapping) else "default"
+            # a dict first: asking the Mapping ABC costs ~80 ns a line
+            session = session_of(record) if type(record) is dict or isinstance(record, Mapping) else "default"
             if share is not None and not share.claims(session):
                 continue  # another worker's session
             event = parse_event(record)
