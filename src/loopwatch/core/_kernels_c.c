@@ -2180,21 +2180,31 @@ static void markers_init(void) {
     }
 }
 
-static PyObject *failure_marked(PyObject *self, PyObject *arg) {
+/* The bytes of a str of one byte a character (1: ``*s``, ``*n``); for one past Latin-1 (rare), the pure twin ``name``'s
+   answer (0: ``*result``, NULL with its error); -1 with a TypeError for what is no str. */
+static int latin1_or_pure(PyObject *arg, const char *name, const unsigned char **s, Py_ssize_t *n, PyObject **result) {
     if (!PyUnicode_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "failure_marked() expects str, not %.100s", Py_TYPE(arg)->tp_name);
-        return NULL;
+        PyErr_Format(PyExc_TypeError, "%s() expects str, not %.100s", name, Py_TYPE(arg)->tp_name);
+        return -1;
     }
-    if (PyUnicode_KIND(arg) != PyUnicode_1BYTE_KIND) { /* a character past Latin-1: rare, left to the pure twin */
+    if (PyUnicode_KIND(arg) != PyUnicode_1BYTE_KIND) {
         PyObject *args = PyTuple_Pack(1, arg);
-        if (args == NULL) return NULL;
-        PyObject *result = call_pure("failure_marked", args);
-        Py_DECREF(args);
-        return result;
+        *result = args == NULL ? NULL : call_pure(name, args);
+        Py_XDECREF(args);
+        return 0;
     }
+    *s = (const unsigned char *)PyUnicode_DATA(arg);
+    *n = PyUnicode_GET_LENGTH(arg);
+    return 1;
+}
+
+static PyObject *failure_marked(PyObject *self, PyObject *arg) {
+    const unsigned char *s;
+    Py_ssize_t n;
+    PyObject *result = NULL;
+    const int latin1 = latin1_or_pure(arg, "failure_marked", &s, &n, &result);
+    if (latin1 <= 0) return result;
     /* a byte a character: the markers, all ASCII, are found byte for byte */
-    const unsigned char *s = (const unsigned char *)PyUnicode_DATA(arg);
-    const Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
 #ifdef X86_SIMD
     if (avx2_instructions) return PyBool_FromLong(marked_avx2(s, n));
 #endif
@@ -2247,19 +2257,11 @@ __attribute__((target("avx2"))) static int surrogate_escape_avx2(const unsigned 
 #endif
 
 static PyObject *surrogate_escape(PyObject *self, PyObject *arg) {
-    if (!PyUnicode_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "surrogate_escape() expects str, not %.100s", Py_TYPE(arg)->tp_name);
-        return NULL;
-    }
-    if (PyUnicode_KIND(arg) != PyUnicode_1BYTE_KIND) { /* a character past Latin-1: left to the pure twin */
-        PyObject *args = PyTuple_Pack(1, arg);
-        if (args == NULL) return NULL;
-        PyObject *result = call_pure("surrogate_escape", args);
-        Py_DECREF(args);
-        return result;
-    }
-    const unsigned char *s = (const unsigned char *)PyUnicode_DATA(arg);
-    const Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
+    const unsigned char *s;
+    Py_ssize_t n;
+    PyObject *result = NULL;
+    const int latin1 = latin1_or_pure(arg, "surrogate_escape", &s, &n, &result);
+    if (latin1 <= 0) return result;
 #ifdef X86_SIMD
     if (avx2_instructions) return PyBool_FromLong(surrogate_escape_avx2(s, n));
 #endif
