@@ -906,7 +906,7 @@ def test_the_guard_hands_its_backend_plain_values() -> None:
     guard.reset("unknown", limits=1)  # type: ignore[arg-type]
     guard.restore(guard.snapshot("a"), session="b")
     assert guard.sessions() == ["a", "b"]
-    assert guard.evict_idle(0) == 2  # an int is a number of seconds
+    assert guard.evict_idle(Decimal(10**6)) == 0 and guard.evict_idle(0) == 2  # real numbers are seconds
     with pytest.raises(ConfigError, match="max_idle_seconds"):
         guard.evict_idle("60")  # type: ignore[arg-type]
     long_name = "q" * 2_000

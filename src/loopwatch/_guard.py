@@ -290,12 +290,16 @@ class Guard:
         Sessions kept in this process only: with a store, other processes may be using the same sessions, so this
         raises :class:`~loopwatch.errors.UnsupportedError`; the store's ``ttl`` (``?ttl=seconds`` in its URL)
         expires them instead."""
-        if isinstance(max_idle_seconds, bool) or not isinstance(max_idle_seconds, (int, float)):
-            raise ConfigError("must be a number of seconds", field="max_idle_seconds")
+        try:  # any real number (a Decimal, a numpy float), not a bool or a text
+            if isinstance(max_idle_seconds, (bool, str, bytes)):
+                raise TypeError
+            seconds = float(max_idle_seconds)
+        except (TypeError, ValueError, OverflowError):
+            raise ConfigError("must be a number of seconds", field="max_idle_seconds") from None
         now = self._now()
         if now is None and self.store is None:
             return 0
-        return self.backend.evict_idle(float(max_idle_seconds), now or 0.0)
+        return self.backend.evict_idle(seconds, now or 0.0)
 
     # -- internals -------------------------------------------------------------------------------------
 
