@@ -195,6 +195,12 @@ def canonical_of(step: Step) -> str:
     return step.canonical
 
 
+def has_code_fence(text: str) -> bool:
+    """Does ``text`` hold a fenced code block's fence (three backticks)? A backtick is looked for first: CPython finds
+    one character with memchr, and a string of three ~30x slower (~1 us in 1.5 KB of prose)."""
+    return "`" in text and "```" in text
+
+
 def masked_of(step: Step) -> bytes:
     """The step's output (a message's text for messages) with its volatile parts removed
     (:func:`loopwatch.core._masking.masked`), computed once per step."""

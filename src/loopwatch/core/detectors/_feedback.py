@@ -16,6 +16,7 @@ from ._base import (
     Finding,
     Step,
     argument_word_bytes,
+    has_code_fence,
     signature_of,
 )
 from ._error_retry import ErrorRetryDetector, _same_action
@@ -169,8 +170,7 @@ class FeedbackRepeatDetector(Detector[FeedbackState]):
             and not _same_action(attempt, previous, self.variant_similarity)
         )
         state.attempt = attempt
-        said = step.text or ""
-        unrun = step.kind == "message" and "`" in said and "```" in said  # an action written out, not made
+        unrun = step.kind == "message" and has_code_fence(step.text or "")  # an action written out, not made
         threshold = self.reply_threshold if unrun and self.reply_threshold is not None else self.threshold
         if state.variants:
             threshold = max(threshold, self.variants)
@@ -243,6 +243,6 @@ def _attempt_words(step: Step, limit: int = 128) -> bytes | None:
     if step.kind == "call":
         return argument_word_bytes(step)
     text = step.text or ""
-    if "`" not in text or "```" not in text:  # a backtick first: found with memchr, a fence ~30x slower
+    if not has_code_fence(text):
         return None
     return alnum_word_pair(" ".join(fenced_code(text[:8_000])), limit)[0]
