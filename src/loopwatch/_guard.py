@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._async_guard import AsyncGuard as AsyncGuard
-from ._guard_inputs import _event_of, _listed, _name, _policy_of, _safe_repr, _stamp, _store_of
-from ._session_backend import InProcessSessions, JudgingError, SessionBackend, _logger
+from ._guard_inputs import _event_of, _listed, _name, _policy_of, _safe_repr, _store_of
+from ._session_backend import InProcessSessions, JudgingError, SessionBackend, _logger, stamp_of
 from .core._audit import (
     damaged_state_record,
     judge_record,
@@ -202,7 +202,7 @@ class Guard:
             try:
                 return self.backend.evaluate(session, event, swarm=swarm, now=now)
             except StoreError as exc:
-                return self._store_failed(session, event, exc, _stamp(event, now)), swarm
+                return self._store_failed(session, event, exc, stamp_of(event, now)), swarm
         except _Raised:
             raise
         except Exception as exc:  # an internal error must not crash the agent
@@ -329,7 +329,7 @@ class Guard:
             return verdict
         suspicion = str(verdict.evidence["undecided"])
         self.stats["judge_calls"] += 1
-        ts = _stamp(event, self._now())
+        ts = stamp_of(event, self._now())
         try:
             answer = judge.ask(memory, session, verdict.index, suspicion)
         except Exception as exc:  # the judge's failure never reaches the agent
@@ -389,7 +389,7 @@ class Guard:
             return None
         self.stats["state_resets"] += 1
         _logger().warning("loopwatch: the state of session %r failed on an event; the session starts afresh", session)
-        return Evaluation(verdict, (state_reset_record(session, event, _stamp(event, now)), *records)), swarm
+        return Evaluation(verdict, (state_reset_record(session, event, stamp_of(event, now)), *records)), swarm
 
     def _store_failed(self, session: str, event: Event, exc: StoreError, ts: float | None) -> Evaluation:
         self.stats["store_errors"] += 1

@@ -88,11 +88,6 @@ def _event_of(event: object) -> Event:
     return parse_event(event)
 
 
-def _stamp(event: Event, now: float | None) -> float | None:
-    """When an event happened: its own ``ts``, else the guard's clock."""
-    return event.ts if event.ts is not None else now
-
-
 def _safe_repr(value: object) -> str:
     try:
         text = repr(value)

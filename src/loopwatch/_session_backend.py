@@ -70,6 +70,15 @@ def evaluate(
         raise JudgingError(exc) from exc
 
 
+def stamp_of(event: Event, now: float | None) -> Any:
+    """When an event happened: its own ``ts``, else the guard's clock. Untyped, and never tested as a float: compiled,
+    a test that narrows it to one would make a time stamp given as an int a float (in the counters, and their JSON)."""
+    stamp: Any = event.ts
+    if stamp is None:
+        stamp = now
+    return stamp
+
+
 @mypyc_attr(allow_interpreted_subclasses=True)  # the stored sessions' backend runs from source
 class SessionBackend(ABC):
     """The sessions (and swarm counts) of one guard. Methods that take a session are called with that session's
@@ -95,9 +104,7 @@ class SessionBackend(ABC):
         is at fault: the session's state is kept)."""
         group = swarm or self.swarm_of(session)
         fresh = self.engine.new_session()
-        stamp: Any = event.ts  # (Any: an int stays one, as in evaluate())
-        if stamp is None:
-            stamp = now
+        stamp = stamp_of(event, now)
         tally = None if group is None else _reader(self, group)
         evaluation = self.engine.evaluate(fresh, event, session=session, now=stamp, swarm=group, count_swarm=tally)
         self.replace(session, fresh, group, now=now)
@@ -188,10 +195,7 @@ class InProcessSessions(SessionBackend):
                     held.swarm = swarm
             group = held.swarm
             count = None if group is None else self._counter(self._swarm(group, now))
-        stamp: Any = event.ts  # Any, and no test that narrows it to a float: compiled, an int would become one
-        if stamp is None:
-            stamp = now
-        return evaluate(self.engine, held, event, session, stamp, group, count), group
+        return evaluate(self.engine, held, event, session, stamp_of(event, now), group, count), group
 
     def _add(self, session: str, held: HeldSession) -> HeldSession:
         """Keep a session, dropping the least recently used beyond ``max_sessions``; call with the lock held."""

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any, Final, NamedTuple, TypeVar
 
 from ._session_backend import JudgingError as JudgingError
-from ._session_backend import SessionBackend, State, SwarmCounts, _logger, evaluate
+from ._session_backend import SessionBackend, State, SwarmCounts, _logger, evaluate, stamp_of
 from .core._engine import Engine, Evaluation
 from .core._events import Event
 from .core._swarm_tally import SwarmCounter, SwarmTally
@@ -254,7 +254,7 @@ class StoredSessions(SessionBackend):
         """Judge ``event`` and store the session's new state. Raises :class:`StoreError` when the store fails
         (:class:`DamagedStateError` when the stored state cannot be read and :attr:`on_damaged` says so); the
         cache then keeps nothing for the session (its next event reloads what the store has)."""
-        stamp = event.ts if event.ts is not None else now
+        stamp = stamp_of(event, now)
         tally: list[SwarmTally] = []  # the swarm count of this event, added once whatever the attempts
 
         def judge(entry: _Entry) -> tuple[State, str | None, tuple[Evaluation, str | None]]:
