@@ -11,8 +11,9 @@ import binascii
 import re
 import zlib
 from array import array
+from bisect import insort
 from collections.abc import Iterable
-from itertools import chain, compress, islice
+from itertools import chain, compress, filterfalse, islice
 from operator import not_
 from typing import Final
 
@@ -327,14 +328,37 @@ def alnum_word_pair(text: str, limit: int) -> tuple[bytes, bytes]:
     object twice when the two are equal.
 
     ASCII text is split at C speed (a translation table instead of the regular expression: the same words); words
-    are deduplicated before they are hashed, each is hashed once for both sets, and only as many are hashed as the
-    limits need."""
+    are deduplicated before they are hashed, and only as many are hashed and sorted as the limits need: the second
+    set is the first with the numbers' hashes taken out and as many words after the first ``limit`` put in (when no
+    two of those words share a hash; else :func:`_exact_word_pair` reads on)."""
     if limit < 0:
         raise ValueError("limit must be >= 0")
     words = list(_alnum_words(text))
-    hashes = list(map(zlib.crc32, words[:limit]))
+    head = words[:limit]
+    order = list(map(zlib.crc32, head))
+    distinct = set(order)
+    if len(distinct) < len(order):
+        return _exact_word_pair(words, order, limit)
+    order.sort()
+    packed = array(WORD_CODE, order).tobytes()
+    numbers = list(filter(bytes.isdigit, head))  # bytes.isdigit(): ASCII digits only
+    if not numbers:
+        return packed, packed
+    for number in map(zlib.crc32, numbers):
+        order.remove(number)
+    for name in map(zlib.crc32, islice(filterfalse(bytes.isdigit, islice(words, limit, None)), len(numbers))):
+        if name in distinct:
+            return _exact_word_pair(words, list(map(zlib.crc32, head)), limit)
+        distinct.add(name)
+        insort(order, name)
+    return packed, array(WORD_CODE, order).tobytes()
+
+
+def _exact_word_pair(words: list[bytes], hashes: list[int], limit: int) -> tuple[bytes, bytes]:
+    """:func:`alnum_word_pair` of the distinct ``words`` (``hashes``: those of the first ``limit``) when some of
+    them share a hash: each set made word by word."""
     packed = array(WORD_CODE, _first_hashes(words, hashes, limit)).tobytes()
-    numbers = list(map(bytes.isdigit, words))  # bytes.isdigit(): ASCII digits only
+    numbers = list(map(bytes.isdigit, words))
     if True not in numbers:
         return packed, packed
     kept = list(map(not_, numbers))
