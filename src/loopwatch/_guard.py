@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._async_guard import AsyncGuard as AsyncGuard
-from ._guard_inputs import _event_of, _listed, _name, _policy_of, _safe_repr, _store_of
+from ._guard_inputs import EVENT_CLASSES, _event_of, _listed, _name, _policy_of, _safe_repr, _store_of
 from ._session_backend import InProcessSessions, JudgingError, SessionBackend, _logger, stamp_of
 from .core._audit import (
     damaged_state_record,
@@ -30,6 +30,7 @@ from .core._audit import (
 )
 from .core._checked import integer_at_least
 from .core._engine import Engine, Evaluation
+from .core._event_values import MAX_NAME
 from .core._events import Event, ToolCall
 from .core._policy import Policy
 from .core._verdict import Verdict
@@ -173,13 +174,13 @@ class Guard:
         return verdict
 
     def _judge_event(self, session: str, event: Event | Mapping[str, Any], swarm: str | None) -> Verdict:
-        try:
-            name = _name(session, "session")
+        try:  # (a short plain name and an event object, the usual inputs, taken as they are without a call)
+            name = session if type(session) is str and len(session) <= MAX_NAME else _name(session, "session")
             group = None if swarm is None else _name(swarm, "swarm")
-            parsed = _event_of(event)
+            parsed: Event = event if type(event) in EVENT_CLASSES else _event_of(event)  # type: ignore[assignment]
         except EventError as exc:
             return self._skip(session, exc)
-        with self._lock(name):
+        with self._locks[hash(name) % _STRIPES]:  # (what _lock() picks)
             try:
                 (verdict, records), group = self._evaluate(name, parsed, group)
             except _Raised as raised:

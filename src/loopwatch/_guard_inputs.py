@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ._presets import preset as get_preset
+from .core._event_values import MAX_NAME
 from .core._events import Event, Message, Reset, TextDelta, ToolCall, ToolResult, Usage, name_of, parse_event
 from .core._policy import Policy
 from .errors import ConfigError, EventError
@@ -17,7 +18,7 @@ from .errors import ConfigError, EventError
 if TYPE_CHECKING:
     from .stores import Store
 
-_EVENT_CLASSES = (ToolCall, ToolResult, Message, TextDelta, Usage, Reset)
+EVENT_CLASSES = (ToolCall, ToolResult, Message, TextDelta, Usage, Reset)
 
 
 def _policy_of(preset: str | Policy | None, policy: Policy | None) -> Policy:
@@ -66,16 +67,16 @@ def _listed(items: object, field: str) -> list[Any]:
 
 def _name(value: object, field: str) -> str:
     """A session or swarm name as a plain, bounded string (an :class:`EventError` when it has no text)."""
-    if type(value) is str and len(value) <= 1_024:
+    if type(value) is str and len(value) <= MAX_NAME:
         return value
     return name_of(value, field)
 
 
 def _event_of(event: object) -> Event:
     """The event to judge: an event object as it is, a subclass's fields as the plain class, a mapping parsed."""
-    if type(event) in _EVENT_CLASSES:
+    if type(event) in EVENT_CLASSES:
         return event  # type: ignore[return-value]
-    for kind in _EVENT_CLASSES:
+    for kind in EVENT_CLASSES:
         if isinstance(event, kind):
             try:
                 fields = {name: getattr(event, name) for name in kind.__dataclass_fields__}

@@ -64,6 +64,7 @@ class Engine:
         self.replay = replay
         """Judging a recording: no verdict reaches the agent, so a refused call that ran anyway was not refused."""
         self._detectors, self._tools = policy.detectors, policy.tools  # (the tools' settings: read at every event)
+        self._limited = bool(policy.limits)  # (asked once: Limits.__bool__ is Python)
         self._reprs = [repr(d) for d in policy.detectors]
         self._undecided = [i for i, d in enumerate(policy.detectors) if type(d).suspicion is not Detector.suspicion]
         """The rules that can be undecided (see :meth:`Detector.suspicion`): asked only when nothing fired."""
@@ -418,10 +419,9 @@ class Engine:
         )
 
     def _check_limits(self, session: SessionState, index: int) -> Verdict | None:
-        limits = self.policy.limits
-        if not limits:
+        if not self._limited:
             return None
-        hit = limits.check(session)
+        hit = self.policy.limits.check(session)
         if hit is None:
             return None
         if hit.warning:
