@@ -705,12 +705,14 @@ static uint32_t crc_code_point(uint32_t c, Py_UCS4 ch) {
 
 /* A scan of a text's words (runs of letters and digits) for alnum_word_pair: the text is
    ``text.lower()`` (a new reference: str.lower() itself, Unicode's full case mapping (final sigma, dotted I...),
-   when not ASCII; ASCII letters are lowered byte by byte as they are hashed). */
+   when not ASCII; ASCII letters are lowered as they are hashed, 8 bytes at a time). */
 typedef struct {
     PyObject *text;
     int ascii, kind;
     const void *data;
     Py_ssize_t n, p, limit;
+    Py_ssize_t base; /* ASCII: where the block of 64 bytes whose letters and digits ``bits`` holds starts */
+    uint64_t bits;   /* ASCII: those of them not read yet, bit i for byte base + i */
 } WordScan;
 
 /* Reads the arguments (text: str, limit: int >= 0) into ``scan``; -1 with an exception set on bad ones. */
@@ -741,42 +743,150 @@ static int word_scan_start(const char *name, PyObject *const *args, Py_ssize_t n
     scan->data = PyUnicode_DATA(scan->text);
     scan->n = PyUnicode_GET_LENGTH(scan->text);
     scan->p = 0;
+    scan->base = -64;
+    scan->bits = 0;
     return 0;
+}
+
+/* ASCII text is read 64 bytes at a time: which of them are letters or digits, as bits (AVX2: 32 bytes a comparison;
+   else a table look-up a byte); each word's bounds are the runs of those bits (a count of trailing zeros each, no
+   branch a byte), and its CRC is made 8 bytes at a time (ascii_word_crc). */
+static uint64_t alnum_block_bytes(const unsigned char *p) {
+    uint64_t bits = 0;
+    for (int i = 0; i < 64; i++) bits |= (uint64_t)byte_alnum[p[i]] << i;
+    return bits;
+}
+
+#ifdef X86_SIMD
+__attribute__((target("avx2"))) static uint64_t alnum_block_avx2(const unsigned char *p) {
+    const __m256i zero = _mm256_set1_epi8('0'), nine = _mm256_set1_epi8(9), case_bit = _mm256_set1_epi8(0x20),
+                  a = _mm256_set1_epi8('a'), z = _mm256_set1_epi8(25);
+    uint64_t bits = 0;
+    for (int half = 0; half < 2; half++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(p + 32 * half));
+        const __m256i from_zero = _mm256_sub_epi8(v, zero), from_a = _mm256_sub_epi8(_mm256_or_si256(v, case_bit), a);
+        /* x <= k unsigned: min(x, k) == x */
+        const __m256i digit = _mm256_cmpeq_epi8(_mm256_min_epu8(from_zero, nine), from_zero);
+        const __m256i letter = _mm256_cmpeq_epi8(_mm256_min_epu8(from_a, z), from_a);
+        bits |= (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_or_si256(digit, letter)) << (32 * half);
+    }
+    return bits;
+}
+#endif
+
+/* The letters and digits of s[at:at + 64] as bits (bytes past n are neither). */
+static uint64_t alnum_block(const unsigned char *s, Py_ssize_t n, Py_ssize_t at) {
+    unsigned char padded[64];
+    const unsigned char *p = s + at;
+    if (at + 64 > n) {
+        memset(padded, 0, sizeof padded);
+        memcpy(padded, s + at, (size_t)(n - at));
+        p = padded;
+    }
+#ifdef X86_SIMD
+    if (avx2_instructions) return alnum_block_avx2(p);
+#endif
+    return alnum_block_bytes(p);
+}
+
+/* The bounds [*start, *end) of the next word of an ASCII scan: 1, or 0 when no word is left. */
+static inline int ascii_word_next(WordScan *scan, Py_ssize_t *start, Py_ssize_t *end) {
+    const unsigned char *s = (const unsigned char *)scan->data;
+    while (scan->bits == 0) {
+        scan->base += 64;
+        if (scan->base >= scan->n) return 0;
+        scan->bits = alnum_block(s, scan->n, scan->base);
+    }
+    const int first = __builtin_ctzll(scan->bits);
+    *start = scan->base + first;
+    uint64_t after = ~scan->bits & (~UINT64_C(0) << first); /* the bytes from the word on that are not in it */
+    while (after == 0) {                                      /* the word goes on into the next block */
+        scan->base += 64;
+        if (scan->base >= scan->n) { /* to the end of the text */
+            scan->bits = 0;
+            *end = scan->n;
+            return 1;
+        }
+        scan->bits = alnum_block(s, scan->n, scan->base);
+        after = ~scan->bits;
+    }
+    const int last = __builtin_ctzll(after);
+    *end = scan->base + last;
+    scan->bits &= ~UINT64_C(0) << last;
+    return 1;
+}
+
+/* start_through_zeros[k]: the running CRC from CRC_START after k zero bytes (k <= 8). */
+static uint32_t start_through_zeros[9];
+
+static void start_through_zeros_init(void) {
+    uint32_t c = CRC_START;
+    start_through_zeros[0] = c;
+    for (int k = 1; k <= 8; k++) start_through_zeros[k] = c = CRC_BYTE(c, 0);
+}
+
+/* One slicing-by-8 step (as crc_bytes'): the running CRC c through the 8 bytes of v, its lowest byte first. */
+static inline uint32_t crc_step8(uint32_t c, uint64_t v) {
+    const uint32_t lo = (uint32_t)v ^ c, hi = (uint32_t)(v >> 32);
+    return crc_slices[7][lo & 0xFFu] ^ crc_slices[6][(lo >> 8) & 0xFFu] ^ crc_slices[5][(lo >> 16) & 0xFFu] ^
+           crc_slices[4][lo >> 24] ^ crc_slices[3][hi & 0xFFu] ^ crc_slices[2][(hi >> 8) & 0xFFu] ^
+           crc_slices[1][(hi >> 16) & 0xFFu] ^ crc_slices[0][hi >> 24];
+}
+
+/* The running CRC (from CRC_START) of the ASCII letters and digits s[start:end] lowercased, and whether they are all
+   digits (*number), 8 bytes a step. A letter or a digit is lowercased by setting its 0x20 bit (a digit has it), and
+   is a digit when its 0x40 bit is clear. The first ((end - start - 1) % 8) + 1 bytes are read as the last bytes of 8
+   with zeros before them: from a register of 0 zeros leave it 0, and a CRC is linear, so the register from CRC_START
+   is the one from 0 XORed with CRC_START's through as many zeros. */
+static inline uint32_t ascii_word_crc(const unsigned char *s, Py_ssize_t n, Py_ssize_t start, Py_ssize_t end,
+                                      int *number) {
+    const int head = (int)((end - start - 1) & 7) + 1;
+    const uint64_t kept = ~UINT64_C(0) << (8 * (8 - head));
+    uint64_t v;
+    if (start + head >= 8) {
+        v = word_at(s, n, start + head - 8) & kept;
+    } else { /* the word starts in the text's first 8 bytes */
+        v = 0;
+        for (int j = 0; j < head; j++) v |= (uint64_t)s[start + j] << (8 * (8 - head + j));
+    }
+    v |= ONES * 0x20 & kept;
+    uint64_t letters = v;
+    uint32_t c = crc_step8(0, v) ^ start_through_zeros[head];
+    for (Py_ssize_t at = start + head; at < end; at += 8) {
+        v = word_at(s, n, at) | ONES * 0x20;
+        letters |= v;
+        c = crc_step8(c, v);
+    }
+    *number = !(letters & (ONES * 0x40));
+    return c;
 }
 
 /* The CRC-32 of the next word into ``*crc``: 1, or 0 when no word is left. ``*number``: is the word made of ASCII
    digits only? */
 static inline int word_scan_next(WordScan *scan, uint32_t *crc, int *number) {
-    const int kind = scan->kind, ascii = scan->ascii;
-    const void *data = scan->data;
     const Py_ssize_t n = scan->n;
+    if (scan->ascii) {
+        Py_ssize_t start, end;
+        if (!ascii_word_next(scan, &start, &end)) return 0;
+        *crc = CRC_FINAL(ascii_word_crc((const unsigned char *)scan->data, n, start, end, number));
+        return 1;
+    }
+    const int kind = scan->kind;
+    const void *data = scan->data;
     Py_ssize_t p = scan->p;
     uint32_t c = CRC_START;
     int digits = 1;
-    if (ascii) {
-        const unsigned char *s = (const unsigned char *)data;
-        while (p < n && !byte_alnum[s[p]]) p++;
-        if (p == n) {
-            scan->p = p;
-            return 0;
-        }
-        while (p < n && byte_alnum[s[p]]) {
-            digits &= (s[p] >= '0' && s[p] <= '9');
-            c = CRC_BYTE(c, ascii_lower[s[p++]]);
-        }
-    } else {
-        while (p < n && !ALNUM(PyUnicode_READ(kind, data, p))) p++;
-        if (p == n) {
-            scan->p = p;
-            return 0;
-        }
-        while (p < n) {
-            Py_UCS4 ch = PyUnicode_READ(kind, data, p);
-            if (!ALNUM(ch)) break;
-            digits &= (ch >= '0' && ch <= '9');
-            c = crc_code_point(c, ch);
-            p++;
-        }
+    while (p < n && !ALNUM(PyUnicode_READ(kind, data, p))) p++;
+    if (p == n) {
+        scan->p = p;
+        return 0;
+    }
+    while (p < n) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, p);
+        if (!ALNUM(ch)) break;
+        digits &= (ch >= '0' && ch <= '9');
+        c = crc_code_point(c, ch);
+        p++;
     }
     scan->p = p;
     *crc = CRC_FINAL(c);
@@ -2388,6 +2498,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__kernels_c(void) {
     crc_init();
+    start_through_zeros_init();
     tables_init();
     byte_class_init();
     rare_init();
