@@ -8,13 +8,15 @@ runs of the same download never print the same rows). Everything else is content
 moves (``1/10 replicas ready``, then ``2/10``), a date, a price, an order number, a test count.
 
 :func:`volatile_spans` finds those parts and :func:`masked` removes them. Neither scans the text with a regular
-expression (on a slow core a scanning regular expression costs ~0.3 us per character): the text is mapped to its
-*shape* with ``bytes.translate`` (digits to ``0``; digits and hex letters to ``0``; digits, spaces and the letters
-of units of time kept apart), the shapes are scanned for each kind's anchor with ``bytes.find`` (``0:00:00`` for a
-time, ``0000000`` for a hex run) or, for a number before a unit of time, with one regular expression whose literal
-head (``0``) the engine finds as fast, all at C speed, and only at an anchor a short anchored match decides. The
-cost is linear in the text plus a few microseconds per volatile part, and bounded: outputs longer than :data:`LIMIT`
-keep their head and tail (see :func:`loopwatch.core._canonical.fold_string`).
+expression that starts a match at every character (on a slow core that costs ~0.3 us per character): the text is
+mapped to its *shape* with ``bytes.translate`` (digits to ``0``, ``:`` kept, and spaces and the letters units of
+time start with kept apart; digits and hex letters to ``0``), the shapes are scanned for each kind's anchor, a
+literal of two bytes or more that the engine or ``bytes.find`` skips to at C speed (``:00:00`` for a time, ``0u``
+and ``0_u`` for a number before a unit of time, ``000000`` for a hex run), and only at an anchor a short anchored
+match decides. Process ids, shell line numbers and temporary paths are looked for only where a sign of one is (a
+``pid``, an ``sh:``, a ``tmp``...). The cost is linear in the text plus a few microseconds per volatile part, and
+bounded: outputs longer than :data:`LIMIT` keep their head and tail (see
+:func:`loopwatch.core._canonical.fold_string`).
 """
 
 from __future__ import annotations
@@ -58,8 +60,6 @@ _UNITS: Final = frozenset(
     {b"ns", b"us", b"\xc2\xb5s", b"ms", b"s", b"sec", b"secs", b"second", b"seconds", b"min", b"mins", b"minute",
      b"minutes"}
 )  # fmt: skip
-_SHAPE: Final = bytes(48 if 48 <= c <= 57 else 58 if c == 58 else 46 for c in range(256))
-"""Digits to ``0``, ``:`` kept, everything else to ``.``: a time of day is ``0:00:00``."""
 _UNIT_SHAPE: Final = bytes(
     48 if 48 <= c <= 57 else 95 if c == 32 else c if c in b"smunei" else 97 if 65 <= c <= 90 or 97 <= c <= 122
     else 99 if c == 0xC2 else 46
@@ -71,9 +71,33 @@ everything else to ``.``: what :data:`_UNIT_AFTER_NUMBER` reads."""
 _UNIT_AFTER_NUMBER: Final = re.compile(rb"0(_?)(?:[smunc](?![smuneia])|se|ms|us|ns|mi)")
 """Where, in :data:`_UNIT_SHAPE`, a number (and a space) is followed by what may be a unit of time: a letter a unit
 starts with and no other ASCII letter, or the first two letters of a longer unit (``se``, ``ms``, ``us``, ``ns``,
-``mi``; ``µ`` is two bytes, the second no letter); not ``12 src`` nor ``3 new``. Its literal head (a digit) is found
-at C speed, and only the few places it matches are read further, not every number followed by a word."""
+``mi``; ``µ`` is two bytes, the second no letter); not ``12 src`` nor ``3 new``. The definition; it is matched only
+at the few places :data:`_UNIT_AFTER_SPACE` and :data:`_UNIT_JOINED` find (matched at every digit, it would start a
+match at each)."""
 _UNIT: Final = re.compile(rb"(?:\xc2\xb5)?[a-z]+")
+_NUMBER_SHAPE: Final = bytes(
+    48 if 48 <= c <= 57 else 58 if c == 58 else 95 if c == 32 else 117 if c in b"smun" or c == 0xC2
+    else c if c in b"ei" else 97 if 65 <= c <= 90 or 97 <= c <= 122 else 46
+    for c in range(256)
+)  # fmt: skip
+"""Digits to ``0``, ``:`` kept, a space to ``_``, the letters units of time start with (``s``, ``m``, ``u``, ``n``,
+the first byte of ``µ``) to ``u``, ``e`` and ``i`` kept, the other ASCII letters to ``a``, everything else to ``.``:
+one shape for times (``0:00:00``) and for the numbers before a unit of time."""
+_TIME_TAIL: Final = re.compile(rb":00:00")
+"""The anchor of a time after its hour's last digit: a literal that starts with a rare byte, which the engine finds
+faster than ``bytes.find`` finds ``0:00:00``."""
+_UNIT_AFTER_SPACE: Final = re.compile(rb"0_u(?!a)")
+_UNIT_JOINED: Final = re.compile(rb"0u(?!a)")
+"""Where, in :data:`_NUMBER_SHAPE`, :data:`_UNIT_AFTER_NUMBER` may match (with a space, or without): every place it
+matches, and a few more (``3 new``), each checked with it. A literal head of two bytes or three, so the engine does
+not start a match at each digit."""
+_RARE_SIGNS: Final = tuple(
+    re.compile(sign)
+    for sign in (rb"P(?:ID|id)", rb"var/", rb"h:(?<=sh:)", rb"pid", rb"mp(?<=tmp)", rb"cess (?<=ocess )")
+)
+"""What a process id, a shell line number or a temporary path needs in its text (see :func:`_rare_signs`). Each has
+a literal head the engine skips to, a rarer one where there was a choice (``h:`` for ``sh:``, ``mp`` for ``tmp``,
+``var/`` for ``/var/``, ``cess `` for ``process ``), faster than ``bytes.find`` finds the whole."""
 _SHELLS: Final = (b"bash", b"sh", b"zsh", b"dash")
 _PID_ANCHORS: Final = (b"pid", b"PID", b"Pid", b"process ", b"Process ")
 _LOWER: Final = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
@@ -93,10 +117,15 @@ def _word_edge(data: bytes, start: int, end: int) -> bool:
 
 
 def _times(data: bytes, shape: bytes, spans: list[Span]) -> None:
-    """Times of day (``10:20:30``, ``9:05:00.123``), with the date before them when there is one."""
-    at = shape.find(b"0:00:00")
-    while at >= 0:
-        start = at - 1 if at and shape[at - 1] == 48 else at  # 48: "0", a two-digit hour
+    """Times of day (``10:20:30``, ``9:05:00.123``), with the date before them when there is one (``shape`` is
+    :data:`_NUMBER_SHAPE`'s)."""
+    tail = _TIME_TAIL.search(shape, 1)
+    while tail is not None:
+        at = tail.start() - 1
+        if shape[at] != 48:  # 48: "0", no digit before the colon
+            tail = _TIME_TAIL.search(shape, at + 2)
+            continue
+        start = at - 1 if at and shape[at - 1] == 48 else at  # a two-digit hour
         date = _DATE_BEFORE.search(data, max(0, start - 11), start)
         if date is not None:
             start = date.start()
@@ -104,19 +133,27 @@ def _times(data: bytes, shape: bytes, spans: list[Span]) -> None:
         end = match.end() if match is not None else at + 7
         if _word_edge(data, start, end):
             spans.append((start, end, "time"))
-        at = shape.find(b"0:00:00", end)
+        tail = _TIME_TAIL.search(shape, end + 1)
 
 
-def _durations(data: bytes, spans: list[Span]) -> None:
-    """A number followed by a unit of time: ``0.13s``, ``300 ms``, ``12 seconds`` (not ``12 steps``)."""
-    after_number = after_space = 0  # where the last ones read ended: a unit right after its number, after a space
-    for found in _UNIT_AFTER_NUMBER.finditer(data.translate(_UNIT_SHAPE)):
+def _durations(data: bytes, shape: bytes, spans: list[Span]) -> None:
+    """A number followed by a unit of time: ``0.13s``, ``300 ms``, ``12 seconds`` (not ``12 steps``); ``shape`` is
+    :data:`_NUMBER_SHAPE`'s. A unit right after its number and one after a space are looked for apart (where the last
+    of each kind read ends does not depend on the other)."""
+    after = 0
+    found = _UNIT_AFTER_SPACE.search(shape)
+    while found is not None:
         at = found.start()
-        if found.group(1):  # "300 ms"
-            if at >= after_space:
-                after_space = _duration(data, at, 3, spans)
-        elif at >= after_number:  # "0.13s"
-            after_number = _duration(data, at, 2, spans)
+        if at >= after and _UNIT_AFTER_NUMBER.match(data[at : at + 4].translate(_UNIT_SHAPE)) is not None:
+            after = _duration(data, at, 3, spans)
+        found = _UNIT_AFTER_SPACE.search(shape, at + 3)
+    after = 0
+    found = _UNIT_JOINED.search(shape)
+    while found is not None:
+        at = found.start()
+        if at >= after and _UNIT_AFTER_NUMBER.match(data[at : at + 4].translate(_UNIT_SHAPE)) is not None:
+            after = _duration(data, at, 2, spans)
+        found = _UNIT_JOINED.search(shape, at + 2)
 
 
 def _duration(data: bytes, at: int, length: int, spans: list[Span]) -> int:
@@ -141,6 +178,11 @@ def _hex_runs(data: bytes, hexes: bytes, spans: list[Span]) -> None:
     10+ digits (epoch times, nanosecond counters)."""
     at = hexes.find(b"000000")
     while at >= 0:
+        if at and data[at - 1] in _WORD_BYTES and (at < 2 or data[at - 2 : at] not in (b"0x", b"0X")):
+            # in a word ("Traceback"): nothing to find in it
+            run = _HEX_RUN.match(data, at)
+            at = hexes.find(b"000000", run.end() if run is not None else at + 6)
+            continue
         uuid = _UUID.match(data, at)
         if uuid is not None and _word_edge(data, at, uuid.end()):
             spans.append((at, uuid.end(), "uuid"))
@@ -179,6 +221,8 @@ def _anchored(
 def _meters(data: bytes, spans: list[Span]) -> None:
     """curl's progress meter: the rows under its header, up to the first byte a row cannot hold (what the transfer
     printed next). Its speeds and times change from one run of the same download to the next."""
+    if b"U" not in data:  # "Upload": a byte the engine finds at once, seldom in other text
+        return
     at = data.find(_METER)
     while at >= 0:
         start = at + len(_METER)
@@ -201,6 +245,18 @@ def _shell_lines(data: bytes, spans: list[Span]) -> None:
             at = data.find(shell + b":", after)
 
 
+def _rare_signs(edges: bytes) -> bool:
+    """May ``edges`` (one edge of a text, or both joined) hold a process id, a shell line number or a temporary path?
+    Each needs one of ``pid``, ``PID``, ``Pid``, ``process ``, ``Process `` (:data:`_PID_ANCHORS`), ``sh:`` (every
+    shell's name ends in ``sh``), ``tmp`` or ``/var/`` (every temporary path and name holds one) in its own case
+    (:func:`_rare` lowercases only to decide what to look for): a False here is what :func:`_rare` would find,
+    nothing."""
+    for sign in _RARE_SIGNS:  # noqa: SIM110 (a loop: any() over a generator costs more)
+        if sign.search(edges) is not None:
+            return True
+    return False
+
+
 def volatile_spans(data: bytes) -> list[Span]:
     """The volatile parts of ``data`` (UTF-8 text) as sorted, non-overlapping ``(start, end, kind)`` spans.
 
@@ -208,16 +264,16 @@ def volatile_spans(data: bytes) -> list[Span]:
     :data:`_RARE_EDGE` bytes only (where servers, shells and tracebacks print them); the other kinds everywhere.
     """
     spans: list[Span] = []
+    shape = data.translate(_NUMBER_SHAPE)
     if b":" in data:
-        _times(data, data.translate(_SHAPE), spans)
-    _durations(data, spans)
-    hexes = data.translate(_HEX_SHAPE)
-    if b"000000" in hexes:
-        _hex_runs(data, hexes, spans)
+        _times(data, shape, spans)
+    _durations(data, shape, spans)
+    _hex_runs(data, data.translate(_HEX_SHAPE), spans)
     _meters(data, spans)
     if len(data) <= 2 * _RARE_EDGE:
-        _rare(data, 0, spans)
-    else:
+        if _rare_signs(data):
+            _rare(data, 0, spans)
+    elif _rare_signs(data[:_RARE_EDGE] + data[-_RARE_EDGE:]):
         _rare(data[:_RARE_EDGE], 0, spans)
         _rare(data[-_RARE_EDGE:], len(data) - _RARE_EDGE, spans)
     if len(spans) < 2:
