@@ -177,7 +177,8 @@ def lines_of(masked_text: bytes) -> list[bytes]:
 
 def line_hashes(masked_text: bytes) -> frozenset[int]:
     """CRC-32s of the distinct lines of :func:`lines_of`, the empty line's (0) left out."""
-    return frozenset(map(zlib.crc32, lines_of(masked_text))) - _NO_LINE
+    hashes = frozenset(map(zlib.crc32, filter(None, lines_of(masked_text))))
+    return hashes - _NO_LINE if 0 in hashes else hashes  # a line with text whose CRC is 0 goes too, as in the kernel
 
 
 NUMBER: Final = re.compile(rb"[0-9]+")
@@ -465,7 +466,14 @@ def sketch_of(hashes: Iterable[int], k: int, bits: int) -> str:
 
 def line_bits(data: bytes, bits: int) -> int:
     """``fold(line_hashes(data), bits)``: the lines' CRCs folded into ``bits`` bits."""
-    return fold(line_hashes(data), bits)
+    return _folded_lines(lines_of(data), bits)
+
+
+def _folded_lines(lines: list[bytes], bits: int) -> int:
+    """The CRC-32s of ``lines`` but the empty ones (and any other whose CRC is 0, as the kernel leaves out) folded
+    into ``bits`` bits; a line repeated is folded again (no set is made)."""
+    hashes = list(map(zlib.crc32, filter(None, lines)))
+    return fold(filter(None, hashes) if 0 in hashes else hashes, bits)
 
 
 QUOTED: Final = re.compile(rb'"[^"\n]*"|\'[^\'\n]*\'|`[^`\n]*`')
@@ -478,7 +486,7 @@ def unquoted_line_bits(data: bytes, bits: int) -> int:
     lines = lines_of(data)
     if b'"' in data or b"'" in data or b"`" in data:
         lines = [QUOTED.sub(b"", line) if b'"' in line or b"'" in line or b"`" in line else line for line in lines]
-    return fold(frozenset(map(zlib.crc32, lines)) - _NO_LINE, bits)
+    return _folded_lines(lines, bits)
 
 
 def word_sketch(data: bytes, k: int, bits: int) -> int:
