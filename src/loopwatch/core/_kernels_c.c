@@ -46,17 +46,36 @@ static inline uint32_t le32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* The running CRC c over n bytes, 8 at a time: the 8 table look-ups of a step are independent of each other, so a
-   step waits for one look-up where byte by byte it waits for eight in a row. */
-static uint32_t crc_bytes(uint32_t c, const unsigned char *p, Py_ssize_t n) {
-    for (; n >= 8; p += 8, n -= 8) {
-        const uint32_t lo = le32(p) ^ c, hi = le32(p + 4);
-        c = crc_slices[7][lo & 0xFFu] ^ crc_slices[6][(lo >> 8) & 0xFFu] ^ crc_slices[5][(lo >> 16) & 0xFFu] ^
-            crc_slices[4][lo >> 24] ^ crc_slices[3][hi & 0xFFu] ^ crc_slices[2][(hi >> 8) & 0xFFu] ^
-            crc_slices[1][(hi >> 16) & 0xFFu] ^ crc_slices[0][hi >> 24];
-    }
-    for (; n > 0; p++, n--) c = CRC_BYTE(c, *p);
-    return c;
+/* start_through_zeros[k]: the running CRC from CRC_START after k zero bytes (k <= 8). */
+static uint32_t start_through_zeros[9];
+
+static void start_through_zeros_init(void) {
+    uint32_t c = CRC_START;
+    start_through_zeros[0] = c;
+    for (int k = 1; k <= 8; k++) start_through_zeros[k] = c = CRC_BYTE(c, 0);
+}
+
+/* One slicing-by-8 step: the running CRC c through the 8 bytes of v, its lowest byte first. */
+static inline uint32_t crc_step8(uint32_t c, uint64_t v) {
+    const uint32_t lo = (uint32_t)v ^ c, hi = (uint32_t)(v >> 32);
+    return crc_slices[7][lo & 0xFFu] ^ crc_slices[6][(lo >> 8) & 0xFFu] ^ crc_slices[5][(lo >> 16) & 0xFFu] ^
+           crc_slices[4][lo >> 24] ^ crc_slices[3][hi & 0xFFu] ^ crc_slices[2][(hi >> 8) & 0xFFu] ^
+           crc_slices[1][(hi >> 16) & 0xFFu] ^ crc_slices[0][hi >> 24];
+}
+
+/* zlib.crc32 of p[0:n], where the 7 bytes before p may be read too: 8 bytes a step (the 8 table look-ups of a step
+   are independent of each other, so a step waits for one look-up where byte by byte it waits for eight in a row),
+   the first (n - 1) % 8 + 1 bytes read as the last of 8 with zeros before them, so no byte is left for a loop a
+   byte at a time: from a register of 0 zeros leave it 0, and a CRC is linear, so the register from CRC_START is
+   the one from 0 XORed with CRC_START's through as many zeros. */
+static inline uint32_t crc_of_run(const unsigned char *p, Py_ssize_t n) {
+    if (n == 0) return 0;
+    const int head = (int)((n - 1) & 7) + 1;
+    const unsigned char *q = p + head - 8;
+    uint64_t v = (uint64_t)le32(q) | (uint64_t)le32(q + 4) << 32;
+    uint32_t c = crc_step8(0, v & ~UINT64_C(0) << (8 * (8 - head))) ^ start_through_zeros[head];
+    for (p += head, n -= head; n > 0; p += 8, n -= 8) c = crc_step8(c, (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32);
+    return CRC_FINAL(c);
 }
 
 /* -- ASCII tables ------------------------------------------------------------------------------------------ */
@@ -563,7 +582,10 @@ static Py_ssize_t quotes_dropped(unsigned char *text, Py_ssize_t kept) {
    n + 1); returns how many. The whole text is lowercased and its blanks dropped first, 16 bytes at a time where the
    processor can (lines one by one are too short for it: 0.94x), then cut at its newlines. */
 static Py_ssize_t line_crcs(const unsigned char *s, Py_ssize_t n, uint32_t *crcs, int unquoted) {
-    unsigned char text[LINE_BYTES + 16]; /* s lowercased, its blanks dropped (stores may write 16 bytes past) */
+    unsigned char buffer[8 + LINE_BYTES + 16];
+    unsigned char *text = buffer + 8; /* s lowercased, its blanks dropped (stores may write 16 bytes past; and
+                                         crc_of_run reads up to 8 bytes before a line) */
+    memset(buffer, 0, 8);
     Py_ssize_t kept = 0, p = 0;
 #ifdef X86_SIMD
     if (blanks_simd) p = lowered_lines_simd(s, n, text, &kept);
@@ -577,7 +599,7 @@ static Py_ssize_t line_crcs(const unsigned char *s, Py_ssize_t n, uint32_t *crcs
     for (Py_ssize_t start = 0; start <= kept;) {
         const unsigned char *end = memchr(text + start, '\n', (size_t)(kept - start));
         const Py_ssize_t stop = end == NULL ? kept : end - text;
-        const uint32_t crc = CRC_FINAL(crc_bytes(CRC_START, text + start, stop - start));
+        const uint32_t crc = crc_of_run(text + start, stop - start);
         if (crc != 0) crcs[count++] = crc; /* 0: an empty line */
         start = stop + 1;
     }
@@ -814,23 +836,6 @@ static inline int ascii_word_next(WordScan *scan, Py_ssize_t *start, Py_ssize_t 
     *end = scan->base + last;
     scan->bits &= ~UINT64_C(0) << last;
     return 1;
-}
-
-/* start_through_zeros[k]: the running CRC from CRC_START after k zero bytes (k <= 8). */
-static uint32_t start_through_zeros[9];
-
-static void start_through_zeros_init(void) {
-    uint32_t c = CRC_START;
-    start_through_zeros[0] = c;
-    for (int k = 1; k <= 8; k++) start_through_zeros[k] = c = CRC_BYTE(c, 0);
-}
-
-/* One slicing-by-8 step (as crc_bytes'): the running CRC c through the 8 bytes of v, its lowest byte first. */
-static inline uint32_t crc_step8(uint32_t c, uint64_t v) {
-    const uint32_t lo = (uint32_t)v ^ c, hi = (uint32_t)(v >> 32);
-    return crc_slices[7][lo & 0xFFu] ^ crc_slices[6][(lo >> 8) & 0xFFu] ^ crc_slices[5][(lo >> 16) & 0xFFu] ^
-           crc_slices[4][lo >> 24] ^ crc_slices[3][hi & 0xFFu] ^ crc_slices[2][(hi >> 8) & 0xFFu] ^
-           crc_slices[1][(hi >> 16) & 0xFFu] ^ crc_slices[0][hi >> 24];
 }
 
 /* The running CRC (from CRC_START) of the ASCII letters and digits s[start:end] lowercased, and whether they are all
