@@ -116,6 +116,9 @@ def test_two_queries_are_the_same_by_their_words_overlap(a: list[int], b: list[i
     union = set(a) | set(b)
     expected = len(set(a) & set(b)) / len(union) >= similarity if union else True
     assert _tools.same_query(a, b, similarity) == expected
+    # the same, of two sets of word hashes packed as alnum_word_pair packs them (the kernel counts them)
+    packed = [array(WORD_CODE, sorted(set(values))).tobytes() for values in (a, b)]
+    assert _tools.same_words(*packed, similarity) == expected
 
 
 _ARG_KEYS = st.sampled_from(["path", "file", "url", "cwd", "dir", "uri", "query", "pattern", "mode", "folder"])

@@ -15,7 +15,7 @@ from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from ._kernels import alnum_word_pair, lower
+from ._kernels import alnum_word_pair, lower, shared_words
 from ._kernels_py import WORD_CODE
 from ._lazy_re import lazy_compile
 
@@ -232,6 +232,15 @@ def same_query(a: Sequence[int], b: Sequence[int], similarity: float = 0.5) -> b
         return (not a and not b) or similarity <= 0.0  # nothing shared with a look-up that looks for something
     x, y = set(a), set(b)
     return len(x & y) / len(x | y) >= similarity
+
+
+def same_words(a: bytes, b: bytes, similarity: float = 0.5) -> bool:
+    """:func:`same_query` of two sets of word hashes packed 4 bytes each (as :func:`alnum_word_pair` packs them),
+    counted by the kernel without making them integers."""
+    if not a or not b:
+        return (not a and not b) or similarity <= 0.0
+    shared, mine, theirs = shared_words(a, b)
+    return shared / (mine + theirs - shared) >= similarity
 
 
 def same_places(places: Sequence[str], other_places: Sequence[str]) -> bool:

@@ -16,7 +16,7 @@ from .._errors import ConfigError
 from .._fingerprint import preview
 from .._ladder import Ladder
 from .._patterns import Pattern
-from .._tools import batch_items, runs_code, same_query, scope_overlaps, search_scopes
+from .._tools import batch_items, runs_code, same_words, scope_overlaps, search_scopes
 from ._base import (
     Detector,
     Finding,
@@ -27,7 +27,6 @@ from ._base import (
     pushed,
     scopes_of,
     searches,
-    word_values,
 )
 from ._state import (
     Flat,
@@ -292,9 +291,7 @@ class RerunDetector(Detector[RerunState]):
             # a rewritten piece of code that prints the very same thing again (not nothing: a cell that assigns
             # prints nothing whatever it does) is another version of it, however many of its words changed
             rewritten = runs_code(step.tool or "") and len((step.output or "").strip()) >= 16
-            alike = (rewritten or same_query(word_values(words), word_values(other))) and not batch_items(
-                places, [], version.places, []
-            )
+            alike = (rewritten or same_words(words, other)) and not batch_items(places, [], version.places, [])
             if alike:
                 version.count += 1
                 version.indices = pushed(version.indices, step.call_index, 8)
