@@ -140,20 +140,14 @@ def _durations(data: bytes, shape: bytes, spans: list[Span]) -> None:
     """A number followed by a unit of time: ``0.13s``, ``300 ms``, ``12 seconds`` (not ``12 steps``); ``shape`` is
     :data:`_NUMBER_SHAPE`'s. A unit right after its number and one after a space are looked for apart (where the last
     of each kind read ends does not depend on the other)."""
-    after = 0
-    found = _UNIT_AFTER_SPACE.search(shape)
-    while found is not None:
-        at = found.start()
-        if at >= after and _UNIT_AFTER_NUMBER.match(data[at : at + 4].translate(_UNIT_SHAPE)) is not None:
-            after = _duration(data, at, 3, spans)
-        found = _UNIT_AFTER_SPACE.search(shape, at + 3)
-    after = 0
-    found = _UNIT_JOINED.search(shape)
-    while found is not None:
-        at = found.start()
-        if at >= after and _UNIT_AFTER_NUMBER.match(data[at : at + 4].translate(_UNIT_SHAPE)) is not None:
-            after = _duration(data, at, 2, spans)
-        found = _UNIT_JOINED.search(shape, at + 2)
+    for anchor, length in ((_UNIT_AFTER_SPACE, 3), (_UNIT_JOINED, 2)):  # (an anchor's length: a digit, a unit's letter)
+        after = 0
+        found = anchor.search(shape)
+        while found is not None:
+            at = found.start()
+            if at >= after and _UNIT_AFTER_NUMBER.match(data[at : at + 4].translate(_UNIT_SHAPE)) is not None:
+                after = _duration(data, at, length, spans)
+            found = anchor.search(shape, at + length)
 
 
 def _duration(data: bytes, at: int, length: int, spans: list[Span]) -> int:
