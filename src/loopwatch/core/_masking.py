@@ -140,7 +140,7 @@ def _durations(data: bytes, shape: bytes, spans: list[Span]) -> None:
     """A number followed by a unit of time: ``0.13s``, ``300 ms``, ``12 seconds`` (not ``12 steps``); ``shape`` is
     :data:`_NUMBER_SHAPE`'s. A unit right after its number and one after a space are looked for apart (where the last
     of each kind read ends does not depend on the other)."""
-    for anchor, length in ((_UNIT_AFTER_SPACE, 3), (_UNIT_JOINED, 2)):  # (an anchor's length: a digit, a unit's letter)
+    for anchor, length in ((_UNIT_AFTER_SPACE, 3), (_UNIT_JOINED, 2)):  # (an anchor's length: digit, space, letter)
         after = 0
         found = anchor.search(shape)
         while found is not None:
