@@ -63,18 +63,26 @@ static inline uint32_t crc_step8(uint32_t c, uint64_t v) {
            crc_slices[1][(hi >> 16) & 0xFFu] ^ crc_slices[0][hi >> 24];
 }
 
-/* zlib.crc32 of p[0:n], where the 7 bytes before p may be read too: 8 bytes a step (the 8 table look-ups of a step
-   are independent of each other, so a step waits for one look-up where byte by byte it waits for eight in a row),
-   the first (n - 1) % 8 + 1 bytes read as the last of 8 with zeros before them, so no byte is left for a loop a
-   byte at a time: from a register of 0 zeros leave it 0, and a CRC is linear, so the register from CRC_START is
-   the one from 0 XORed with CRC_START's through as many zeros. */
+/* The little-endian 64-bit value of 8 bytes. */
+static inline uint64_t le64(const unsigned char *p) { return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32; }
+
+/* The running CRC from CRC_START through the last ``head`` bytes of v (1 to 8: its highest ones; the others are
+   ignored), in one step: they are read as the end of 8 bytes with zeros before them. From a register of 0 zeros
+   leave it 0, and a CRC is linear, so the register from CRC_START is the one from 0 XORed with CRC_START's through
+   as many zeros. A run of any length is then hashed 8 bytes a step from its first byte, with none left over for a
+   loop a byte at a time. */
+static inline uint32_t crc_head(uint64_t v, int head) {
+    return crc_step8(0, v & ~UINT64_C(0) << (8 * (8 - head))) ^ start_through_zeros[head];
+}
+
+/* zlib.crc32 of p[0:n], where the 7 bytes before p may be read too: its first (n - 1) % 8 + 1 bytes by crc_head,
+   then 8 bytes a step (the 8 table look-ups of a step are independent of each other, so a step waits for one
+   look-up where byte by byte it waits for eight in a row). */
 static inline uint32_t crc_of_run(const unsigned char *p, Py_ssize_t n) {
     if (n == 0) return 0;
     const int head = (int)((n - 1) & 7) + 1;
-    const unsigned char *q = p + head - 8;
-    uint64_t v = (uint64_t)le32(q) | (uint64_t)le32(q + 4) << 32;
-    uint32_t c = crc_step8(0, v & ~UINT64_C(0) << (8 * (8 - head))) ^ start_through_zeros[head];
-    for (p += head, n -= head; n > 0; p += 8, n -= 8) c = crc_step8(c, (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32);
+    uint32_t c = crc_head(le64(p + head - 8), head);
+    for (p += head, n -= head; n > 0; p += 8, n -= 8) c = crc_step8(c, le64(p));
     return CRC_FINAL(c);
 }
 
@@ -215,6 +223,15 @@ static PyObject *call_pure(const char *name, PyObject *args) {
    top bit of the bytes it holds for (a comparison of each byte, with the carries kept inside their byte). */
 
 #define ONES UINT64_C(0x0101010101010101)
+
+/* The 64 bytes s[at:at + 64] to read: in place, or (fewer left before n) copied into ``padded`` with zeros after. */
+static inline const unsigned char *block_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at,
+                                            unsigned char padded[64]) {
+    if (at + 64 <= n) return s + at;
+    memset(padded, 0, 64);
+    if (at < n) memcpy(padded, s + at, (size_t)(n - at));
+    return padded;
+}
 
 /* s[at:at + 8] as a number, s[at] its lowest byte (whatever the machine's byte order); bytes past n are zeros */
 static inline uint64_t word_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t at) {
@@ -799,12 +816,7 @@ __attribute__((target("avx2"))) static uint64_t alnum_block_avx2(const unsigned 
 /* The letters and digits of s[at:at + 64] as bits (bytes past n are neither). */
 static uint64_t alnum_block(const unsigned char *s, Py_ssize_t n, Py_ssize_t at) {
     unsigned char padded[64];
-    const unsigned char *p = s + at;
-    if (at + 64 > n) {
-        memset(padded, 0, sizeof padded);
-        memcpy(padded, s + at, (size_t)(n - at));
-        p = padded;
-    }
+    const unsigned char *p = block_at(s, n, at, padded);
 #ifdef X86_SIMD
     if (avx2_instructions) return alnum_block_avx2(p);
 #endif
@@ -839,24 +851,20 @@ static inline int ascii_word_next(WordScan *scan, Py_ssize_t *start, Py_ssize_t 
 }
 
 /* The running CRC (from CRC_START) of the ASCII letters and digits s[start:end] lowercased, and whether they are all
-   digits (*number), 8 bytes a step. A letter or a digit is lowercased by setting its 0x20 bit (a digit has it), and
-   is a digit when its 0x40 bit is clear. The first ((end - start - 1) % 8) + 1 bytes are read as the last bytes of 8
-   with zeros before them: from a register of 0 zeros leave it 0, and a CRC is linear, so the register from CRC_START
-   is the one from 0 XORed with CRC_START's through as many zeros. */
+   digits (*number), 8 bytes a step (the first ((end - start - 1) % 8) + 1 by crc_head). A letter or a digit is
+   lowercased by setting its 0x20 bit (a digit has it), and is a digit when its 0x40 bit is clear. */
 static inline uint32_t ascii_word_crc(const unsigned char *s, Py_ssize_t n, Py_ssize_t start, Py_ssize_t end,
                                       int *number) {
     const int head = (int)((end - start - 1) & 7) + 1;
-    const uint64_t kept = ~UINT64_C(0) << (8 * (8 - head));
-    uint64_t v;
+    uint64_t v = 0;
     if (start + head >= 8) {
-        v = word_at(s, n, start + head - 8) & kept;
-    } else { /* the word starts in the text's first 8 bytes */
-        v = 0;
+        v = word_at(s, n, start + head - 8);
+    } else { /* the word starts in the text's first 8 bytes: nothing before it to read */
         for (int j = 0; j < head; j++) v |= (uint64_t)s[start + j] << (8 * (8 - head + j));
     }
-    v |= ONES * 0x20 & kept;
-    uint64_t letters = v;
-    uint32_t c = crc_step8(0, v) ^ start_through_zeros[head];
+    v |= ONES * 0x20;
+    uint64_t letters = v & ~UINT64_C(0) << (8 * (8 - head)); /* the head's bytes only */
+    uint32_t c = crc_head(v, head);
     for (Py_ssize_t at = start + head; at < end; at += 8) {
         v = word_at(s, n, at) | ONES * 0x20;
         letters |= v;
@@ -1832,12 +1840,7 @@ __attribute__((target("avx2"))) static void block_bits_avx2(const unsigned char 
 /* The digits and hex characters of s[at:at + 64] as bits (bytes past n are neither). */
 static inline void block_bits(const unsigned char *s, Py_ssize_t n, Py_ssize_t at, uint64_t *digits, uint64_t *hex) {
     unsigned char padded[64];
-    const unsigned char *p = s + at;
-    if (at + 64 > n) {
-        memset(padded, 0, sizeof padded);
-        if (at < n) memcpy(padded, s + at, (size_t)(n - at));
-        p = padded;
-    }
+    const unsigned char *p = block_at(s, n, at, padded);
 #ifdef X86_SIMD
     if (avx2_instructions) {
         block_bits_avx2(p, digits, hex);
