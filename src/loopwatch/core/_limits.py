@@ -16,8 +16,6 @@ from ._checked import positive_number
 from ._configured import Configured
 from ._errors import ConfigError
 from ._session_state import UsageCounters as UsageCounters  # what a limit reads: a session's own counters
-from ._steps import account_usage
-from .detectors._base import Step
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,11 +190,6 @@ class Limits:
     @staticmethod
     def new_usage() -> UsageCounters:
         return UsageCounters()
-
-    @staticmethod
-    def account(usage: UsageCounters, step: Step, now: float | None) -> None:
-        """Count ``step`` into ``usage`` (the session's counters, never reset by loop resets)."""
-        account_usage(usage, step, now)
 
     def check(self, usage: UsageCounters) -> LimitHit | None:
         warning: LimitHit | None = None

@@ -96,8 +96,8 @@ def _result_step(session: SessionState, event: ToolResult, index: int) -> Step:
 
 def account_usage(usage: UsageCounters, step: Step, now: float | None) -> None:
     """Count ``step`` into ``usage`` (the session's counters, never reset by loop resets): an action, a failure in a
-    row, spend and tokens, the first and last time stamps. What :meth:`~loopwatch.core.Limits.account` does, compiled
-    with the engine that calls it on every event."""
+    row, spend and tokens, the first and last time stamps: what a policy's limits read
+    (:meth:`~loopwatch.core.Limits.check`), kept at every event by the compiled engine."""
     # Any, and no test that narrows it to a float: a time stamp given as an int stays one in the counters (and their
     # JSON) compiled too, where a float's type would make it a float
     ts: Any = now
