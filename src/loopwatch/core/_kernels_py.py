@@ -143,7 +143,6 @@ def long_word_hashes(data: bytes) -> list[int]:
 LINE_BYTES: Final = 2_000
 """Bytes of a (masked) output whose lines are hashed: where a result says what it says."""
 _BLANKS: Final = b" \t\r\x0b\x0c"
-_NO_LINE: Final = frozenset({zlib.crc32(b"")})
 
 
 def lines_of(masked_text: bytes) -> list[bytes]:
@@ -153,8 +152,14 @@ def lines_of(masked_text: bytes) -> list[bytes]:
 
 def line_hashes(masked_text: bytes) -> frozenset[int]:
     """CRC-32s of the distinct lines of :func:`lines_of`, the empty line's (0) left out."""
-    hashes = frozenset(map(zlib.crc32, filter(None, lines_of(masked_text))))
-    return hashes - _NO_LINE if 0 in hashes else hashes  # a line with text whose CRC is 0 goes too, as in the kernel
+    return frozenset(_line_crcs(lines_of(masked_text)))
+
+
+def _line_crcs(lines: list[bytes]) -> list[int]:
+    """The CRC-32s of ``lines``, repeats kept, without the empty lines' (never hashed) and any other 0 (a line with
+    text can have that CRC: the kernel leaves every 0 out)."""
+    hashes = list(map(zlib.crc32, filter(None, lines)))
+    return list(filter(None, hashes)) if 0 in hashes else hashes
 
 
 NUMBER: Final = re.compile(rb"[0-9]+")
@@ -415,9 +420,9 @@ def fold(hashes: Iterable[int], bits: int) -> int:
     each hash ``h``. For a power of two up to 1,024 bits (the rules' sizes), each bit's power of two is looked up in a
     table made once per size (~100 KB for 1,024): a shift makes a new integer per hash (0.75x the time for 64)."""
     value, mask = 0, bits - 1
-    powers = _POWERS.get(bits) or (
-        _POWERS.setdefault(bits, [1 << i for i in range(bits)]) if 0 < bits <= 1_024 and not bits & mask else None
-    )
+    powers = _POWERS.get(bits)
+    if powers is None and 0 < bits <= 1_024 and not bits & mask:  # a power of two a rule uses
+        powers = _POWERS[bits] = [1 << i for i in range(bits)]
     if powers is None:
         for h in hashes:
             value |= 1 << (h & mask)
@@ -453,14 +458,7 @@ def sketch_of(hashes: Iterable[int], k: int, bits: int) -> str:
 
 def line_bits(data: bytes, bits: int) -> int:
     """``fold(line_hashes(data), bits)``: the lines' CRCs folded into ``bits`` bits."""
-    return _folded_lines(lines_of(data), bits)
-
-
-def _folded_lines(lines: list[bytes], bits: int) -> int:
-    """The CRC-32s of ``lines`` but the empty ones (and any other whose CRC is 0, as the kernel leaves out) folded
-    into ``bits`` bits; a line repeated is folded again (no set is made)."""
-    hashes = list(map(zlib.crc32, filter(None, lines)))
-    return fold(filter(None, hashes) if 0 in hashes else hashes, bits)
+    return fold(_line_crcs(lines_of(data)), bits)  # (a repeated line folded again: no set is made)
 
 
 QUOTED: Final = re.compile(rb'"[^"\n]*"|\'[^\'\n]*\'|`[^`\n]*`')
@@ -473,7 +471,7 @@ def unquoted_line_bits(data: bytes, bits: int) -> int:
     lines = lines_of(data)
     if b'"' in data or b"'" in data or b"`" in data:
         lines = [QUOTED.sub(b"", line) if b'"' in line or b"'" in line or b"`" in line else line for line in lines]
-    return _folded_lines(lines, bits)
+    return fold(_line_crcs(lines), bits)
 
 
 def word_sketch(data: bytes, k: int, bits: int) -> int:
