@@ -103,13 +103,19 @@ def error_lines(data: bytes) -> list[bytes]:
     return lines
 
 
+_LIKELIEST_LAST: Final = _GUARDED_WORDS + _ERROR_WORDS
+"""The words in the order :func:`last_error_line` looks for them: ``error`` and ``fail`` first, the words a last
+error line holds most often (one of the two is in 58% of the last error lines of the corpus's failed outputs)."""
+
+
 def last_error_line(data: bytes) -> bytes | None:
     """The last of :func:`error_lines` (``None`` when there is none), found from the end: each word is looked for
     backwards, and only after the last error line found so far, so the text is read about once per word (an error
-    excerpt quotes that one line)."""
+    excerpt quotes that one line). Any order of the words finds the same line; with the likeliest first, the others
+    mostly read only the few bytes after it (10.1 -> 7.5 us on the corpus's failed outputs' last 2,000 characters)."""
     lower = data.translate(ASCII_LOWER)
     best = -1  # where the last error line found so far starts
-    for word in _ERROR_WORDS + _GUARDED_WORDS:
+    for word in _LIKELIEST_LAST:
         guarded = word in _GUARDED_WORDS
         at = lower.rfind(word, best + 1)
         while at >= 0:
