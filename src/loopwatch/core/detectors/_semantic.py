@@ -272,12 +272,12 @@ class RephraseDetector(Detector[RephraseState]):
     def _observe(self, state: RephraseState, step: Step) -> None:
         """Count the lines of an observation the session has not seen before, and remember them."""
         seen = state.seen or 0
-        if seen.bit_count() >= _SEEN_FULL:
-            seen = 0
-        lines = observation_bits(step, _SEEN_BITS)
-        new = (lines & ~seen).bit_count()
-        seen |= lines
-        state.gain += min(new, self.gain_cap)
+        known = seen.bit_count()
+        if known >= _SEEN_FULL:
+            seen, known = 0, 0
+        seen |= observation_bits(step, _SEEN_BITS)
+        # the new lines are the bits the union holds beyond the ones known (no complement of 1,024 bits made)
+        state.gain += min(seen.bit_count() - known, self.gain_cap)
         state.seen = seen
 
     # -- intents -----------------------------------------------------------------------------------------
@@ -299,8 +299,9 @@ class RephraseDetector(Detector[RephraseState]):
             return None
         channels, found = flat_pop(state.channels, channel)
         entry: Channel = found or NO_CHANNEL
-        match, similarity, near = self._match(state, entry.past, rep, threshold, max_gain)
-        past = remembered(entry.past, index, rep, state.gain, self.window)
+        earlier = entry.past
+        match, similarity, near = self._match(state, earlier, rep, threshold, max_gain)
+        past = remembered(earlier, index, rep, state.gain, self.window)
         if match is None:
             entry = Channel.of(0, None, (), 0.0, past)
         else:
