@@ -43,6 +43,9 @@ _INSERTS = [
     b"EXECUTION TIMED OUT", b"(execution failed)", b"timed out and has been killed", b"Traceback (most recent",
     b"Permission denie", b"\\ud83d", b"\\uDFFF", b"\\u00e9", b"\\ud", b"\\",
 ]  # fmt: skip
+VECTORS: Any = (True, ("ssse3", "popcnt", "avx2"), False)
+"""The vector instructions the compiled kernels are told to use in turn: all the processor has; all but AVX-512
+(the SSSE3 code that runs where it is missing); none (the portable code)."""
 
 
 def seeds(files: list[Path], limit: int) -> list[bytes]:
@@ -126,7 +129,7 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
             else:
                 data = mutate(rng, rng.choice(corpus), corpus)
         inputs += 1
-        compiled._vector_instructions(inputs % 2 == 0)  # every other input through the portable code
+        compiled._vector_instructions(VECTORS[inputs % 3])  # a third of the inputs through each
         text = as_text(data)
         calls += 1
         if compiled.masked_bytes(data) != _masked_bytes_py(data):

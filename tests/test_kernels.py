@@ -52,10 +52,13 @@ def compiled() -> ModuleType:
 
 
 def both_ways(check: Callable[[ModuleType], None]) -> None:
-    """``check(compiled kernels)`` with the processor's vector instructions (SSSE3, POPCNT, AVX2, where it has them),
-    then again with the portable code alone (what a processor without them runs)."""
+    """``check(compiled kernels)`` with the processor's vector instructions (SSSE3, POPCNT, AVX2, AVX-512, where it has
+    them), again without AVX-512 (what most processors run), then with the portable code alone (what a processor
+    without any runs)."""
     c = compiled()
     try:
+        check(c)
+        c._vector_instructions(("ssse3", "popcnt", "avx2"))
         check(c)
         c._vector_instructions(False)
         check(c)
@@ -191,17 +194,18 @@ def test_compiled_byte_kernels_match_the_pure_ones(data: bytes) -> None:
 
 @needs_compiled
 def test_compiled_kernels_match_the_pure_ones_on_long_inputs() -> None:
-    """Past the lengths hypothesis draws: blanks dropped 16 bytes at a time (every alignment of every run of
+    """Past the lengths hypothesis draws: blanks dropped 16 and 64 bytes at a time (every alignment of every run of
     blanks), and argument words sorted with more values than the sort keeps on the stack."""
     c, rng = compiled(), random.Random(7)
 
     def blanks(c: ModuleType) -> None:
-        for size in (15, 16, 17, 31, 32, 33, 100, 2_017, 4_096):
-            data = bytes(rng.choice(b"aB \t\r\n\x0b\x0c\x00\xff[{@Z") for _ in range(size))
-            for start in range(17):
+        for size in (15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 2_017, 4_096):
+            data = bytes(rng.choice(b"aB \t\r\n\x0b\x0c\x00\xff[{@Z`") for _ in range(size))
+            for start in range(65):
                 assert c.blanks_dropped(data[start:]) == _kernels_py.blanks_dropped(data[start:]), (size, start)
                 assert c.line_hashes(data[start:]) == _kernels_py.line_hashes(data[start:]), (size, start)
-        assert c.blanks_dropped(b"x" * 40) == b"x" * 40
+        for size in (40, 64, 200):
+            assert c.blanks_dropped(b"x" * size) == b"x" * size
 
     both_ways(blanks)
     words = " ".join(f"w{rng.getrandbits(40):x} {n}" for n in range(700))
@@ -582,9 +586,13 @@ def test_compiled_error_lines_find_every_keyword_at_every_place_of_a_vector_step
 def test_the_vector_instructions_can_be_turned_off_and_on_again() -> None:
     c = compiled()
     found = c._vector_instructions()
-    assert set(found) == {"ssse3", "popcnt", "avx2"}
+    assert set(found) == {"ssse3", "popcnt", "avx2", "avx512"}
     try:
         assert c._vector_instructions(False) == dict.fromkeys(found, False)
+        assert c._vector_instructions(["avx2"]) == {**dict.fromkeys(found, False), "avx2": found["avx2"]}
+        assert c._vector_instructions(("ssse3", "popcnt", "avx2")) == {**found, "avx512": False}
+        with pytest.raises(TypeError, match="a bool or names"):
+            c._vector_instructions("avx2")
     finally:
         assert c._vector_instructions(True) == found
 
