@@ -51,7 +51,7 @@ from ._state import (
 from ._state_pack import pack_record, pack_table, pack_with, record_maker, table_unpacker, unpack_with
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Run:
     """A call run again and again: its outcome, the runs counted, whether a change worked since the last one, where
     the count began, the last runs, and the paths the run names (``None`` in runs saved before they were kept)."""
@@ -62,6 +62,24 @@ class Run:
     first: int | None
     indices: tuple[int | None, ...]
     targets: tuple[str, ...] | None = None
+
+    def __init__(
+        self,
+        outcome: str | None,
+        count: int,
+        changed: bool,
+        first: int | None,
+        indices: tuple[int | None, ...],
+        targets: tuple[str, ...] | None = None,
+    ) -> None:
+        # written out (init=False): mypyc compiles this one; the one dataclasses writes would run as Python (~0.7 us
+        # a failed run's result)
+        self.outcome = outcome
+        self.count = count
+        self.changed = changed
+        self.first = first
+        self.indices = indices
+        self.targets = targets
 
     def to_json(self) -> list[Any]:
         data: list[Any] = [self.outcome, self.count, self.changed, self.first, list(self.indices)]
@@ -82,7 +100,7 @@ class Run:
         return cls(outcome, run[1], run[2], run[3], tuple(run[4]), tuple(run[5]) if len(run) == 6 else None)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Version:
     """The last version of an action (a tool key): its outcome, the versions counted, its argument words and
     places, where the count began, the last versions."""
@@ -93,6 +111,23 @@ class Version:
     places: list[str]
     first: int | None
     indices: tuple[int | None, ...]
+
+    def __init__(
+        self,
+        outcome: str | None,
+        count: int,
+        words: bytes,
+        places: list[str],
+        first: int | None,
+        indices: tuple[int | None, ...],
+    ) -> None:
+        # written out (init=False), as Run's
+        self.outcome = outcome
+        self.count = count
+        self.words = words
+        self.places = places
+        self.first = first
+        self.indices = indices
 
     def to_json(self) -> list[Any]:
         return [self.outcome, self.count, words_json(self.words), self.places, self.first, list(self.indices)]
