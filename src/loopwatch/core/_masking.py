@@ -172,8 +172,9 @@ def _hex_runs(data: bytes, hexes: bytes, spans: list[Span]) -> None:
     10+ digits (epoch times, nanosecond counters)."""
     at = hexes.find(b"000000")
     while at >= 0:
-        if at and data[at - 1] in _WORD_BYTES and (at < 2 or data[at - 2 : at] not in (b"0x", b"0X")):
-            # in a word ("Traceback"): nothing to find in it
+        in_word = at > 0 and data[at - 1] in _WORD_BYTES
+        address = in_word and at >= 2 and data[at - 2 : at] in (b"0x", b"0X")  # (an "x" is a word's byte)
+        if in_word and not address:  # in a word ("Traceback"): nothing to find in it
             run = _HEX_RUN.match(data, at)
             at = hexes.find(b"000000", run.end() if run is not None else at + 6)
             continue
@@ -184,7 +185,7 @@ def _hex_runs(data: bytes, hexes: bytes, spans: list[Span]) -> None:
             continue
         run = _HEX_RUN.match(data, at)
         end = run.end() if run is not None else at + 6
-        if at >= 2 and data[at - 2 : at] in (b"0x", b"0X") and _word_edge(data, at - 2, end):
+        if address and _word_edge(data, at - 2, end):
             spans.append((at - 2, end, "address"))
         elif _word_edge(data, at, end):
             token = data[at:end]
