@@ -120,8 +120,8 @@ static void tables_init(void) {
    - AVX2: masked_bytes finds the digits and hex characters of 32 bytes in one comparison each; error_lines rules
      out 32 positions at a time where no keyword can start (find_error_avx2);
    - AVX-512 with VBMI2 (x86 processors since 2019 or 2022, not all): blanks dropped 64 bytes at a time, the kept bytes
-     moved together by one compress instruction (~0.06 us for 4 KB, where SSSE3 takes ~0.5); the SSSE3 code then
-     does the last bytes. */
+     moved together by one compress instruction (blanks_dropped of a 4 KB output, the call included: 0.2 us, where
+     SSSE3 takes 0.75); the SSSE3 code then does the last bytes. */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define X86_SIMD 1
 #include <immintrin.h>
