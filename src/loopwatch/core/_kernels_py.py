@@ -453,6 +453,8 @@ def fold_words(words: bytes, k: int, bits: int) -> int:
 def bottom_k(hashes: Iterable[int], k: int, bits: int) -> int:
     """The k smallest distinct ``hashes`` folded into ``bits`` bits (see :func:`fold`)."""
     distinct = hashes if isinstance(hashes, (set, frozenset)) else set(hashes)
+    if len(distinct) <= k:  # all of them: no order to find (the fold is one whatever the order)
+        return fold(distinct, bits)
     return fold(sorted(distinct)[:k], bits)
 
 
