@@ -49,6 +49,7 @@ CORE = (
 )
 GUARD = (
     "loopwatch._guard",
+    "loopwatch._guard_core",
     "loopwatch._async_guard",
     "loopwatch._guard_inputs",
     "loopwatch._session_backend",

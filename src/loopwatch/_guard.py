@@ -3,7 +3,9 @@
 ``Guard`` drives a session backend (:mod:`loopwatch._session_backend`: the sessions in this process, or in a store
 shared between processes) and the pure engine, which gives the verdict with its audit records; the guard decides
 nothing about loops itself. What it adds is what surrounds the pipeline: parsing events, per-session locks, the
-fail-open or fail-closed handling of internal and store errors, the optional loop judge, and the sinks.
+fail-open or fail-closed handling of internal and store errors, the optional loop judge, and the sinks. Its work at
+each event is :class:`~loopwatch._guard_core.GuardCore`'s (compiled where the package is); here are its constructor,
+which checks its settings, and its public methods.
 
 ``Guard`` is thread-safe (striped locks: sessions never wait on each other's work beyond a shared
 stripe) and never lets a malformed event or an internal error escape into the agent it guards unless
@@ -19,25 +21,17 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._async_guard import AsyncGuard as AsyncGuard
-from ._guard_inputs import EVENT_CLASSES, _event_of, _listed, _name, _policy_of, _safe_repr, _store_of
-from ._session_backend import InProcessSessions, JudgingError, SessionBackend, _logger, stamp_of
-from .core._audit import (
-    damaged_state_record,
-    judge_record,
-    state_reset_record,
-    store_error_block,
-    store_error_record,
-)
+from ._guard_core import STRIPES, GuardCore
+from ._guard_inputs import _listed, _name, _policy_of, _store_of
+from ._session_backend import InProcessSessions, SessionBackend, _logger
 from .core._checked import integer_at_least
-from .core._engine import Engine, Evaluation
-from .core._event_values import MAX_NAME
-from .core._events import Event, ToolCall
+from .core._engine import Engine
+from .core._events import Event
 from .core._policy import Policy
 from .core._verdict import Verdict
-from .errors import ConfigError, EventError, StateError, StoreError
+from .errors import ConfigError, StateError
 
 if TYPE_CHECKING:
-    from ._stored import DamagedStateError
     from .core._judge import JudgeMemory, LoopJudge
     from .redact import Redactor
     from .stores import Store
@@ -48,10 +42,9 @@ VerdictHook = Callable[[str, "Event | Mapping[str, Any]", Verdict], None]
 """Called with (session, event as given, verdict) after every ``observe`` (:attr:`Guard.verdict_hooks`)."""
 OnError = Literal["allow", "raise"]
 OnStoreError = Literal["allow", "raise", "block"]
-_STRIPES = 64
 
 
-class Guard:
+class Guard(GuardCore):
     """Judges each event of each session and says ``ok``, ``nudge``, ``block`` or ``stop``.
 
     >>> guard = Guard(preset="default")
@@ -146,7 +139,7 @@ class Guard:
             self.backend = StoredSessions(self.engine, self.store, cache_size=max_sessions, on_damaged=self._damaged)
         else:
             self.backend = InProcessSessions(self.engine, self.stats, max_sessions=max_sessions, max_swarms=max_swarms)
-        self._locks = [threading.Lock() for _ in range(_STRIPES)]
+        self._locks = [threading.Lock() for _ in range(STRIPES)]
         self._table_lock = threading.Lock()  # the judge's memories
         self.verdict_hooks: list[VerdictHook] = []
         """Callables told of every verdict, ``ok`` included (OpenTelemetry, the service's dashboard); an
@@ -172,55 +165,6 @@ class Guard:
                 self.stats["errors"] += 1
                 _logger().exception("loopwatch: verdict hook %r failed", hook)
         return verdict
-
-    def _judge_event(self, session: str, event: Event | Mapping[str, Any], swarm: str | None) -> Verdict:
-        try:  # (a short plain name and an event object, the usual inputs, taken as they are without a call)
-            name = session if type(session) is str and len(session) <= MAX_NAME else _name(session, "session")
-            group = None if swarm is None else _name(swarm, "swarm")
-            parsed: Event = event if type(event) in EVENT_CLASSES else _event_of(event)  # type: ignore[assignment]
-        except EventError as exc:
-            return self._skip(session, exc)
-        with self._locks[hash(name) % _STRIPES]:  # (what _lock() picks)
-            try:
-                (verdict, records), group = self._evaluate(name, parsed, group)
-            except _Raised as raised:
-                raise raised.error from None
-            memory = self._remember(name, verdict, parsed) if self.judge is not None else None
-            if memory is None or not verdict.evidence.get("undecided"):
-                # a sink's error is governed by on_audit_error, not taken for an internal error
-                for record in records:
-                    self._emit(record)
-                return verdict
-        # an undecided ok, and a judge: asked outside the lock (it may take seconds)
-        return self._consult(name, parsed, verdict, memory, group)
-
-    def _evaluate(self, session: str, event: Event, swarm: str | None) -> tuple[Evaluation, str | None]:
-        """Load, evaluate, save: the engine's evaluation of one event and the session's swarm; errors the caller
-        asked for come as :class:`_Raised`."""
-        now = self._now()
-        self.stats["events"] += 1
-        try:
-            try:
-                return self.backend.evaluate(session, event, swarm=swarm, now=now)
-            except StoreError as exc:
-                return self._store_failed(session, event, exc, stamp_of(event, now)), swarm
-        except _Raised:
-            raise
-        except Exception as exc:  # an internal error must not crash the agent
-            error = exc.error if isinstance(exc, JudgingError) else exc
-            self.stats["errors"] += 1
-            _logger().error("loopwatch: internal error on an event of session %r", session, exc_info=error)
-            if self.on_error == "raise":
-                raise _Raised(error) from error
-            recovered = None
-            if isinstance(exc, JudgingError):  # the rules failed: on this session's state, or on any?
-                try:
-                    recovered = self._recover(session, event, swarm, now)
-                except Exception:  # the store failed too, say: the event stays unjudged
-                    _logger().exception("loopwatch: session %r could not be started afresh", session)
-            if recovered is not None:
-                return recovered
-            return Evaluation(Verdict(index=-1, reason=f"internal error: {_safe_repr(error)}")), swarm
 
     def reset(self, session: str, *, limits: bool = False) -> None:
         """Clear a session's loop state (and its limits' counters with ``limits=True``); an unknown session stays
@@ -304,145 +248,7 @@ class Guard:
 
     # -- internals -------------------------------------------------------------------------------------
 
-    def _remember(self, session: str, verdict: Verdict, event: Event) -> JudgeMemory | None:
-        """Keep the event in the session's recent history for the judge (in this process)."""
-        assert self.judge is not None
-        if verdict.index < 0:
-            return None
-        with self._table_lock:
-            memory = self._judged.get(session)
-            if memory is None:
-                from .core._judge import JudgeMemory
-
-                memory = self._judged[session] = JudgeMemory()
-                while len(self._judged) > self.max_sessions:
-                    self._judged.popitem(last=False)
-            else:
-                self._judged.move_to_end(session)
-        self.judge.remember(memory, verdict.index, event)
-        return memory
-
-    def _consult(self, session: str, event: Event, verdict: Verdict, memory: JudgeMemory, swarm: str | None) -> Verdict:
-        """Ask the judge about an undecided step when it is due; the engine turns its answer into a verdict."""
-        judge = self.judge
-        assert judge is not None
-        if not judge.due(memory, verdict.index):
-            return verdict
-        suspicion = str(verdict.evidence["undecided"])
-        self.stats["judge_calls"] += 1
-        ts = stamp_of(event, self._now())
-        try:
-            answer = judge.ask(memory, session, verdict.index, suspicion)
-        except Exception as exc:  # the judge's failure never reaches the agent
-            self.stats["judge_errors"] += 1
-            _logger().warning("loopwatch: the judge failed on session %r: %r", session, exc)
-            self._emit(judge_record(session, verdict.index, ts, judge=repr(judge), error=repr(exc)))
-            return verdict
-        judged, records = self.engine.judged(
-            verdict, answer, judge, session=session, event=event, suspicion=suspicion, now=ts, swarm=swarm
-        )
-        for record in records:
-            self._emit(record)
-        return judged
-
     def _lock(self, session: str) -> threading.Lock:
         # the lock stripes of this process: a name's own hash, kept in the string, picks one
-        return self._locks[hash(session) % _STRIPES]
-
-    def _now(self) -> float | None:
-        """The guard's clock: a float or an int as it is, another number (a ``Decimal``) as a float; what cannot be
-        one is handed on as it is, for the session backend to refuse where the guard catches it."""
-        now = self.clock() if self.clock is not None else None
-        if now is None or type(now) is float or type(now) is int:
-            return now
-        try:
-            return float(now)
-        except (TypeError, ValueError, OverflowError):
-            return now
-
-    def _damaged(self, session: str, event: Event, damaged: DamagedStateError, ts: float | None) -> bool:
-        """A stored state this loopwatch cannot read: counted, logged, reported; started afresh when failing
-        open (``True``), left for ``on_store_error`` to decide otherwise."""
-        self.stats["damaged_states"] += 1
-        fresh = self.on_store_error == "allow"
-        _logger().warning(
-            "loopwatch: the stored state of session %r is damaged (%s); %s",
-            session,
-            damaged.reason,
-            "it starts afresh" if fresh else f"on_store_error={self.on_store_error!r} decides",
-        )
-        self._emit(
-            damaged_state_record(session, event, ts, repr(self.store), damaged.reason, self.on_store_error, fresh)
-        )
-        return fresh
-
-    def _recover(
-        self, session: str, event: Event, swarm: str | None, now: float | None
-    ) -> tuple[Evaluation, str | None] | None:
-        """After an internal error: judge the event on a fresh state. When that works, the session's own state
-        was what failed (a damaged snapshot restored, say): the session starts afresh with this event, and
-        says so. When it fails too, the event itself is at fault and the session's state is kept."""
-        try:
-            (verdict, records), swarm = self.backend.restart(session, event, swarm=swarm, now=now)
-        except StoreError:
-            raise
-        except Exception:
-            return None
-        self.stats["state_resets"] += 1
-        _logger().warning("loopwatch: the state of session %r failed on an event; the session starts afresh", session)
-        return Evaluation(verdict, (state_reset_record(session, event, stamp_of(event, now)), *records)), swarm
-
-    def _store_failed(self, session: str, event: Event, exc: StoreError, ts: float | None) -> Evaluation:
-        self.stats["store_errors"] += 1
-        _logger().warning("loopwatch: store error on session %r: %s", session, exc)
-        if self.on_store_error == "raise":
-            raise _Raised(exc)
-        store = repr(self.store) if self.store is not None else None
-        record = store_error_record(session, event, ts, store, str(exc), self.on_store_error)
-        if self.on_store_error == "block" and isinstance(event, ToolCall):
-            return Evaluation(store_error_block(self.policy.messages, str(exc)), (record,))
-        return Evaluation(Verdict(reason=f"store error (fail open): {exc}"), (record,))
-
-    def _for_listener(self, record: dict[str, Any]) -> dict[str, Any]:
-        """A listener's own redacted copy of ``record`` (``redact_listeners``; the redactor made on first use)."""
-        setting = self.redact_listeners
-        if setting is False:
-            return record
-        if setting is True:
-            from .redact import Redactor
-
-            setting = self.redact_listeners = Redactor()
-        copy: dict[str, Any] = setting(record)
-        return copy
-
-    def _skip(self, session: object, exc: EventError) -> Verdict:
-        self.stats["skipped"] += 1
-        _logger().warning("loopwatch: skipped a malformed event of session %s: %s", _safe_repr(session), exc)
-        if self.on_error == "raise":
-            raise exc
-        return Verdict(index=-1, reason=f"skipped malformed event: {exc}")
-
-    def _emit(self, record: dict[str, Any]) -> None:
-        for sink in self.sinks:
-            try:
-                sink.emit(record)
-            except Exception:
-                self.stats["audit_errors"] += 1
-                _logger().exception("loopwatch: audit sink %r failed; record: %s", sink, record.get("event"))
-                if self.on_audit_error == "raise":
-                    raise
-        for listener in self.listeners:
-            try:
-                listener(self._for_listener(record))
-            except Exception:
-                self.stats["errors"] += 1
-                _logger().exception("loopwatch: listener %r failed", listener)
-
-
-class _Raised(Exception):
-    """Carries an error the caller asked to see (``on_error``, ``on_store_error="raise"``) past the guard's
-    own handling of internal errors."""
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(error)
-        self.error = error
+        lock: threading.Lock = self._locks[hash(session) % STRIPES]
+        return lock
