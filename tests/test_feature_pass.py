@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopwatch import Message, ToolCall, ToolResult, _native, preset
+from loopwatch import Guard, Message, ToolCall, ToolResult, _native, _session_backend, preset
 from loopwatch.core import _tools
 from loopwatch.core._engine import Engine
 from loopwatch.core._kernels import alnum_word_pair, error_lines
@@ -282,3 +282,15 @@ def test_a_failure_and_a_reply_are_read_once(monkeypatch: pytest.MonkeyPatch) ->
     engine.observe(session, Message("user", "Please always provide EXACTLY ONE action."))
     assert len(signatures) == 1  # the engine (is the reply new?) and feedback_repeat (the same complaint?)
     assert len(sketches) == 2
+
+
+@FROM_SOURCE
+def test_a_sessions_state_is_warmed_up_when_an_event_of_another_session_comes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # what the compiled kernels' warm_up is asked for (the same session's state again is still in the cache)
+    warmed: list[tuple[object, int]] = []
+    monkeypatch.setattr(_session_backend, "warm_up", lambda state, levels: warmed.append((state, levels)))
+    guard = Guard("default-lexical", clock=None)
+    for name in ("a", "a", "b", "b", "b", "a"):
+        guard.observe(name, ToolCall("bash", {"command": "ls src"}))
+    held = guard.backend._sessions  # type: ignore[attr-defined]
+    assert warmed == [(held["a"], 3), (held["b"], 3), (held["a"], 3)]

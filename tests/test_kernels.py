@@ -740,3 +740,33 @@ def test_surrogate_escape_finds_an_escape_wherever_it_ends() -> None:
     assert not _kernels.surrogate_escape('{"a": "\\u00e9 \\\\ \\n"}')
     if _kernels_c is not None:
         assert outcome(compiled().surrogate_escape, b"\\ud800") == ("error", TypeError)
+
+
+# -- warm_up: no result, nothing changed -----------------------------------------------------------------------
+
+
+@needs_compiled
+def test_warm_up_follows_any_object_graph_without_changing_it() -> None:
+    from loopwatch import ToolCall, ToolResult, preset
+    from loopwatch.core._engine import Engine
+
+    c = compiled()
+    cycle: list[Any] = [1]
+    cycle.append(cycle)
+    wide = [[n] for n in range(2_000)]  # more objects than the 512 it asks for
+    engine = Engine(preset("default-lexical"))
+    session = engine.new_session()
+    for n in range(6):
+        engine.observe(session, ToolCall("bash", {"command": f"pytest tests/test_{n % 2}.py"}))
+        engine.observe(session, ToolResult(f"FAILED tests/test_{n % 2}.py::test_load - KeyError: 'id'", exit_code=1))
+    before, references = engine.dump(session), sys.getrefcount(session)
+    for obj in (cycle, wide, {"a": (1, "b", b"c")}, session, int, c, None, 3.5, "text"):
+        for levels in (0, 1, 3, 50):
+            assert c.warm_up(obj, levels) is None
+    assert engine.dump(session) == before and sys.getrefcount(session) == references
+    assert cycle[1] is cycle and [len(w) for w in wide] == [1] * 2_000
+    with pytest.raises(TypeError):
+        c.warm_up(session)
+    with pytest.raises(TypeError):
+        c.warm_up(session, "3")
+    assert _kernels.warm_up is (c.warm_up if _kernels.COMPILED else None)

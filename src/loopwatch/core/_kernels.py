@@ -36,6 +36,7 @@ __all__ = [
     "sketch_of",
     "surrogate_escape",
     "unquoted_line_bits",
+    "warm_up",
     "word_hashes",
     "word_sketch",
 ]
@@ -93,3 +94,10 @@ masked_bytes: Callable[[bytes], bytes] | None = getattr(_impl, "masked_bytes", N
 """The compiled twin of :func:`loopwatch.core._masking._masked_bytes_py` (the volatile parts of a text removed), or
 ``None`` with the pure-Python kernels (:mod:`loopwatch.core._masking` then uses its own; it imports this module, so the
 pure twin cannot live in :mod:`loopwatch.core._kernels_py`)."""
+
+warm_up: Callable[[object, int], None] | None = getattr(_impl, "warm_up", None)
+"""With the compiled kernels, a function that asks the processor to bring an object and the objects it refers to,
+``levels`` references deep (at most 512 objects), into its cache, and returns ``None``: the guard calls it for a
+session's state when an event comes for another session than the last, before the event's features are computed
+(see :meth:`loopwatch._session_backend.InProcessSessions.evaluate`). ``None`` with the pure-Python kernels: Python
+cannot ask, and there is nothing to compute, so it has no twin."""

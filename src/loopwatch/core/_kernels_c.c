@@ -2472,6 +2472,63 @@ static PyObject *collapsed(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return result;
 }
 
+/* -- warm_up: a session's state brought into the cache while the event's features are computed ------------- */
+
+/* Not a text kernel and without a twin (Python cannot ask for it): the guard calls it when an event comes for another
+   session than the last one, before the event's features are read (its masking, hashing and tokenising touch no
+   state). The state of many interleaved sessions does not stay in a core's cache, and the rules would otherwise reach
+   into it one cold object after another; asked for all at once, the objects arrive together while the features are
+   computed. Read-only: it follows references the way the garbage collector does (each type's tp_traverse, with the
+   GIL held and no Python code run), skips type objects and modules, and stops at WARM_CAP objects. */
+
+#define WARM_CAP 512
+
+typedef struct {
+    PyObject *found[WARM_CAP];
+    Py_ssize_t n;
+} warm_list;
+
+static int warm_visit(PyObject *object, void *arg) {
+    warm_list *list = (warm_list *)arg;
+    if (object != NULL && list->n < WARM_CAP) {
+        __builtin_prefetch(object);
+        list->found[list->n++] = object;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(warm_up_doc, "warm_up(obj, levels, /)\n--\n\n"
+                          "Ask the processor to bring obj and the objects it refers to, levels references deep (at "
+                          "most 512 objects), into its cache; None. It reads nothing a caller sees and changes "
+                          "nothing.");
+
+static PyObject *warm_up(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "warm_up() takes an object and a number of levels");
+        return NULL;
+    }
+    long levels = PyLong_AsLong(args[1]);
+    if (levels == -1 && PyErr_Occurred()) return NULL;
+    warm_list list;
+    list.found[0] = args[0];
+    list.n = 1;
+    Py_ssize_t start = 0;
+    for (long level = 0; level < levels && start < list.n; level++) {
+        Py_ssize_t end = list.n; /* this level's objects: their references make the next level */
+        for (Py_ssize_t i = start; i < end && list.n < WARM_CAP; i++) {
+            PyObject *object = list.found[i];
+            PyTypeObject *type = Py_TYPE(object);
+            if (!PyType_IS_GC(type) || type->tp_traverse == NULL || PyType_Check(object) || PyModule_Check(object))
+                continue;
+            if (type->tp_is_gc != NULL && !type->tp_is_gc(object)) continue;
+            type->tp_traverse(object, warm_visit, &list);
+        }
+        start = end;
+    }
+    Py_RETURN_NONE;
+}
+
 /* -- module ------------------------------------------------------------------------------------------------ */
 
 /* -- the vector instructions in use, for the tests ----------------------------------------------------------- */
@@ -2556,6 +2613,7 @@ static PyMethodDef methods[] = {
     {"failure_marked", (PyCFunction)failure_marked, METH_O, failure_marked_doc},
     {"surrogate_escape", (PyCFunction)surrogate_escape, METH_O, surrogate_escape_doc},
     {"collapsed", (PyCFunction)(void (*)(void))collapsed, METH_FASTCALL, collapsed_doc},
+    {"warm_up", (PyCFunction)(void (*)(void))warm_up, METH_FASTCALL, warm_up_doc},
     {"_vector_instructions", (PyCFunction)(void (*)(void))vector_instructions, METH_FASTCALL, vector_instructions_doc},
     {NULL, NULL, 0, NULL},
 };
