@@ -39,6 +39,7 @@ CORE = (
     "loopwatch.core._patterns",
     "loopwatch.core._ladder",
     "loopwatch.core._policy",
+    "loopwatch.core._decide",
     "loopwatch.core._limits",
     "loopwatch.core._messages",
     "loopwatch.core._verdict",

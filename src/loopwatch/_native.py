@@ -51,6 +51,7 @@ MODULES: tuple[str, ...] = (
     "loopwatch.core._session_state",
     "loopwatch.core._steps",
     "loopwatch.core._tools",
+    "loopwatch.core._decide",
     "loopwatch.core._engine",
     "loopwatch._session_backend",
     "loopwatch._guard_core",

@@ -15,18 +15,15 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ._audit import judge_record, verdict_records
+from ._decide import Decision, decide
 from ._errors import StateError
 from ._events import Event, Reset, ToolCall
 from ._failure_signs import infer_failure as infer_failure  # documented here: whether a tool failed
-from ._fingerprint import (
-    call_payload,
-    payload_fingerprint,
-    project,
-)
+from ._fingerprint import call_payload, payload_fingerprint, project
 from ._limits import LimitHit
 from ._messages import render
 from ._patterns import REGISTRY
-from ._policy import Decision, Policy, decide
+from ._policy import Policy
 from ._session_state import (
     STATE_VERSION,
     LadderState,

@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from ._checked import integer_at_least
+from ._decide import Decision, decide
 from ._errors import ConfigError
 from ._ladder import Ladder, Metric, Rung
 from ._limits import Limit, Limits
 from ._messages import Messages
 from ._patterns import REGISTRY
 from ._session_state import LadderState
-from ._verdict import Action
-from .detectors._base import Detector, Finding, check_judges
+from .detectors._base import Detector, check_judges
 
 __all__ = [
     "Decision",
@@ -38,61 +38,6 @@ __all__ = [
     "decide",
     "exempt",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """A ladder's answer to one finding."""
-
-    action: Action
-    level: int
-    rung: Rung
-
-
-_RESTRIKE = Rung(
-    1, "stop", reason="{reason}; the same kind of loop again right after a warning: the warning did not help"
-)
-
-
-_NUDGES_KEPT = 4
-
-
-def decide(
-    ladder: Ladder, state: LadderState, finding: Finding, index: int, *, hard_evidence: bool = False
-) -> Decision | None:
-    """Apply ``ladder`` to ``finding`` at event ``index``, updating the pattern's ladder ``state``.
-
-    ``hard_evidence``: a block or a stop needs a hard finding (:attr:`Finding.hard`) and a nudge of the same
-    streak given before it (and ignored); otherwise the rung is a nudge. The nudges a streak was given are kept
-    in ``state.nudges`` (``(index, level)``, the last four) for the evidence of what follows.
-    """
-    if state.key != finding.key:
-        last = state.last
-        state.key, state.emitted, state.detections, state.previous, state.nudges = finding.key, 0, 0, last, ()
-    state.detections += 1
-    value = finding.count if ladder.metric == "count" else state.detections
-    level = ladder.level_for(value)
-    if level == 0:
-        return None
-    rung = ladder.rungs[level - 1]
-    action: Action = rung.action
-    if action == "block" and not finding.blockable:
-        action = "nudge"
-    if hard_evidence and action != "nudge" and not (finding.hard and state.nudges):
-        action = "nudge"
-    if hard_evidence and action == "stop" and not finding.stoppable:
-        action = "block" if finding.blockable else "nudge"
-    if action == "nudge" and level <= state.emitted and not ladder.renotify:
-        return None
-    state.emitted = max(state.emitted, level)
-    state.last = index
-    previous = state.previous
-    restrike = None if hard_evidence else ladder.restrike  # a new streak is another unit: no hard evidence
-    if restrike and action != "stop" and previous is not None and index - previous <= restrike:
-        return Decision("stop", len(ladder.rungs) + 1, _RESTRIKE)
-    if action == "nudge":
-        state.nudges = (*state.nudges[1 - _NUDGES_KEPT :], (index, level))
-    return Decision(action, level, rung)
 
 
 @dataclass(frozen=True)
