@@ -2518,11 +2518,9 @@ static PyObject *warm_up(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         Py_ssize_t end = list.n; /* this level's objects: their references make the next level */
         for (Py_ssize_t i = start; i < end && list.n < WARM_CAP; i++) {
             PyObject *object = list.found[i];
-            PyTypeObject *type = Py_TYPE(object);
-            if (!PyType_IS_GC(type) || type->tp_traverse == NULL || PyType_Check(object) || PyModule_Check(object))
-                continue;
-            if (type->tp_is_gc != NULL && !type->tp_is_gc(object)) continue;
-            type->tp_traverse(object, warm_visit, &list);
+            traverseproc traverse = Py_TYPE(object)->tp_traverse;
+            if (traverse == NULL || !PyObject_IS_GC(object) || PyType_Check(object) || PyModule_Check(object)) continue;
+            traverse(object, warm_visit, &list);
         }
         start = end;
     }
