@@ -117,15 +117,8 @@ class GuardCore:
         return judged
 
     def _now(self) -> Any:
-        """The guard's clock: a float or an int as it is, another number (a ``Decimal``) as a float; what cannot be
-        one is handed on as it is, for the session backend to refuse where the guard catches it."""
-        now = self.clock() if self.clock is not None else None
-        if now is None or type(now) is float or type(now) is int:
-            return now
-        try:
-            return float(now)
-        except (TypeError, ValueError, OverflowError):
-            return now
+        """The guard's clock's time (see :func:`_time_of`)."""
+        return _time_of(self.clock)
 
     def _damaged(self, session: str, event: Event, damaged: Any, ts: Any) -> bool:
         """A stored state this loopwatch cannot read (``damaged``: the ``DamagedStateError``): counted, logged,
@@ -207,7 +200,7 @@ class GuardCore:
 def _evaluate(guard: GuardCore, session: str, event: Event, swarm: str | None) -> tuple[Evaluation, str | None]:
     """Load, evaluate, save: the engine's evaluation of one event and the session's swarm; errors the caller
     asked for come as :class:`_Raised`. (A function, not a method: a compiled call, not a lookup on ``Guard``.)"""
-    now = guard._now() if guard.clock is not None else None
+    now = _time_of(guard.clock)
     guard.stats["events"] += 1
     try:
         try:
@@ -231,6 +224,19 @@ def _evaluate(guard: GuardCore, session: str, event: Event, swarm: str | None) -
         if recovered is not None:
             return recovered
         return Evaluation(Verdict(index=-1, reason=f"internal error: {_safe_repr(error)}")), swarm
+
+
+def _time_of(clock: Any) -> Any:
+    """The time ``clock`` (a guard's, or ``None``) tells: a float or an int as it is, another number (a ``Decimal``)
+    as a float; what cannot be one is handed on as it is, for the session backend to refuse where the guard catches
+    it. (A function: :func:`_evaluate` calls it without a lookup on ``Guard``.)"""
+    now = clock() if clock is not None else None
+    if now is None or type(now) is float or type(now) is int:
+        return now
+    try:
+        return float(now)
+    except (TypeError, ValueError, OverflowError):
+        return now
 
 
 class _Raised(Exception):
