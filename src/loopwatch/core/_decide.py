@@ -16,7 +16,7 @@ from ._session_state import LadderState
 from ._verdict import Action
 from .detectors._base import Finding
 
-__all__ = ["Decision", "decide"]
+__all__ = ["Decision", "decide", "rung_reached"]
 
 
 @dataclass(slots=True, init=False)
@@ -61,10 +61,7 @@ def decide(
         state.key, state.emitted, state.detections, state.previous, state.nudges = finding.key, 0, 0, last, ()
     state.detections += 1
     value = finding.count if ladder.metric == "count" else state.detections
-    level = 0  # Ladder.level_for(value), in the compiled loop
-    for at, rung in enumerate(ladder.rungs, 1):
-        if value >= rung.at:
-            level = at
+    level = rung_reached(ladder.rungs, value)
     if level == 0:
         return None
     rung = ladder.rungs[level - 1]
@@ -86,3 +83,13 @@ def decide(
     if action == "nudge":
         state.nudges = (*state.nudges[1 - _NUDGES_KEPT :], (index, level))
     return Decision(action, level, rung)
+
+
+def rung_reached(rungs: tuple[Rung, ...], value: int) -> int:
+    """1-based index of the highest of ``rungs`` reached by ``value`` (0: none): :meth:`Ladder.level_for`, here so that
+    :func:`decide` reads the rungs in compiled code."""
+    level = 0
+    for at, rung in enumerate(rungs, 1):
+        if value >= rung.at:
+            level = at
+    return level

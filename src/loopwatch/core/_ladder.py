@@ -101,11 +101,9 @@ class Ladder:
 
     def level_for(self, value: int) -> int:
         """1-based index of the highest rung reached by ``value`` (0: none)."""
-        level = 0
-        for i, rung in enumerate(self.rungs, 1):
-            if value >= rung.at:
-                level = i
-        return level
+        from ._decide import rung_reached  # (compiled with the engine, which asks it of every finding)
+
+        return rung_reached(self.rungs, value)
 
     def __repr__(self) -> str:
         rungs = ", ".join(f"{r.action}@{r.at}" for r in self.rungs)
