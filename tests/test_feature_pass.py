@@ -254,20 +254,27 @@ def test_a_label_is_kept_by_its_limit_and_cut_from_one_head(monkeypatch: pytest.
     step = step_of(engine.new_session(), ToolCall("bash", args), 0, engine._projected)
     encoded = _counting(monkeypatch, base, "canonical_json")
     labels = {limit: base.call_label(step, limit) for limit in (120, 60, 30, 120, 200, 200)}
-    assert len(encoded) == 2  # one head for 120, 60 and 30; one more for 200 (past the head)
+    # one head, its strings cut at 240 (twice the first label): 120, 60 and 30 are cut from it, and 200 too (the head,
+    # whitespace collapsed, is longer than 200 characters, so the longer JSON's label starts with the same 199)
+    assert len(encoded) == 1
     for limit, label in labels.items():
         assert label == defined(step, limit)
         assert base.call_label(step, limit) is label  # kept, not made again
-    assert len(encoded) == 2
+    assert len(encoded) == 1
     assert len({labels[120], labels[60], labels[30], labels[200]}) == 4
-    # the shorter label first (the cycle rule's, on every call): its head is cut at its own length, half the work
+    # the shorter label first (the cycle rule's): its head is cut at 120; the label of 120 needs a longer one
     again = step_of(engine.new_session(), ToolCall("bash", args), 0, engine._projected)
     assert [base.call_label(again, limit) for limit in (60, 120)] == [labels[60], labels[120]]
-    assert len(encoded) == 4
+    assert len(encoded) == 3
     # a head that cut nothing serves every label
     short = step_of(engine.new_session(), ToolCall("bash", {"command": "ls -la"}), 0, engine._projected)
     assert [base.call_label(short, limit) for limit in (30, 200)] == [defined(short, 30), defined(short, 200)]
-    assert len(encoded) == 5
+    assert len(encoded) == 4
+    # blanks that collapse: the head cut at twice the label's length says too little, the one at four times is read
+    blank = {"command": " " * 300 + "x" * 300}
+    spaced = step_of(engine.new_session(), ToolCall("bash", blank), 0, engine._projected)
+    assert base.call_label(spaced, 120) == defined(spaced, 120) == "bash(" + preview(canonical_json(blank), 120) + ")"
+    assert len(encoded) == 6
 
 
 @FROM_SOURCE

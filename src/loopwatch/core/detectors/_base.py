@@ -293,7 +293,8 @@ def call_label(step: Step, limit: int = 120) -> str:
     ``limit`` (the rules that report the same call quote the same label).
 
     Only the first ``4 * limit`` characters of the canonical JSON can show, so for flat arguments each
-    string is cut to that length before encoding (the same prefix, a fraction of the work).
+    string is cut to that length before encoding (the same prefix, a fraction of the work), and first to half that
+    length, which is enough when that head, whitespace collapsed, is longer than the label (:func:`_flat_label`).
     """
     labels = step.labels
     if labels is None:
@@ -301,18 +302,45 @@ def call_label(step: Step, limit: int = 120) -> str:
     label = labels.get(limit)
     if label is None:
         if step.canonical is None and step.payload is not None and step.projected is not None:
-            edge = 4 * limit
-            head = step.label_head
-            if head is None or (head[0] < edge and len(head[1]) >= head[0]):
-                # the head for this label and every shorter one: the first ``e`` characters of the JSON with strings
-                # cut at ``edge`` are those of the JSON cut at ``e`` (a string cut shorter is a prefix, and its JSON
-                # already reaches ``e``); a head shorter than its edge cut nothing, and serves every label
-                head = step.label_head = (edge, canonical_json(_cut(step.projected, edge))[:edge])
-            label = f"{step.tool}({preview(head[1][:edge], limit)})"
+            label = f"{step.tool}({_flat_label(step, step.projected, limit)})"
         else:
             label = f"{step.tool}({preview(canonical_of(step), limit)})"
         labels[limit] = label
     return label
+
+
+def _flat_label(step: Step, projected: Mapping[str, Any], limit: int) -> str:
+    """``preview(canonical_json(projected), limit)`` read from as short a head of the JSON as will do: the strings cut
+    at twice the label's length first, at four times only when that head, whitespace collapsed, is not longer than
+    the label. The head is kept on the step for the other labels (:attr:`~._step.Step.label_head`): the first ``e``
+    characters of the JSON with strings cut at ``edge`` are those of the JSON cut at ``e`` (a string cut shorter is a
+    prefix, and its JSON already reaches ``e``)."""
+    edge = 4 * limit
+    head = step.label_head
+    if head is not None:
+        if head[0] >= edge or len(head[1]) < head[0]:  # cut as far as this label needs, or nothing cut
+            return preview(head[1][:edge], limit)
+        label = _label_of_head(head[1], limit)
+        if label is not None:
+            return label
+    short = 2 * limit
+    if head is None or head[0] < short:
+        head = step.label_head = (short, canonical_json(_cut(projected, short))[:short])
+        if len(head[1]) < short:  # nothing cut: the whole JSON
+            return preview(head[1], limit)
+        label = _label_of_head(head[1], limit)
+        if label is not None:
+            return label
+    head = step.label_head = (edge, canonical_json(_cut(projected, edge))[:edge])
+    return preview(head[1], limit)
+
+
+def _label_of_head(head: str, limit: int) -> str | None:
+    """The :func:`~loopwatch.core._fingerprint.preview` of any longer text that ``head`` begins, when ``head`` tells
+    it: when ``head``, whitespace collapsed, is longer than ``limit`` (the collapsed form of a text's head is a prefix
+    of the collapsed text, so both are cut at the same ``limit - 1`` characters); else ``None``."""
+    collapsed = " ".join(head.split())
+    return collapsed[: limit - 1] + "…" if len(collapsed) > limit else None
 
 
 def _cut(args: Mapping[str, Any], edge: int) -> dict[str, Any]:
