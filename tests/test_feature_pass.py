@@ -301,3 +301,54 @@ def test_a_sessions_state_is_warmed_up_when_an_event_of_another_session_comes(mo
         guard.observe(name, ToolCall("bash", {"command": "ls src"}))
     held = guard.backend._sessions  # type: ignore[attr-defined]
     assert warmed == [(held["a"], 3), (held["b"], 3), (held["a"], 3)]
+
+
+@FROM_SOURCE
+def test_only_the_strongest_answer_to_a_step_is_made_a_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    from loopwatch.core import _engine
+
+    engine = Engine(preset("default-lexical"))
+    session = engine.new_session()
+    judged: list[Any] = []
+    made: list[int] = []
+    chosen: list[Any] = []
+    judge, verdict_of, run = Engine._judge, Engine._verdict, Engine._run_detectors
+
+    def answered(self: Engine, session: Any, step: Any, *args: Any) -> Any:
+        answer = judge(self, session, step, *args)
+        if answer is not None:
+            judged.append((step, answer))
+        return answer
+
+    def made_once(self: Engine, *args: Any) -> Any:
+        made.append(1)
+        return verdict_of(self, *args)
+
+    def rules_verdict(self: Engine, *args: Any) -> Any:
+        chosen.append(run(self, *args))
+        return chosen[-1]
+
+    monkeypatch.setattr(Engine, "_judge", answered)
+    monkeypatch.setattr(Engine, "_verdict", made_once)
+    monkeypatch.setattr(Engine, "_run_detectors", rules_verdict)
+    call = ToolCall("bash", {"command": "python -m pytest tests/test_api.py -x"}, thought="Run the failing test again.")
+    error = "Traceback (most recent call last):\n  File \"app.py\", line 3\nKeyError: 'timeout'"
+    several = 0
+    for n in range(8):
+        for event in (dataclasses.replace(call, id=str(n)), ToolResult(error, id=str(n), is_error=True)):
+            judged.clear()
+            made.clear()
+            chosen.clear()
+            engine.observe(session, event)
+            if not chosen:  # stopped: the rules are not asked again
+                break
+            got = chosen[0]  # the rules' verdict (before refusals and limits)
+            several += len(judged) > 1
+            assert len(made) == (0 if got is None else 1)  # one verdict made, for the strongest answer
+            # the verdict the rules' answers would have given, each made a verdict and the strongest kept
+            strongest = None
+            for step, answer in judged:
+                made_of = verdict_of(engine, step, answer.finding, answer.decision, answer.detector, answer.nudges)
+                strongest = _engine._stronger(strongest, made_of)
+            assert got == strongest
+    assert several >= 3  # steps where two or more rules reported and were answered

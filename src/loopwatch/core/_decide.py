@@ -9,14 +9,15 @@ the slow tail of a guard's latencies. :class:`Decision` and :func:`decide` are r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from ._ladder import Ladder, Rung
+from ._patterns import REGISTRY
 from ._session_state import LadderState
-from ._verdict import Action
+from ._verdict import SEVERITY, Action
 from .detectors._base import Finding
 
-__all__ = ["Decision", "decide", "rung_reached"]
+__all__ = ["Decision", "Judged", "decide", "rung_reached", "strength"]
 
 
 @dataclass(slots=True, init=False)
@@ -93,3 +94,24 @@ def rung_reached(rungs: tuple[Rung, ...], value: int) -> int:
         if value >= rung.at:
             level = at
     return level
+
+
+_SPECIFICITY: Final = REGISTRY.specificity
+
+
+def strength(action: str, level: int, pattern: str | None, count: int) -> tuple[int, int, int, int]:
+    """How strong an answer to a step is, to pick one where several rules report: the higher action, then the higher
+    level, then the more specific pattern, then the higher count."""
+    return SEVERITY[action], level, _SPECIFICITY.get(pattern or "", 0), count
+
+
+class Judged(NamedTuple):
+    """A rule's finding and the ladder's answer to it, with its :func:`strength`; ``nudges``: the ladder's nudges when
+    it answered (what the verdict made of it lists as ignored)."""
+
+    rank: tuple[int, int, int, int]
+    finding: Finding
+    decision: Decision
+    detector: str
+    """The ``repr`` of the rule that reported the finding."""
+    nudges: tuple[tuple[int, int], ...]

@@ -15,7 +15,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ._audit import judge_record, verdict_records
-from ._decide import Decision, decide
+from ._decide import Decision, Judged, decide, strength
 from ._errors import StateError
 from ._events import Event, Reset, ToolCall
 from ._failure_signs import infer_failure as infer_failure  # documented here: whether a tool failed
@@ -37,7 +37,7 @@ from ._session_state import (
 from ._steps import account_usage, step_of
 from ._swarm_tally import SwarmCounter
 from ._tools import ignored_keys
-from ._verdict import LOOP_DETECTED, SEVERITY, Action, Verdict, ok
+from ._verdict import LOOP_DETECTED, Action, Verdict, ok
 from .detectors._base import Detector, Finding, Step, signature_of
 from .detectors._state import flat_get
 from .detectors._swarm import SwarmDetector
@@ -340,10 +340,10 @@ class Engine:
         return settings is not None and settings.exempt
 
     def _run_detectors(self, session: SessionState, step: Step) -> Verdict | None:
-        best: Verdict | None = None
         if step.tool is not None and self._exempt(step):
-            return best
+            return None
         states = session.detectors
+        best: Judged | None = None  # the strongest answer so far (see _stronger), made a verdict only at the end
         for i, detector, sharing in self._by_kind[step.kind]:
             if sharing is _OWN:
                 finding = detector.observe(states[i], step)
@@ -358,11 +358,16 @@ class Engine:
                     states[i] = None
             if finding is None:
                 continue
-            verdict = self._judge(session, step, finding, self._reprs[i])
-            best = _stronger(best, verdict)
-        return best
+            judged = self._judge(session, step, finding, self._reprs[i])
+            if judged is not None and (best is None or judged.rank > best.rank):  # a tie: the earlier rule's
+                best = judged
+        if best is None:
+            return None
+        return self._verdict(step, best.finding, best.decision, best.detector, best.nudges)
 
-    def _judge(self, session: SessionState, step: Step, finding: Finding, detector: str) -> Verdict | None:
+    def _judge(self, session: SessionState, step: Step, finding: Finding, detector: str) -> Judged | None:
+        """The ladder's answer to ``finding`` (its state kept up to date), with what its verdict will be made of:
+        the verdict itself is made only for the strongest answer to the step (:meth:`_run_detectors`)."""
         ladder = self.policy.ladder(finding.pattern, step.tool)
         if ladder is None:
             return None
@@ -373,7 +378,8 @@ class Engine:
         decision = decide(ladder, ladder_state, finding, step.index, hard_evidence=self.policy.hard_evidence)
         if decision is None:
             return None
-        return self._verdict(step, finding, decision, detector, ladder_state.nudges)
+        rank = strength(decision.action, decision.level, finding.pattern, finding.count)
+        return Judged(rank, finding, decision, detector, ladder_state.nudges)
 
     def _verdict(
         self, step: Step, finding: Finding, decision: Decision, detector: str, nudges: tuple[tuple[int, int], ...] = ()
@@ -485,13 +491,8 @@ _STOP_FIELDS: Final = (
 
 # When two rules fire at the same action and level, the more specific one speaks: an error retry says
 # more (the error) than the bare repeat it also is. Each pattern declares its rank.
-_SPECIFICITY: Final = REGISTRY.specificity
-
-
 def _stronger(a: Verdict | None, b: Verdict | None) -> Verdict | None:
-    """The verdict that should win: higher action, then level, then the more specific pattern, then count."""
+    """The verdict that should win (see :func:`~loopwatch.core._decide.strength`; a tie: ``a``)."""
     if a is None or b is None:
         return a if b is None else b
-    rank_a = (SEVERITY[a.action], a.level, _SPECIFICITY.get(a.pattern or "", 0), a.count)
-    rank_b = (SEVERITY[b.action], b.level, _SPECIFICITY.get(b.pattern or "", 0), b.count)
-    return b if rank_b > rank_a else a
+    return b if strength(b.action, b.level, b.pattern, b.count) > strength(a.action, a.level, a.pattern, a.count) else a
