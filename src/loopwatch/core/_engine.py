@@ -184,7 +184,7 @@ class Engine:
         verdict = self.observe(state, event, now=now, worker=session, count_swarm=count_swarm)
         if verdict.action == "ok" or was_stopped:
             return tuple.__new__(Evaluation, (verdict, ()))  # Evaluation(verdict), not through its Python __new__
-        return Evaluation(verdict, verdict_records(session, event, verdict, now, swarm))
+        return tuple.__new__(Evaluation, (verdict, verdict_records(session, event, verdict, now, swarm)))
 
     def judged(
         self,
