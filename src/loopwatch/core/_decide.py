@@ -101,7 +101,8 @@ _SPECIFICITY: Final = REGISTRY.specificity
 
 def strength(action: str, level: int, pattern: str | None, count: int) -> tuple[int, int, int, int]:
     """How strong an answer to a step is, to pick one where several rules report: the higher action, then the higher
-    level, then the more specific pattern, then the higher count."""
+    level, then the more specific pattern (each pattern declares its rank: an error retry says more, the error, than
+    the bare repeat it also is), then the higher count."""
     return SEVERITY[action], level, _SPECIFICITY.get(pattern or "", 0), count
 
 

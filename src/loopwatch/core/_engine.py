@@ -489,8 +489,6 @@ _STOP_FIELDS: Final = (
 )
 
 
-# When two rules fire at the same action and level, the more specific one speaks: an error retry says
-# more (the error) than the bare repeat it also is. Each pattern declares its rank.
 def _stronger(a: Verdict | None, b: Verdict | None) -> Verdict | None:
     """The verdict that should win (see :func:`~loopwatch.core._decide.strength`; a tie: ``a``)."""
     if a is None or b is None:
