@@ -54,11 +54,29 @@ def test_a_written_out_init_takes_and_sets_every_field(name: str, cls: ast.Class
     assert params == [field for field, _ in fields], f"{name}: __init__ takes {params}"
     defaults = [None] * (len(params) - len(arguments.defaults)) + list(arguments.defaults)
     for (field, value), default in zip(fields, defaults, strict=True):
+        if _factory(value):  # field(default_factory=...): None in __init__, which makes a new value for it
+            assert isinstance(default, ast.Constant) and default.value is None, f"{name}.{field}: default {default}"
+            continue
         expected, written = (ast.dump(value) if value else None), (ast.dump(default) if default else None)
         assert written == expected, f"{name}.{field}: default {written} in __init__, {expected} in the class"
     assigned = [
-        (s.targets[0].attr, s.value.id)
+        (s.targets[0].attr, _set_from(s.value))
         for s in inits[0].body
-        if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Attribute) and isinstance(s.value, ast.Name)
+        if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Attribute) and _set_from(s.value)
     ]
     assert assigned == [(field, field) for field, _ in fields], f"{name}: __init__ sets {assigned}"
+
+
+def _factory(value: ast.expr | None) -> bool:
+    """Is ``value`` (a field's default in the class) ``field(default_factory=...)``?"""
+    return isinstance(value, ast.Call) and any(k.arg == "default_factory" for k in value.keywords)
+
+
+def _set_from(value: ast.expr) -> str | None:
+    """The parameter an assignment in ``__init__`` sets a field from: ``x``, or ``x`` in ``{} if x is None else x``
+    (a field whose default is made by a factory)."""
+    if isinstance(value, ast.Name):
+        return value.id
+    if isinstance(value, ast.IfExp) and isinstance(value.orelse, ast.Name):
+        return value.orelse.id
+    return None

@@ -464,3 +464,25 @@ def test_failure_streak_matches_results_to_their_calls_when_calls_run_in_paralle
     assert _longest_streak([*_nothing_back(2), *parallel, *_nothing_back(1)], empty=True) == 2
     swapped: list[Event] = [write, grep, ToolResult("", id="g"), ToolResult("", id="w")]
     assert _longest_streak([*_nothing_back(2), *swapped, *_nothing_back(1)], empty=True) == 3
+
+
+def test_a_finding_is_frozen_copies_and_pickles_compiled_or_not() -> None:
+    import copy
+    import dataclasses
+    import pickle
+
+    from loopwatch.core.detectors import Finding
+
+    finding = Finding("repeat", 3, "repeat:x:1", 1, "why", (1, 2, 3), {"call": "x"}, blockable=True, hard=True)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        finding.count = 4  # type: ignore[misc]
+    assert copy.copy(finding) == finding == copy.deepcopy(finding) == pickle.loads(pickle.dumps(finding))
+    assert dataclasses.replace(finding, count=4) == Finding(
+        "repeat", 4, "repeat:x:1", 1, "why", (1, 2, 3), {"call": "x"}, blockable=True, hard=True
+    )
+    plain = Finding(pattern="rephrase", count=2, key="k", loop_start=None, reason="r")
+    assert (plain.indices, plain.facts, plain.blockable, plain.hard, plain.stoppable) == ((), {}, False, False, True)
+    assert plain.facts is not Finding("rephrase", 2, "k", None, "r").facts  # a new mapping each, as the factory made
+    assert [f.name for f in dataclasses.fields(Finding)] == [
+        "pattern", "count", "key", "loop_start", "reason", "indices", "facts", "blockable", "hard", "stoppable"
+    ]  # fmt: skip

@@ -13,7 +13,8 @@ import binascii
 from abc import abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from types import FunctionType
 from typing import Any, ClassVar, Final, Generic, TypeVar, cast
 
 from .. import _kernels
@@ -55,7 +56,7 @@ S = TypeVar("S")
 State = dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Finding:
     """A detector's report: a loop of ``pattern`` seen ``count`` times (in its own unit)."""
 
@@ -76,6 +77,51 @@ class Finding:
     """With ``hard_evidence``, may this hard finding stop the run (not only refuse the call)? The same call
     succeeding the same way again (a padding step, a no-op) is refused but not stopped: nothing fails, and the
     run may still finish; the same failure again is stopped."""
+
+    def __init__(
+        self,
+        pattern: str,
+        count: int,
+        key: str,
+        loop_start: int | None,
+        reason: str,
+        indices: tuple[int, ...] = (),
+        facts: Mapping[str, Any] | None = None,
+        blockable: bool = False,
+        hard: bool = False,
+        stoppable: bool = True,
+    ) -> None:
+        # Written out, so that mypyc compiles it and sets the fields directly (the frozen class's refusing __setattr__
+        # is for Python code): the one dataclasses writes runs as Python, each field through object.__setattr__.
+        if not _COMPILED:
+            given = (pattern, count, key, loop_start, reason, indices, {} if facts is None else facts, blockable)
+            for name, value in zip(_FIELDS, (*given, hard, stoppable), strict=True):
+                object.__setattr__(self, name, value)
+            return
+        self.pattern = pattern  # type: ignore[misc]
+        self.count = count  # type: ignore[misc]
+        self.key = key  # type: ignore[misc]
+        self.loop_start = loop_start  # type: ignore[misc]
+        self.reason = reason  # type: ignore[misc]
+        self.indices = indices  # type: ignore[misc]
+        self.facts = {} if facts is None else facts  # type: ignore[misc]
+        self.blockable = blockable  # type: ignore[misc]
+        self.hard = hard  # type: ignore[misc]
+        self.stoppable = stoppable  # type: ignore[misc]
+
+    def __reduce__(self) -> tuple[type[Finding], tuple[Any, ...]]:
+        # copied and pickled through the constructor (a compiled class's own way makes it empty first)
+        return Finding, tuple(getattr(self, name) for name in _FIELDS)
+
+
+_FIELDS: Final = tuple(f.name for f in fields(Finding))
+
+
+def _compiled() -> bool:
+    return not isinstance(_compiled, FunctionType)  # mypyc makes a function another kind of object
+
+
+_COMPILED: Final = _compiled()
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # a user's rules, run from source, subclass it
