@@ -486,3 +486,18 @@ def test_a_finding_is_frozen_copies_and_pickles_compiled_or_not() -> None:
     assert [f.name for f in dataclasses.fields(Finding)] == [
         "pattern", "count", "key", "loop_start", "reason", "indices", "facts", "blockable", "hard", "stoppable"
     ]  # fmt: skip
+
+
+def test_a_verdict_is_frozen_copies_and_pickles_compiled_or_not() -> None:
+    import copy
+    import dataclasses
+    import pickle
+
+    verdict = Verdict("block", 7, "repeat", 3, 2, 4, None, "stop it", "why", "RepeatDetector()", {"indices": [4, 7]})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        verdict.action = "stop"  # type: ignore[misc]
+    assert copy.copy(verdict) == verdict == copy.deepcopy(verdict) == pickle.loads(pickle.dumps(verdict))
+    assert dataclasses.replace(verdict, index=8).to_json() == {**verdict.to_json(), "index": 8}
+    plain = Verdict(index=3)
+    assert (plain.action, plain.ok, plain.evidence, plain.partial, plain.severity) == ("ok", True, {}, False, 0)
+    assert Verdict(**{**verdict.to_json(), "evidence": verdict.evidence}) == verdict

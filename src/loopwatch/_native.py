@@ -13,9 +13,9 @@ a sweep and a rule's ``repr`` read: the build writes them down from the source (
 :data:`CONSTRUCTORS`), and :mod:`loopwatch.core._configured` reads that for a compiled rule. A rule of one's own,
 run from its source, subclasses the compiled ``Detector`` as any class (mypyc is told to allow it). The engine that
 runs the rules is compiled with them, and so are the sessions a guard keeps in its process (the in-process session
-backend: an event's load, evaluate and save), the ladders' decisions (:mod:`loopwatch.core._decide`) and the guard's
-work at each event (:mod:`loopwatch._guard_core`); the guard's constructor and public methods, the stores and the
-rest stay interpreted.
+backend: an event's load, evaluate and save), the ladders' decisions (:mod:`loopwatch.core._decide`), the verdicts
+(:mod:`loopwatch.core._verdict`) and the guard's work at each event (:mod:`loopwatch._guard_core`); the guard's
+constructor and public methods, the stores and the rest stay interpreted.
 
 The source runs instead, all of it (the modules are compiled together, against each other):
 
@@ -52,6 +52,7 @@ MODULES: tuple[str, ...] = (
     "loopwatch.core._session_state",
     "loopwatch.core._steps",
     "loopwatch.core._tools",
+    "loopwatch.core._verdict",
     "loopwatch.core._decide",
     "loopwatch.core._engine",
     "loopwatch._session_backend",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
-from types import MappingProxyType
+from types import FunctionType, MappingProxyType
 from typing import Any, Final, Literal
 
 Action = Literal["ok", "nudge", "block", "stop"]
@@ -15,7 +15,11 @@ LOOP_DETECTED: Final = "LOOP_DETECTED"
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True)
+def _no_evidence() -> Mapping[str, Any]:
+    return _EMPTY
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class Verdict:
     """What to do after an event.
 
@@ -39,8 +43,47 @@ class Verdict:
     message: str | None = None
     reason: str | None = None
     detector: str | None = None
-    evidence: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    evidence: Mapping[str, Any] = field(default_factory=_no_evidence)
     partial: bool = False
+
+    def __init__(
+        self,
+        action: Action = "ok",
+        index: int = -1,
+        pattern: str | None = None,
+        count: int = 0,
+        level: int = 0,
+        loop_start: int | None = None,
+        status: str | None = None,
+        message: str | None = None,
+        reason: str | None = None,
+        detector: str | None = None,
+        evidence: Mapping[str, Any] | None = None,
+        partial: bool = False,
+    ) -> None:
+        # Written out, so that mypyc compiles it and sets the fields directly (the frozen class's refusing __setattr__
+        # is for Python code): the one dataclasses writes runs as Python, each field through object.__setattr__.
+        if not _COMPILED:
+            given = (action, index, pattern, count, level, loop_start, status, message, reason, detector)
+            for name, value in zip(_FIELDS, (*given, _EMPTY if evidence is None else evidence, partial), strict=True):
+                object.__setattr__(self, name, value)
+            return
+        self.action = action  # type: ignore[misc]
+        self.index = index  # type: ignore[misc]
+        self.pattern = pattern  # type: ignore[misc]
+        self.count = count  # type: ignore[misc]
+        self.level = level  # type: ignore[misc]
+        self.loop_start = loop_start  # type: ignore[misc]
+        self.status = status  # type: ignore[misc]
+        self.message = message  # type: ignore[misc]
+        self.reason = reason  # type: ignore[misc]
+        self.detector = detector  # type: ignore[misc]
+        self.evidence = _EMPTY if evidence is None else evidence  # type: ignore[misc]
+        self.partial = partial  # type: ignore[misc]
+
+    def __reduce__(self) -> tuple[type[Verdict], tuple[Any, ...]]:
+        # copied and pickled through the constructor (a compiled class's own way makes it empty first)
+        return Verdict, tuple(getattr(self, name) for name in _FIELDS)
 
     @property
     def ok(self) -> bool:
@@ -81,6 +124,16 @@ class Verdict:
             "reason": self.reason or "",
             "message": self.message or "",
         }
+
+
+_FIELDS: Final = tuple(f.name for f in fields(Verdict))
+
+
+def _compiled() -> bool:
+    return not isinstance(_compiled, FunctionType)  # mypyc makes a function another kind of object
+
+
+_COMPILED: Final = _compiled()
 
 
 @lru_cache(maxsize=8_192)
