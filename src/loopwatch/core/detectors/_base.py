@@ -356,37 +356,37 @@ def call_label(step: Step, limit: int = 120) -> str:
 
 
 def _flat_label(step: Step, projected: Mapping[str, Any], limit: int) -> str:
-    """``preview(canonical_json(projected), limit)`` read from as short a head of the JSON as will do: the strings cut
-    at twice the label's length first, at four times only when that head, whitespace collapsed, is not longer than
-    the label. The head is kept on the step for the other labels (:attr:`~._step.Step.label_head`): the first ``e``
-    characters of the JSON with strings cut at ``edge`` are those of the JSON cut at ``e`` (a string cut shorter is a
-    prefix, and its JSON already reaches ``e``)."""
+    """``preview(canonical_json(projected), limit)`` from a head of the JSON (strings cut at twice the label's length,
+    at four times when that is too short), kept on the step for the other labels: the JSON's first ``e`` characters are
+    its strings cut at ``e``'s, and a head collapsed is a prefix of the text collapsed (longer than a label: same)."""
     edge = 4 * limit
     head = step.label_head
     if head is not None:
-        if head[0] >= edge or len(head[1]) < head[0]:  # cut as far as this label needs, or nothing cut
+        whole = len(head[1]) < head[0]  # nothing cut: the whole JSON
+        if head[0] == edge or (whole and len(head[1]) <= edge):  # this label's own head
+            return _cut_label(head[2], limit)
+        if head[0] > edge or whole:
             return preview(head[1][:edge], limit)
-        label = _label_of_head(head[1], limit)
-        if label is not None:
-            return label
+        if len(head[2]) > limit:
+            return _cut_label(head[2], limit)
     short = 2 * limit
     if head is None or head[0] < short:
-        head = step.label_head = (short, canonical_json(_cut(projected, short))[:short])
-        if len(head[1]) < short:  # nothing cut: the whole JSON
-            return preview(head[1], limit)
-        label = _label_of_head(head[1], limit)
-        if label is not None:
-            return label
-    head = step.label_head = (edge, canonical_json(_cut(projected, edge))[:edge])
-    return preview(head[1], limit)
+        head = step.label_head = _label_head(projected, short)
+        if len(head[1]) < short or len(head[2]) > limit:  # nothing cut (the whole JSON), or long enough
+            return _cut_label(head[2], limit)
+    head = step.label_head = _label_head(projected, edge)
+    return _cut_label(head[2], limit)
 
 
-def _label_of_head(head: str, limit: int) -> str | None:
-    """The :func:`~loopwatch.core._fingerprint.preview` of any longer text that ``head`` begins, when ``head`` tells
-    it: when ``head``, whitespace collapsed, is longer than ``limit`` (the collapsed form of a text's head is a prefix
-    of the collapsed text, so both are cut at the same ``limit - 1`` characters); else ``None``."""
-    collapsed = " ".join(head.split())
-    return collapsed[: limit - 1] + "…" if len(collapsed) > limit else None
+def _label_head(projected: Mapping[str, Any], cut: int) -> tuple[int, str, str]:
+    """The first ``cut`` characters of the JSON of ``projected`` with its strings cut there, and collapsed."""
+    head = canonical_json(_cut(projected, cut))[:cut]
+    return cut, head, " ".join(head.split())
+
+
+def _cut_label(collapsed: str, limit: int) -> str:
+    """A text with its blanks collapsed, cut to a label of ``limit`` characters (as :func:`preview` cuts)."""
+    return collapsed if len(collapsed) <= limit else collapsed[: limit - 1] + "…"
 
 
 def _cut(args: Mapping[str, Any], edge: int) -> dict[str, Any]:

@@ -77,9 +77,9 @@ class Step:
     """:func:`loopwatch.core.detectors._repeat.loose_fp`."""
     labels: dict[int, str] | None = None
     """:func:`call_label` by its ``limit`` (every rule that reports a call quotes it)."""
-    label_head: tuple[int, str] | None = None
-    """The head of the canonical arguments the labels are cut from, and the length its strings were cut at (see
-    :func:`call_label`)."""
+    label_head: tuple[int, str, str] | None = None
+    """The head of the canonical arguments the labels are cut from: the length its strings were cut at, the head, and
+    the head with its blanks collapsed (see :func:`call_label`)."""
 
     def __init__(
         self,
@@ -118,7 +118,7 @@ class Step:
         fruitless: bool | None = None,
         loose_fp: str | None = None,
         labels: dict[int, str] | None = None,
-        label_head: tuple[int, str] | None = None,
+        label_head: tuple[int, str, str] | None = None,
     ) -> None:
         # written out (init=False): mypyc compiles this one; the one dataclasses writes would run as Python
         self.index = index
