@@ -69,6 +69,11 @@ def digest_parts(*parts: bytes) -> str:
     return hasher.hexdigest()
 
 
+def shortened(text: str, limit: int) -> str:
+    """``text`` if it has at most ``limit`` characters, else cut to ``limit``, an ellipsis last (how a preview ends)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def fold_string(text: str, limit: int = MAX_STRING) -> str:
     """``text`` if short; otherwise head + length + digest of the middle + tail (bounded)."""
     if len(text) <= limit:

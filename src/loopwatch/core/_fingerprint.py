@@ -15,7 +15,7 @@ from functools import partial
 from typing import Any, Final
 
 from . import _kernels
-from ._canonical import canonical_json, digest, digest_bytes, digest_parts, flat_payload, fold_string
+from ._canonical import canonical_json, digest, digest_bytes, digest_parts, flat_payload, fold_string, shortened
 from ._lazy_re import lazy_compile
 from ._masking import masked
 from ._tools import command_segments, reads_only
@@ -360,8 +360,7 @@ def error_signature(output: str, masked_output: bytes | None = None) -> str:
 def preview(value: Any, limit: int = 160) -> str:
     """A short one-line rendering of a value for messages and audit records."""
     text = value if isinstance(value, str) else canonical_json(value)
-    text = " ".join(text[: 4 * limit].split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shortened(" ".join(text[: 4 * limit].split()), limit)
 
 
 # -- what a call does ---------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from types import FunctionType
 from typing import Any, ClassVar, Final, Generic, TypeVar, cast
 
 from .. import _kernels
-from .._canonical import canonical_json
+from .._canonical import canonical_json, shortened
 from .._configured import Configured
 from .._fingerprint import error_signature, is_mutation, is_poll, is_search, preview
 from .._kernels_py import WORD_CODE as WORD_CODE  # how rules keep sets of word hashes (unsigned 32-bit integers)
@@ -364,29 +364,24 @@ def _flat_label(step: Step, projected: Mapping[str, Any], limit: int) -> str:
     if head is not None:
         whole = len(head[1]) < head[0]  # nothing cut: the whole JSON
         if head[0] == edge or (whole and len(head[1]) <= edge):  # this label's own head
-            return _cut_label(head[2], limit)
+            return shortened(head[2], limit)
         if head[0] > edge or whole:
             return preview(head[1][:edge], limit)
         if len(head[2]) > limit:
-            return _cut_label(head[2], limit)
+            return shortened(head[2], limit)
     short = 2 * limit
     if head is None or head[0] < short:
         head = step.label_head = _label_head(projected, short)
         if len(head[1]) < short or len(head[2]) > limit:  # nothing cut (the whole JSON), or long enough
-            return _cut_label(head[2], limit)
+            return shortened(head[2], limit)
     head = step.label_head = _label_head(projected, edge)
-    return _cut_label(head[2], limit)
+    return shortened(head[2], limit)
 
 
 def _label_head(projected: Mapping[str, Any], cut: int) -> tuple[int, str, str]:
     """The first ``cut`` characters of the JSON of ``projected`` with its strings cut there, and collapsed."""
     head = canonical_json(_cut(projected, cut))[:cut]
     return cut, head, " ".join(head.split())
-
-
-def _cut_label(collapsed: str, limit: int) -> str:
-    """A text with its blanks collapsed, cut to a label of ``limit`` characters (as :func:`preview` cuts)."""
-    return collapsed if len(collapsed) <= limit else collapsed[: limit - 1] + "…"
 
 
 def _cut(args: Mapping[str, Any], edge: int) -> dict[str, Any]:
