@@ -63,7 +63,7 @@ class Verdict:
     ) -> None:
         # Written out, so that mypyc compiles it and sets the fields directly (the frozen class's refusing __setattr__
         # is for Python code): the one dataclasses writes runs as Python, each field through object.__setattr__.
-        if not _COMPILED:
+        if not COMPILED:
             given = (action, index, pattern, count, level, loop_start, status, message, reason, detector)
             for name, value in zip(_FIELDS, (*given, _EMPTY if evidence is None else evidence, partial), strict=True):
                 object.__setattr__(self, name, value)
@@ -133,7 +133,9 @@ def _compiled() -> bool:
     return not isinstance(_compiled, FunctionType)  # mypyc makes a function another kind of object
 
 
-_COMPILED: Final = _compiled()
+COMPILED: Final = _compiled()
+"""Are the core's compiled modules running compiled? They are compiled together, and run compiled or from source
+together (:mod:`loopwatch._native`): this one answers for all (``Verdict`` and ``Finding`` set their fields by it)."""
 
 
 @lru_cache(maxsize=8_192)

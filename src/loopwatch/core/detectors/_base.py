@@ -14,7 +14,6 @@ from abc import abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from types import FunctionType
 from typing import Any, ClassVar, Final, Generic, TypeVar, cast
 
 from .. import _kernels
@@ -26,6 +25,7 @@ from .._kernels_py import lines_of as lines_of  # what the lines of a masked tex
 from .._masking import masked
 from .._patterns import REGISTRY, Pattern
 from .._tools import search_query_hashes, search_scopes
+from .._verdict import COMPILED
 from ._state_pack import pack_fields
 from ._step import Step as Step  # what every detector sees, with the features the rules share
 from ._step import StepKind as StepKind
@@ -93,7 +93,7 @@ class Finding:
     ) -> None:
         # Written out, so that mypyc compiles it and sets the fields directly (the frozen class's refusing __setattr__
         # is for Python code): the one dataclasses writes runs as Python, each field through object.__setattr__.
-        if not _COMPILED:
+        if not COMPILED:
             given = (pattern, count, key, loop_start, reason, indices, {} if facts is None else facts, blockable)
             for name, value in zip(_FIELDS, (*given, hard, stoppable), strict=True):
                 object.__setattr__(self, name, value)
@@ -115,13 +115,6 @@ class Finding:
 
 
 _FIELDS: Final = tuple(f.name for f in fields(Finding))
-
-
-def _compiled() -> bool:
-    return not isinstance(_compiled, FunctionType)  # mypyc makes a function another kind of object
-
-
-_COMPILED: Final = _compiled()
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # a user's rules, run from source, subclass it
