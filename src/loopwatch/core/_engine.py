@@ -343,7 +343,7 @@ class Engine:
         if step.tool is not None and self._exempt(step):
             return None
         states = session.detectors
-        best: Judged | None = None  # the strongest answer so far (see _stronger), made a verdict only at the end
+        best: Judged | None = None  # the strongest answer so far (see strength), made a verdict only at the end
         for i, detector, sharing in self._by_kind[step.kind]:
             if sharing is _OWN:
                 finding = detector.observe(states[i], step)

@@ -65,8 +65,7 @@ class Verdict:
         # is for Python code): the one dataclasses writes runs as Python, each field through object.__setattr__.
         if not COMPILED:
             given = (action, index, pattern, count, level, loop_start, status, message, reason, detector)
-            for name, value in zip(_FIELDS, (*given, _EMPTY if evidence is None else evidence, partial), strict=True):
-                object.__setattr__(self, name, value)
+            set_frozen(self, _FIELDS, (*given, _EMPTY if evidence is None else evidence, partial))
             return
         self.action = action  # type: ignore[misc]
         self.index = index  # type: ignore[misc]
@@ -127,6 +126,13 @@ class Verdict:
 
 
 _FIELDS: Final = tuple(f.name for f in fields(Verdict))
+
+
+def set_frozen(instance: object, names: tuple[str, ...], values: tuple[Any, ...]) -> None:
+    """Each of ``values`` set on the frozen ``instance`` under its name in ``names``, as the constructor ``dataclasses``
+    writes sets them (what the written-out constructors of ``Verdict`` and ``Finding`` do when run from source)."""
+    for name, value in zip(names, values, strict=True):
+        object.__setattr__(instance, name, value)
 
 
 def _compiled() -> bool:

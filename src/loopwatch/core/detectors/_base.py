@@ -25,7 +25,7 @@ from .._kernels_py import lines_of as lines_of  # what the lines of a masked tex
 from .._masking import masked
 from .._patterns import REGISTRY, Pattern
 from .._tools import search_query_hashes, search_scopes
-from .._verdict import COMPILED
+from .._verdict import COMPILED, set_frozen
 from ._state_pack import pack_fields
 from ._step import Step as Step  # what every detector sees, with the features the rules share
 from ._step import StepKind as StepKind
@@ -94,9 +94,8 @@ class Finding:
         # Written out, so that mypyc compiles it and sets the fields directly (the frozen class's refusing __setattr__
         # is for Python code): the one dataclasses writes runs as Python, each field through object.__setattr__.
         if not COMPILED:
-            given = (pattern, count, key, loop_start, reason, indices, {} if facts is None else facts, blockable)
-            for name, value in zip(_FIELDS, (*given, hard, stoppable), strict=True):
-                object.__setattr__(self, name, value)
+            given = (pattern, count, key, loop_start, reason, indices, {} if facts is None else facts, blockable, hard)
+            set_frozen(self, _FIELDS, (*given, stoppable))
             return
         self.pattern = pattern  # type: ignore[misc]
         self.count = count  # type: ignore[misc]
