@@ -119,3 +119,28 @@ def test_each_rule_alone_is_timed_over_the_floor(bench: ModuleType, capsys: pyte
     with pytest.raises(SystemExit):  # without the floor there is nothing to time a rule over
         bench.main([*small[:-4], "--floor-sessions", "0", "--each-rule"])
     assert "--each-rule" in capsys.readouterr().err
+
+
+def test_passes_report_each_events_fastest_pass(bench: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--passes 2``: the same traffic twice through a new guard; the figures of each event's fastest pass can be
+    no slower than the first pass's, order statistic by order statistic. The machine's pauses are measured around
+    the timed run."""
+    small = ["--sessions", "6", "--events", "9", "--wave", "6", "--floor-sessions", "0", "--memory-sessions", "0"]
+    assert bench.main([*small, "--passes", "2", "--json"]) == 0
+    result = bench.json.loads(capsys.readouterr().out)
+    best = result["best_of_passes"]
+    assert best["passes"] == 2
+    for kind in ("tool_call", "tool_result", "message"):
+        first, fastest = result["per_type"][kind], best["per_type"][kind]
+        assert fastest["count"] == first["count"] > 0
+        assert fastest["median_us"] <= first["median_us"] and fastest["p99_us"] <= first["p99_us"]
+    pauses = result["machine_pauses"]
+    assert pauses["per_second"] >= 0 and 0 <= pauses["time_share"] < 1 and len(pauses["before_and_after"]) == 2
+    bench.main([*small, "--passes", "2"])
+    assert "fastest of 2 passes" in capsys.readouterr().out
+    bench.main(small)
+    report = capsys.readouterr().out
+    assert "fastest of" not in report and "the machine paused this program" in report
+    with pytest.raises(SystemExit):
+        bench.main([*small, "--passes", "0"])
+    assert "--passes" in capsys.readouterr().err
