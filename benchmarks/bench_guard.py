@@ -9,6 +9,7 @@ another); with the model, each assistant message also pays one embedding: ``benc
     python benchmarks/bench_guard.py --no-gc          # garbage collector off during the timed loop
     python benchmarks/bench_guard.py --floor-sessions 0   # skip the floor pass (the preset without rules)
     python benchmarks/bench_guard.py --quick --each-rule  # and what each rule costs alone over that floor
+    python benchmarks/bench_guard.py --quick --passes 3   # and the p99 of each event's fastest of 3 passes
 
 Traffic: each session is an agent at work. It opens with a ~1 KB assistant message, then goes round
 "call, result, call, result, call, result, message": tool calls carry ~1 KB of JSON arguments (a bash
@@ -32,6 +33,11 @@ preset with every rule and limit removed: what parsing, fingerprinting and keepi
 rule runs. With ``--each-rule``, the same sessions once more per rule, through the preset with that rule alone:
 what each rule costs over the floor, compiled or not, as it runs in a guard (``bench_rules.py`` times the rules
 inside one engine, from their source).
+
+The tail: before and after the timed run, half a second in a loop that only reads the clock counts how often the
+machine pauses the program for over 20 us (a virtual machine's host, the kernel's timer): about that share of the
+events holds a pause, and near 1% a p99 is an event that waited. ``--passes N`` times the same traffic N times, a new
+guard each time, and adds the figures of each event's fastest pass: the code's own spread.
 
 Memory: a second, untimed pass over ``--memory-sessions`` sessions (default: all, at most 1,000, as
 tracemalloc slows the guard down about 5x) with tracemalloc on: the memory still held after the run (snapshot
