@@ -751,7 +751,9 @@ def main(argv: list[str] | None = None) -> int:
         "before_and_after": [before, after],
     }
     if args.floor_sessions > 0:
-        floor_args = argparse.Namespace(**{**vars(args), "sessions": min(args.sessions, args.floor_sessions)})
+        floor_args = argparse.Namespace(
+            **{**vars(args), "sessions": min(args.sessions, args.floor_sessions), "passes": 1}  # one pass each
+        )
         result["floor"] = timed_run(floor_args, content, only=())["per_type"]
         if args.each_rule:
             names = [detector.name for detector in preset(args.preset).detectors]

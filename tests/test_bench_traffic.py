@@ -125,6 +125,8 @@ def test_passes_report_each_events_fastest_pass(bench: ModuleType, capsys: pytes
     """``--passes 2``: the same traffic twice through a new guard; the figures of each event's fastest pass can be
     no slower than the first pass's, order statistic by order statistic. The machine's pauses are measured around
     the timed run."""
+    content = bench.Content(1)
+    assert list(bench.waves(content, 6, 9, 6, 1)) == list(bench.waves(content, 6, 9, 6, 1))  # each pass's events
     small = ["--sessions", "6", "--events", "9", "--wave", "6", "--floor-sessions", "0", "--memory-sessions", "0"]
     assert bench.main([*small, "--passes", "2", "--json"]) == 0
     result = bench.json.loads(capsys.readouterr().out)
