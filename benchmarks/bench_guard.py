@@ -34,10 +34,11 @@ rule runs. With ``--each-rule``, the same sessions once more per rule, through t
 what each rule costs over the floor, compiled or not, as it runs in a guard (``bench_rules.py`` times the rules
 inside one engine, from their source).
 
-The tail: before and after the timed run, half a second in a loop that only reads the clock counts how often the
-machine pauses the program for over 20 us (a virtual machine's host, the kernel's timer): about that share of the
-events holds a pause, and near 1% a p99 is an event that waited. ``--passes N`` times the same traffic N times, a new
-guard each time, and adds the figures of each event's fastest pass: the code's own spread.
+The tail: before and after the timed run, half a second (``--pause-seconds``; 0: not counted) in a loop that only
+reads the clock counts how often the machine pauses the program for over 20 us (a virtual machine's host, the kernel's
+timer): about that share of the events holds a pause, and near 1% a p99 is an event that waited. ``--passes N`` times
+the same traffic N times, a new guard each time, and adds the figures of each event's fastest pass: the code's own
+spread.
 
 Memory: a second, untimed pass over ``--memory-sessions`` sessions (default: all, at most 1,000, as
 tracemalloc slows the guard down about 5x) with tracemalloc on: the memory still held after the run (snapshot
@@ -725,6 +726,12 @@ def main(argv: list[str] | None = None) -> int:
         "the p99 of each event's fastest pass: the code's own spread, without the pauses of a busy or virtual "
         "machine (which seldom fall on the same event twice)",
     )
+    parser.add_argument(
+        "--pause-seconds",
+        type=float,
+        default=0.5,
+        help="how long the machine's pauses are counted before and after the timed run (0: not counted)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
@@ -733,23 +740,24 @@ def main(argv: list[str] | None = None) -> int:
         args.sessions = 1_000 if args.quick else 10_000
     if args.memory_sessions is None:
         args.memory_sessions = min(args.sessions, 1_000)
-    if args.sessions < 1 or args.events < 3 or args.wave < 1 or args.passes < 1:
-        parser.error("--sessions, --wave and --passes must be >= 1, --events >= 3")
+    if args.sessions < 1 or args.events < 3 or args.wave < 1 or args.passes < 1 or args.pause_seconds < 0:
+        parser.error("--sessions, --wave and --passes must be >= 1, --events >= 3, --pause-seconds >= 0")
     if args.each_rule and args.floor_sessions < 1:
         parser.error("--each-rule times each rule over the floor: it needs the floor pass (--floor-sessions >= 1)")
 
     content = Content(args.seed)
-    before = machine_pauses()
+    before = machine_pauses(args.pause_seconds) if args.pause_seconds else None
     result = timed_run(args, content)
-    after = machine_pauses()
-    events = sum(stats["count"] for kind, stats in result["per_type"].items() if kind != "all")
-    rate = (before["per_second"] + after["per_second"]) / 2
-    result["machine_pauses"] = {
-        "per_second": rate,
-        "time_share": round((before["time_share"] + after["time_share"]) / 2, 4),
-        "events_share": round(rate * result["observe_s"] / events, 4),
-        "before_and_after": [before, after],
-    }
+    if before is not None:
+        after = machine_pauses(args.pause_seconds)
+        events = sum(stats["count"] for kind, stats in result["per_type"].items() if kind != "all")
+        rate = (before["per_second"] + after["per_second"]) / 2
+        result["machine_pauses"] = {
+            "per_second": rate,
+            "time_share": round((before["time_share"] + after["time_share"]) / 2, 4),
+            "events_share": round(rate * result["observe_s"] / events, 4),
+            "before_and_after": [before, after],
+        }
     if args.floor_sessions > 0:
         floor_args = argparse.Namespace(
             **{**vars(args), "sessions": min(args.sessions, args.floor_sessions), "passes": 1}  # one pass each

@@ -35,7 +35,7 @@ def run(preset: str, source: Path, pure: bool, sessions: int | None) -> dict[str
         env["LOOPWATCH_PURE_PYTHON"] = "1"
     size = ["--sessions", str(sessions)] if sessions else ["--quick"]
     command = [sys.executable, str(HERE / "bench_guard.py"), *size, "--preset", preset, "--json"]
-    command += ["--floor-sessions", "0", "--memory-sessions", "0"]
+    command += ["--floor-sessions", "0", "--memory-sessions", "0", "--pause-seconds", "0"]
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
     result: dict[str, Any] = json.loads(done.stdout)
     return result

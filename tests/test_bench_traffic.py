@@ -104,6 +104,7 @@ def test_each_rule_alone_is_timed_over_the_floor(bench: ModuleType, capsys: pyte
         assert alone.detectors == (rule,) and not alone.limits
     assert bench._policy(args, ()).detectors == ()
     small = ["--sessions", "6", "--events", "9", "--wave", "6", "--floor-sessions", "6", "--memory-sessions", "0"]
+    small += ["--pause-seconds", "0"]
     assert bench.main([*small, "--each-rule", "--json"]) == 0
     result = bench.json.loads(capsys.readouterr().out)
     assert list(result["alone"]) == [rule.name for rule in rules]
@@ -117,7 +118,7 @@ def test_each_rule_alone_is_timed_over_the_floor(bench: ModuleType, capsys: pyte
     bench.main(small)
     assert "each rule alone" not in capsys.readouterr().out
     with pytest.raises(SystemExit):  # without the floor there is nothing to time a rule over
-        bench.main([*small[:-4], "--floor-sessions", "0", "--each-rule"])
+        bench.main([*small[:-6], "--pause-seconds", "0", "--floor-sessions", "0", "--each-rule"])
     assert "--each-rule" in capsys.readouterr().err
 
 
@@ -128,6 +129,7 @@ def test_passes_report_each_events_fastest_pass(bench: ModuleType, capsys: pytes
     content = bench.Content(1)
     assert list(bench.waves(content, 6, 9, 6, 1)) == list(bench.waves(content, 6, 9, 6, 1))  # each pass's events
     small = ["--sessions", "6", "--events", "9", "--wave", "6", "--floor-sessions", "0", "--memory-sessions", "0"]
+    small += ["--pause-seconds", "0.05"]
     assert bench.main([*small, "--passes", "2", "--json"]) == 0
     result = bench.json.loads(capsys.readouterr().out)
     best = result["best_of_passes"]
@@ -143,6 +145,9 @@ def test_passes_report_each_events_fastest_pass(bench: ModuleType, capsys: pytes
     bench.main(small)
     report = capsys.readouterr().out
     assert "fastest of" not in report and "the machine paused this program" in report
-    with pytest.raises(SystemExit):
-        bench.main([*small, "--passes", "0"])
-    assert "--passes" in capsys.readouterr().err
+    assert bench.main([*small, "--pause-seconds", "0", "--json"]) == 0  # the last one given counts
+    assert "machine_pauses" not in bench.json.loads(capsys.readouterr().out)
+    for wrong in (["--passes", "0"], ["--pause-seconds", "-1"]):
+        with pytest.raises(SystemExit):
+            bench.main([*small, *wrong])
+        assert wrong[0] in capsys.readouterr().err
