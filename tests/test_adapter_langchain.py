@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import socket
 import subprocess
 import sys
 import textwrap
@@ -314,6 +315,25 @@ def test_runs_without_a_thread_get_sessions_of_their_own() -> None:
     assert all(s.startswith("langchain-") for s in sessions)
     assert len(guard.verdicts("nudge")) == 2 and not guard.verdicts("block")
     assert guard.sessions() == []  # a run of its own is forgotten when it ends
+
+
+@needs_langchain
+def test_a_run_ends_normally_while_its_store_is_down() -> None:
+    # the middleware forgets a run of its own at its end: with the store unreachable and on_store_error="allow",
+    # that failure is counted like the events' own, not raised out of agent.invoke
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ran: list[str] = []
+    records: list[dict[str, Any]] = []
+    guard = Guard(store=f"redis://127.0.0.1:{port}/0?timeout=0.5", clock=None, listeners=[records.append])
+    model = ScriptedModel(script=_three_searches_then_answer("s"))
+    agent = create_agent(model, [make_search(ran)], middleware=[LoopwatchMiddleware(guard)])
+    result = agent.invoke(USER)
+    assert result["messages"][-1].content == "done" and len(ran) == 3
+    # each event failed open (the prompt, three calls, three results, the answer), then the forget at the run's end
+    assert [r["operation"] for r in records] == ["observe"] * 8 + ["forget"]
+    assert guard.stats["store_errors"] == 9
 
 
 @needs_langchain

@@ -24,12 +24,13 @@ from ._async_guard import AsyncGuard as AsyncGuard
 from ._guard_core import STRIPES, GuardCore
 from ._guard_inputs import _listed, _name, _policy_of, _store_of
 from ._session_backend import InProcessSessions, SessionBackend, _logger
+from .core._audit import store_error_record
 from .core._checked import integer_at_least
 from .core._engine import Engine
 from .core._events import Event
 from .core._policy import Policy
 from .core._verdict import Verdict
-from .errors import ConfigError, StateError
+from .errors import ConfigError, StateError, StoreError
 
 if TYPE_CHECKING:
     from .core._judge import JudgeMemory, LoopJudge
@@ -168,16 +169,28 @@ class Guard(GuardCore):
 
     def reset(self, session: str, *, limits: bool = False) -> None:
         """Clear a session's loop state (and its limits' counters with ``limits=True``); an unknown session stays
-        unknown."""
+        unknown. A store failure follows ``on_store_error`` (see :meth:`forget`)."""
         session = _name(session, "session")
         with self._lock(session):
-            self.backend.reset(session, limits=bool(limits))
+            try:
+                self.backend.reset(session, limits=bool(limits))
+            except StoreError as exc:
+                self._store_call_failed("reset", session, exc)
 
     def forget(self, session: str) -> None:
-        """Drop everything about a session."""
+        """Drop everything about a session.
+
+        The integrations call this and :meth:`reset` on the agent's path (a run's end, a stopped thread resumed), so a
+        store failure here follows ``on_store_error`` as one at an event does: ``"raise"`` raises the
+        :class:`~loopwatch.stores.StoreError`; ``"allow"`` and ``"block"`` (there is no call to refuse) log it,
+        count it in ``stats["store_errors"]``, emit a ``store.error`` record (its ``operation``: ``"forget"`` or
+        ``"reset"``) and return, the stored state left as it was."""
         session = _name(session, "session")
         with self._lock(session):
-            self.backend.forget(session)
+            try:
+                self.backend.forget(session)
+            except StoreError as exc:
+                self._store_call_failed("forget", session, exc)
 
     def snapshot(self, session: str) -> dict[str, Any]:
         """The session's state as JSON-able data (the doom-loop preset's toJSON); with a store, what it holds now."""
@@ -247,6 +260,15 @@ class Guard(GuardCore):
         return self.backend.evict_idle(seconds, now or 0.0)
 
     # -- internals -------------------------------------------------------------------------------------
+
+    def _store_call_failed(self, operation: str, session: str, exc: StoreError) -> None:
+        """A store failure in :meth:`reset` or :meth:`forget`, handled as ``on_store_error`` says."""
+        self.stats["store_errors"] += 1
+        _logger().warning("loopwatch: store error on session %r (%s): %s", session, operation, exc)
+        if self.on_store_error == "raise":
+            raise exc
+        store = repr(self.store) if self.store is not None else None
+        self._emit(store_error_record(session, None, self._now(), store, str(exc), self.on_store_error, operation))
 
     def _lock(self, session: str) -> threading.Lock:
         # the lock stripes of this process: a name's own hash, kept in the string, picks one

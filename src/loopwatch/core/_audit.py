@@ -74,17 +74,25 @@ def store_error_block(messages: Messages, error: str) -> Verdict:
 
 
 def store_error_record(
-    session: str, event: Event, ts: float | None, store: str | None, error: str, policy: str
+    session: str,
+    event: Event | None,
+    ts: float | None,
+    store: str | None,
+    error: str,
+    policy: str,
+    operation: str = "observe",
 ) -> Record:
-    """``store.error``: the store failed on an event (``policy``: the guard's ``on_store_error``)."""
+    """``store.error``: the store failed on an event (``operation`` ``"observe"``), or on a session's ``reset`` or
+    ``forget`` (no event); ``policy``: the guard's ``on_store_error``."""
     return {
         "event": "store.error",
         "ts": ts,
         "session": session,
-        "worker": event.worker,
+        "worker": event.worker if event is not None else None,
         "store": store,
         "error": error,
         "policy": policy,
+        "operation": operation,
     }
 
 
