@@ -297,3 +297,20 @@ def test_listening_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 2 and "store" in done.stderr
+
+
+@pytest.mark.parametrize("missing", ["starlette", "prometheus_client"])
+def test_create_app_without_the_server_extra_names_it(missing: str) -> None:
+    code = f"""
+import sys
+sys.modules[{missing!r}] = None  # as if the server extra were not installed
+from loopwatch.errors import MissingExtraError
+try:
+    from loopwatch.server import create_app
+except MissingExtraError as exc:
+    assert isinstance(exc, ImportError)
+    print(exc)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{missing} is not installed: pip install 'loopwatch[server]'" in proc.stdout

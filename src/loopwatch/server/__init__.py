@@ -11,18 +11,30 @@ configured store, so workers and replicas sharing a Redis/Valkey store share eve
 
 from __future__ import annotations
 
+from typing import Final
+
+from ..core._errors import MissingExtraError
 from ._settings import ServiceSettings, Tokens
 
 __all__ = ["ServiceSettings", "Tokens", "create_app", "serve"]
 
+_EXTRA_MODULES: Final = frozenset({"starlette", "uvicorn", "prometheus_client"})
+"""What the ``server`` extra installs for the service (its ``redis`` is the stores')."""
+
 
 def __getattr__(name: str) -> object:
-    if name == "create_app":
-        from ._app import create_app
+    try:
+        if name == "create_app":
+            from ._app import create_app
 
-        return create_app
-    if name == "serve":
-        from ._run import serve
+            return create_app
+        if name == "serve":
+            from ._run import serve
 
-        return serve
+            return serve
+    except ModuleNotFoundError as exc:  # the extra is missing: say which (another missing module is a bug to see)
+        top = (exc.name or "").partition(".")[0]
+        if top in _EXTRA_MODULES:
+            raise MissingExtraError(top, "server") from exc
+        raise
     raise AttributeError(name)
