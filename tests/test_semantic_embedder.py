@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from loopwatch.core.detectors import rephrase
 from loopwatch.errors import ConfigError, LoopwatchError, MissingExtraError
 from loopwatch.semantic import (
     CachedEmbedder,
@@ -404,6 +405,16 @@ def test_cache_configuration_errors() -> None:
     with pytest.raises(ConfigError, match="embed"):
         CachedEmbedder(object())  # type: ignore[arg-type]
     assert text_key("a") != text_key("b") and len(text_key("\ud800 lone surrogate")) == 16
+
+
+def test_a_model_name_is_not_an_embedder() -> None:
+    # a text has encode(): taken for a sentence-transformers model, it failed only at its first embedding
+    for name in ("minilm", b"all-MiniLM-L6-v2"):
+        with pytest.raises(ConfigError, match="cannot embed with a text"):
+            embedder_from(name)
+    with pytest.raises(ConfigError, match="must be an embedder"):
+        rephrase(embedder="minilm")  # type: ignore[arg-type]
+    assert rephrase(embedder=embedder_from(Counting())).similarity == "embedding"
 
 
 # -- adapters for the user's own embedder -----------------------------------------------------------------------

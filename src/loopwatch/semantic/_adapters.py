@@ -169,6 +169,12 @@ def _field(item: Any, name: str) -> Any:
 
 def _adapt(obj: Any, *, model: str | None, per_text: bool, normalize: bool) -> tuple[Embedder, int]:
     """The adapter for ``obj`` and the batch size that suits it."""
+    if isinstance(obj, (str, bytes)):  # a text has encode(): it would pass for a model until the first embedding
+        raise ConfigError(
+            f"cannot embed with a text ({obj!r:.40}): give the model object, an embeddings API client or a callable; "
+            "builtin_embedder() is the built-in model",
+            field="embedder",
+        )
     if callable(getattr(getattr(obj, "embeddings", None), "create", None)):
         return OpenAIEmbedder(obj, model or DEFAULT_OPENAI_MODEL, normalize=normalize), 256
     if model is not None:

@@ -156,6 +156,13 @@ class RephraseDetector(Detector[RephraseState]):
                 " are required",
                 field="rephrase",
             )
+        if embedder is not None and not callable(getattr(embedder, "embed", None)):  # a model's name, say
+            raise ConfigError(
+                f"must be an embedder (an object with embed(texts)), not a {type(embedder).__name__}: "
+                "loopwatch.semantic.embedder_from() makes one of a model, an API client or a callable, "
+                "loopwatch.semantic.builtin_embedder() is the built-in one",
+                field="embedder",
+            )
         self._embedder = embedder
         self.similarity = "embedding" if embedder is not None else "lexical"
         self.threshold = threshold if embedder is not None else lexical_threshold
