@@ -4,12 +4,14 @@ sharing one file without losing an update, faults (locked, read-only, full, not 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from loopwatch.stores import (
     new_token,
     store_from_url,
 )
+from loopwatch.stores._sqlite_store import FILE_CHECK_EVERY
 from loopwatch.stores._sqlite_wal import AUTO_CHECKPOINT_PAGES, CHECKPOINT_EVERY
 from loopwatch.stores.sqlite import SCHEMA_VERSION, AsyncSqliteStore, SqliteStore, async_from_url, from_url
 
@@ -760,3 +763,52 @@ def test_many_sessions_listed_by_the_async_twin(tmp_path: Path) -> None:
 
     found = asyncio.run(run())
     assert len(found) == 600 and found["s599"] == Versioned(1, "599", "t1")
+
+
+# -- the database file removed or replaced while open --------------------------------------------------------------
+
+
+def _guard_steps(guard: Any, n: int) -> None:
+    from loopwatch import ToolCall, ToolResult
+
+    for _ in range(n):
+        guard.observe("run", ToolCall("read_file", {"path": "notes.txt"}))
+        guard.observe("run", ToolResult("the same notes"))
+
+
+def test_a_database_file_removed_while_open_is_opened_afresh(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # deleted by hand while an agent runs: the guard's connection would write on into the unlinked file, which no
+    # other process sees; it opens the path afresh instead, as a new process would
+    from loopwatch import Guard
+    from stored_state import stored_index
+
+    path = tmp_path / "loops.db"
+    guard = Guard(store=SqliteStore(path), clock=None)
+    _guard_steps(guard, 2)
+    for part in tmp_path.glob("loops.db*"):
+        part.unlink()
+    time.sleep(2 * FILE_CHECK_EVERY)  # a thread looks at the path at most that often
+    _guard_steps(guard, 1)  # its session starts afresh in the new file
+    other = SqliteStore(path)  # another process's view
+    stored = other.load("run")
+    assert stored is not None and stored_index(stored.state) == 2
+    assert isinstance(guard.store, SqliteStore) and guard.store.reopened == 1
+    assert "removed or replaced while open" in caplog.text
+    _guard_steps(guard, 1)
+    assert guard.store.reopened == 1 and stored_index(other.load("run").state) == 4  # type: ignore[union-attr]
+
+
+def test_a_database_file_replaced_while_open_is_read_from_the_new_file(tmp_path: Path) -> None:
+    path, copy = tmp_path / "loops.db", tmp_path / "restored.db"
+    store = SqliteStore(path)
+    store.compare_and_set("run", "", "before", "t1")
+    backup = SqliteStore(copy)
+    backup.compare_and_set("run", "", "restored", "t2")
+    backup.close()
+    os.replace(copy, path)  # a backup put back in place, say
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(str(path) + suffix)
+    time.sleep(2 * FILE_CHECK_EVERY)
+    loaded = store.load("run")
+    assert loaded is not None and loaded.state == "restored" and store.reopened == 1

@@ -28,8 +28,13 @@ from . import (
     storable,
 )
 from . import _sqlite_tables as sql
+from ._sqlite_connection import ORPHANED, Deadline, FileIdentity, busy, close_quietly, file_identity, rollback
 from ._sqlite_tables import SCHEMA_VERSION, has_meta, row_count, row_name, row_versioned, row_workers
 from ._sqlite_wal import CHECKPOINT_EVERY, checkpoint, checkpoint_failed, set_up_checkpoints, use_wal
+
+FILE_CHECK_EVERY: Final = 0.01
+"""Seconds between a thread's checks that the path still names the file its connection opened (a ``stat``, ~1 us: not
+at every operation; see :mod:`._sqlite_connection`)."""
 
 SYNCHRONOUS: Final = ("off", "normal", "full", "extra")
 
@@ -115,6 +120,7 @@ class SqliteStore(Store):
         self._epoch = object()  # renewed by close() and fork: a thread's connection from another epoch is stale
         self._pid = os.getpid()
         self.checkpoints = self.checkpoint_failures = 0  # run by the store (_wrote), and failed (nothing lost)
+        self.reopened = 0  # times a thread found the file removed or replaced, and opened the path afresh
         _STORES.add(self)
 
     # -- connections ---------------------------------------------------------------------------------
@@ -123,10 +129,31 @@ class SqliteStore(Store):
         """This thread's connection, opened (with the schema made) on first use in this thread and process."""
         if self._pid != os.getpid():  # forked without the at-fork hook (e.g. a C extension's fork)
             self._forked()
-        entry: tuple[object, sqlite3.Connection] | None = getattr(self._local, "entry", None)
+        entry: tuple[object, sqlite3.Connection, FileIdentity | None] | None = getattr(self._local, "entry", None)
         if entry is not None and entry[0] is self._epoch:
-            return entry[1]
+            now = time.monotonic()
+            if now < self._local.checked + FILE_CHECK_EVERY:
+                return entry[1]
+            self._local.checked = now
+            if file_identity(self.path) == entry[2]:
+                return entry[1]
+            self._file_lost(entry[1])
         return self._open()
+
+    def _file_lost(self, conn: sqlite3.Connection) -> None:
+        """The path names another file than ``conn`` opened, or none: the file was removed or replaced. ``conn``
+        is parked (see :mod:`._sqlite_connection`) and the path opened afresh; the sessions it held start afresh
+        (as after a Redis server restarted empty), and this is logged and counted in :attr:`reopened`."""
+        with self._lock:
+            self._conns.pop(id(conn), None)
+        ORPHANED.append(conn)
+        self._local.entry = None
+        self.reopened += 1
+        import logging  # here: only a lost file logs
+
+        logging.getLogger("loopwatch").warning(
+            "loopwatch: sqlite store %s: the database file was removed or replaced while open; opened afresh", self.path
+        )
 
     def _open(self) -> sqlite3.Connection:
         epoch = self._epoch
@@ -154,15 +181,16 @@ class SqliteStore(Store):
                     stale.append(old)
             self._conns[id(conn)] = (threading.current_thread(), conn)
         for old in stale:
-            _close(old)
-        self._local.entry = (epoch, conn)
+            close_quietly(old)
+        self._local.entry = (epoch, conn, file_identity(self.path))
+        self._local.checked = time.monotonic()
         return conn
 
     def deadline(self, seconds: float) -> contextlib.AbstractContextManager[None]:
         """Within ``with store.deadline(s):``, this thread's operations wait at most ``s`` seconds in all for
         another process's lock (instead of ``timeout`` each), then fail with :class:`StoreError`: for a
         caller that must answer in time, such as a hook run that Claude Code cancels after 10 seconds."""
-        return _Deadline(self._local, time.monotonic() + max(0.0, seconds))
+        return Deadline(self._local, time.monotonic() + max(0.0, seconds))
 
     def _wait_limit(self, now: float) -> float:
         """Until when a busy database is waited for, from ``now``: the timeout, or this thread's deadline."""
@@ -180,7 +208,7 @@ class SqliteStore(Store):
             try:
                 return conn.execute(sql, params)
             except sqlite3.OperationalError as exc:
-                if not _busy(exc):
+                if not busy(exc):
                     raise
                 now = time.monotonic()
                 if not deadline:
@@ -218,7 +246,7 @@ class SqliteStore(Store):
                         conn.execute(statement)
                 conn.execute("COMMIT")
             except BaseException:
-                _rollback(conn)
+                rollback(conn)
                 raise
             row = conn.execute(sql.READ_SCHEMA).fetchone()
         found = int(row[0]) if row is not None and str(row[0]).isdigit() else -1
@@ -231,13 +259,13 @@ class SqliteStore(Store):
     def _drop(self) -> None:
         """Forget this thread's connection after a failure: the next call opens a fresh one (a connection
         opened while the file was read-only, say, stays read-only)."""
-        entry: tuple[object, sqlite3.Connection] | None = getattr(self._local, "entry", None)
+        entry: tuple[object, sqlite3.Connection, FileIdentity | None] | None = getattr(self._local, "entry", None)
         self._local.entry = None
         if entry is None or entry[0] is not self._epoch:
             return
         with self._lock:
             self._conns.pop(id(entry[1]), None)
-        _close(entry[1])
+        close_quietly(entry[1])
 
     def _forked(self) -> None:
         """In a child process: park the parent's connections and start afresh."""
@@ -338,7 +366,7 @@ class SqliteStore(Store):
                 tally = self._swarm_add(conn, storable(swarm), storable(fingerprint), worker, storable(tool))
                 conn.execute("COMMIT")
             except BaseException:
-                _rollback(conn)
+                rollback(conn)
                 raise
             self._wrote(conn)
         except (*_FAILURES, StoreError) as exc:
@@ -397,7 +425,7 @@ class SqliteStore(Store):
                 conn.execute(sql.SWARM_SET, (storable(swarm), len(rows), self._expiry(self._clock())))
                 conn.execute("COMMIT")
             except BaseException:
-                _rollback(conn)
+                rollback(conn)
                 raise
         except (*_FAILURES, StoreError) as exc:
             raise self._fail(f"swarm_restore of swarm {swarm!r}", exc) from exc
@@ -411,7 +439,7 @@ class SqliteStore(Store):
                 conn.execute(sql.SWARM_DROP, (storable(swarm),))
                 conn.execute("COMMIT")
             except BaseException:
-                _rollback(conn)
+                rollback(conn)
                 raise
         except (*_FAILURES, StoreError) as exc:
             raise self._fail(f"swarm_clear of swarm {swarm!r}", exc) from exc
@@ -444,7 +472,7 @@ class SqliteStore(Store):
                 swarms = conn.execute(sql.EXPIRE_SWARMS, (now,)).rowcount
                 conn.execute("COMMIT")
             except BaseException:
-                _rollback(conn)
+                rollback(conn)
                 raise
         except (*_FAILURES, StoreError) as exc:
             raise self._fail("expire", exc) from exc
@@ -460,41 +488,4 @@ class SqliteStore(Store):
             self._epoch = object()
         self._local.entry = None
         for conn in conns:
-            _close(conn)
-
-
-class _Deadline:
-    """Sets a thread's deadline for lock waits, and restores the one before it on exit."""
-
-    def __init__(self, local: threading.local, deadline: float) -> None:
-        self._local = local
-        self._deadline = deadline
-        self._before: float | None = None
-
-    def __enter__(self) -> None:
-        self._before = getattr(self._local, "deadline", None)
-        self._local.deadline = self._deadline if self._before is None else min(self._before, self._deadline)
-
-    def __exit__(self, *exc: object) -> None:
-        self._local.deadline = self._before
-
-
-def _busy(exc: sqlite3.OperationalError) -> bool:
-    """SQLITE_BUSY: another connection holds the lock (worth waiting for, unlike other errors)."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return bool(code & 0xFF == 5)  # SQLITE_BUSY (the sqlite3 constant is 3.11+)
-    return "database is locked" in str(exc)
-
-
-def _rollback(conn: sqlite3.Connection) -> None:
-    try:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-    except Exception:  # the connection is dropped after a failure anyway: closing it rolls back
-        pass
-
-
-def _close(conn: sqlite3.Connection) -> None:
-    with contextlib.suppress(Exception):
-        conn.close()
+            close_quietly(conn)
