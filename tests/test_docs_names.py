@@ -20,7 +20,12 @@ PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglo
 """The pages the repository and the docs site show (the site shows CHANGELOG.md as its changelog page)."""
 
 _IMPORT = re.compile(r"^[ \t]*(?:>>> )?from (loopwatch[\w.]*) import (?:\(([^)]*)\)|([\w, \t]+))", re.M)
+_INLINE_IMPORT = re.compile(r"`from (loopwatch[\w.]*)\s+import\s+([\w, \t\n]+)`")
+"""An import shown in prose (`` `from loopwatch.adapters.litellm import LoopwatchGuardrail` ``), on one line or
+broken over two."""
 _DOTTED = re.compile(r"(?<![\w./-])loopwatch((?:\.[A-Za-z_]\w*)+)")
+_PLACEHOLDERS = frozenset({"NAME"})
+"""Parts that stand for a name the reader picks (``loopwatch.formats.NAME``): the only names not looked up."""
 _NOT_PYTHON = frozenset({"action", "verdict"})
 """Dotted names that are not Python: the span event and its attributes (``loopwatch.verdict``, ``loopwatch.action``,
 ``loopwatch.pattern``)."""
@@ -30,8 +35,9 @@ _FILE_ENDINGS = frozenset({"toml", "jsonl", "json", "db", "md", "log", "yaml", "
 def _imported(page: str) -> list[tuple[str, str]]:
     """(module, name) of each ``from loopwatch... import name`` the page shows."""
     found = []
-    for module, grouped, names in _IMPORT.findall(page):
-        for item in (grouped or names).replace("\n", " ").split(","):
+    shown = [(module, grouped or names) for module, grouped, names in _IMPORT.findall(page)]
+    for module, names in shown + _INLINE_IMPORT.findall(page):
+        for item in names.replace("\n", " ").split(","):
             name = item.strip().split(" as ")[0].strip()
             if name:
                 found.append((module, name))
@@ -40,11 +46,12 @@ def _imported(page: str) -> list[tuple[str, str]]:
 
 def _dotted(page: str) -> list[list[str]]:
     """The parts of each ``loopwatch.a.b`` the page names (file names such as ``loopwatch.toml``, span attributes and
-    placeholders such as ``loopwatch.formats.NAME`` aside)."""
+    placeholders such as ``loopwatch.formats.NAME`` aside; constants such as ``loopwatch.redact.KEY_FORMATS`` are
+    looked up)."""
     chains = []
     for chain in _DOTTED.findall(page):
         parts = chain.strip(".").split(".")
-        if parts[-1] not in _FILE_ENDINGS and parts[0] not in _NOT_PYTHON and not any(p.isupper() for p in parts):
+        if parts[-1] not in _FILE_ENDINGS and parts[0] not in _NOT_PYTHON and _PLACEHOLDERS.isdisjoint(parts):
             chains.append(parts)
     return chains
 
@@ -129,3 +136,13 @@ def test_the_pages_show_names_at_all() -> None:
     # the patterns above must keep finding what the pages show: a page rewritten in another style would slip by
     shown = sum(len(_imported(p.read_text(encoding="utf-8"))) for p in PAGES)
     assert shown >= 20
+
+
+def test_the_checker_reads_inline_imports_and_constants() -> None:
+    page = (
+        "a one-line `loopwatch_guardrail.py`\n(`from loopwatch.adapters.litellm import\nLoopwatchGuardrail`), "
+        "`loopwatch.redact.KEY_FORMATS` and `loopwatch.formats.NAME`"
+    )
+    assert ("loopwatch.adapters.litellm", "LoopwatchGuardrail") in _imported(page)
+    assert ["redact", "KEY_FORMATS"] in _dotted(page) and ["formats", "NAME"] not in _dotted(page)
+    assert _resolve(["redact", "KEY_FORMATS"]) is None and _resolve(["redact", "NOT_A_CONSTANT"]) is not None

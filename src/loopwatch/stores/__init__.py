@@ -1,7 +1,7 @@
 """Stores: where session state and swarm counts live, selected by URL (in the style of ``limits``).
 
     store_from_url("memory://")                         # one process (the default)
-    store_from_url("sqlite:///var/lib/agent/loops.db")   # several processes on one machine
+    store_from_url("sqlite:////var/lib/agent/loops.db")  # several processes on one machine (four slashes: absolute)
     store_from_url("redis://localhost:6379/0?prefix=lw")  # several machines (also rediss://, Valkey)
 
 A store keeps, per session, an opaque state text (the engine's JSON snapshot) with the token of the write
