@@ -197,8 +197,8 @@ BAD_CONSTRUCTORS: list[tuple[str, Callable[[], object], str]] = [
     ("self_report threshold", lambda: SelfReportDetector(threshold=0), "self_report.threshold"),
     ("similar_text metric", lambda: SimilarTextDetector(metric="cosine"), "metric"),  # type: ignore[arg-type]
     ("similar_text mode", lambda: SimilarTextDetector(mode="sometimes"), "mode"),  # type: ignore[arg-type]
-    ("feedback_repeat threshold", lambda: FeedbackRepeatDetector(threshold=1), "feedback_repeat"),
-    ("rerun threshold", lambda: RerunDetector(threshold=1), "rerun"),
+    ("feedback_repeat threshold", lambda: FeedbackRepeatDetector(threshold=1), "feedback_repeat.threshold"),
+    ("rerun threshold", lambda: RerunDetector(threshold=1), "rerun.threshold"),
     ("revisit threshold", lambda: RevisitDetector(threshold=1), "revisit.threshold"),
     # a rule's counts and shares: a negative count or a similarity above 1 quietly turned a rule off before
     ("error_retry threshold", lambda: ErrorRetryDetector(threshold=-1), "error_retry.threshold"),
@@ -232,6 +232,34 @@ BAD_CONSTRUCTORS: list[tuple[str, Callable[[], object], str]] = [
     ("SqliteStore path", lambda: SqliteStore(3), "store"),  # type: ignore[arg-type]
     ("store URL", lambda: loopwatch.Guard(store="redis://[::1/0"), "store"),
 ]
+
+
+def _numeric_settings() -> list[tuple[type, str]]:
+    """(rule class, setting) for each setting of a rule (and the chant tracker) that takes a number."""
+    import inspect
+
+    from loopwatch.core import detectors
+
+    classes = [getattr(detectors, name) for name in detectors.__all__ if inspect.isclass(getattr(detectors, name))]
+    found = []
+    for cls in [*classes, ChantTracker]:
+        for parameter in inspect.signature(cls.__init__).parameters.values():
+            default = parameter.default
+            if isinstance(default, (int, float)) and not isinstance(default, bool):
+                found.append((cls, parameter.name))
+    return found
+
+
+NUMERIC_SETTINGS = _numeric_settings()
+
+
+@pytest.mark.parametrize(("cls", "setting"), NUMERIC_SETTINGS, ids=[f"{c.__name__}.{s}" for c, s in NUMERIC_SETTINGS])
+def test_a_rule_s_number_given_a_text_or_nan_is_a_config_error_naming_it(cls: type, setting: str) -> None:
+    # a text or a NaN raised TypeError from a comparison inside, or was accepted and turned the rule off
+    for bad in ("3", float("nan")):
+        with pytest.raises(errors.ConfigError) as caught:
+            cls(**{setting: bad})
+        assert caught.value.field is not None and caught.value.field.endswith(setting)
 
 
 @pytest.mark.parametrize(

@@ -92,6 +92,7 @@ from ._chant_text import (
     _periodic_zones,
     _rotation,
 )
+from ._checked import integer_at_least
 from ._errors import ConfigError, StateError
 
 __all__ = ["ChantHit", "ChantTracker"]
@@ -679,9 +680,10 @@ def _check_params(chunk: int, threshold: int, mean: int, min_period: int, period
         ("threshold", threshold, 2),
         ("max_mean_distance", mean, 1),
         ("min_distinct_period", min_period, 1),
+        ("max_period", period, 1),
+        ("history", history, 1),
     ):
-        if value < low:
-            raise ConfigError(f"must be >= {low}, got {value!r}", field=name)
+        integer_at_least(value, low, name)
     if period < chunk:
         raise ConfigError(f"must be >= chunk_size ({chunk}), got {period!r}", field="max_period")
     if history < 2 * period + chunk:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
+from .._checked import integer_at_least
 from .._errors import ConfigError
 from .._ladder import Ladder
 from .._patterns import Pattern
@@ -121,6 +122,8 @@ class CycleDetector(Detector[CycleState]):
         loose: bool = False,
         polls_exempt: bool = True,
     ) -> None:
+        integer_at_least(max_period, 1, "cycle.max_period")
+        integer_at_least(min_period, 1, "cycle.min_period")
         if not 1 <= min_period <= max_period:
             raise ConfigError(
                 f"1 <= min_period <= max_period is required, got {min_period!r} and {max_period!r}",

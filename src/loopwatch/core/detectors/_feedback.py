@@ -6,8 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .._checked import fraction
-from .._errors import ConfigError
+from .._checked import fraction, integer_at_least, optional_integer_at_least
 from .._fingerprint import preview
 from .._kernels import alnum_word_pair
 from .._lazy_re import lazy_compile
@@ -95,12 +94,9 @@ class FeedbackRepeatDetector(Detector[FeedbackState]):
         variant_similarity: float = 0.5,
         variants: int = 5,
     ) -> None:
-        if threshold < 2 or (reply_threshold is not None and reply_threshold < 2) or variants < 2:
-            raise ConfigError(
-                f"threshold, reply_threshold and variants must be at least 2, got {threshold!r}, {reply_threshold!r}"
-                f" and {variants!r}",
-                field="feedback_repeat",
-            )
+        integer_at_least(threshold, 2, "feedback_repeat.threshold")
+        optional_integer_at_least(reply_threshold, 2, "feedback_repeat.reply_threshold")
+        integer_at_least(variants, 2, "feedback_repeat.variants")
         fraction(similarity, "feedback_repeat.similarity")
         fraction(variant_similarity, "feedback_repeat.variant_similarity")
         self.threshold = threshold

@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .._errors import ConfigError
+from .._checked import integer_at_least
 from .._fingerprint import preview
 from .._ladder import Ladder
 from .._patterns import Pattern
@@ -99,8 +99,7 @@ class SelfReportDetector(Detector[StallState]):
     reset_on_user = False  # the orchestrator's ledger speaks for the whole run
 
     def __init__(self, *, threshold: int = 2) -> None:
-        if threshold < 1:
-            raise ConfigError(f"must be at least 1, got {threshold!r}", field="self_report.threshold")
+        integer_at_least(threshold, 1, "self_report.threshold")
         self.threshold = threshold
 
     fresh_shared = True  # only an orchestrator's ledgers change the state

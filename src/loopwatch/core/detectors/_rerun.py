@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import ConfigError
+from .._checked import integer_at_least
 from .._fingerprint import preview
 from .._ladder import Ladder
 from .._patterns import Pattern
@@ -233,10 +233,8 @@ class RerunDetector(Detector[RerunState]):
     reset_on_user = False  # a reply does not make the changes reach what runs: the same output is still the same
 
     def __init__(self, *, threshold: int = 3, calls: int = 4) -> None:
-        if threshold < 2 or calls < 1:
-            raise ConfigError(
-                f"threshold >= 2 and calls >= 1 are required, got {threshold!r} and {calls!r}", field="rerun"
-            )
+        integer_at_least(threshold, 2, "rerun.threshold")
+        integer_at_least(calls, 1, "rerun.calls")
         self.threshold = threshold
         self.calls = calls
 

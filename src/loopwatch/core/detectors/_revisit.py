@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .._errors import ConfigError
+from .._checked import integer_at_least
 from .._ladder import Ladder
 from .._patterns import Pattern
 from .._tools import runs_code
@@ -130,8 +130,8 @@ class RevisitDetector(Detector[RevisitState]):
     patterns = (REVISIT,)
 
     def __init__(self, *, threshold: int = 4, kept: int = _KEPT) -> None:
-        if threshold < 2:
-            raise ConfigError(f"must be at least 2, got {threshold!r}", field="revisit.threshold")
+        integer_at_least(threshold, 2, "revisit.threshold")
+        integer_at_least(kept, 1, "revisit.kept")
         self.threshold = threshold
         self.kept = kept
 

@@ -31,6 +31,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Final, Protocol
 
+from .._checked import fraction, integer_at_least
 from .._errors import ConfigError
 from .._fingerprint import preview
 from .._ladder import Ladder
@@ -143,19 +144,27 @@ class RephraseDetector(Detector[RephraseState]):
         instruction_gain: int = 5,
         reply_threshold: float = 0.75,
     ) -> None:
-        thresholds = (threshold, message_threshold, lexical_threshold, instruction_threshold, reply_threshold)
-        if not all(0.0 < t <= 1.0 for t in thresholds):
-            raise ConfigError(
-                "threshold, message_threshold, lexical_threshold, instruction_threshold and reply_threshold must be"
-                f" in (0, 1], got {thresholds!r}",
-                field="rephrase",
-            )
-        if window < 1 or min(count, instruction_count) < 2 or min(max_gain, instruction_gain) < 0 or gain_cap < 1:
-            raise ConfigError(
-                "window >= 1, count and instruction_count >= 2, max_gain and instruction_gain >= 0 and gain_cap >= 1"
-                " are required",
-                field="rephrase",
-            )
+        for name, share in (
+            ("threshold", threshold),
+            ("message_threshold", message_threshold),
+            ("lexical_threshold", lexical_threshold),
+            ("instruction_threshold", instruction_threshold),
+            ("reply_threshold", reply_threshold),
+        ):
+            fraction(share, f"rephrase.{name}")
+        for name, number, low in (
+            ("window", window, 1),
+            ("count", count, 2),
+            ("instruction_count", instruction_count, 2),
+            ("max_gain", max_gain, 0),
+            ("instruction_gain", instruction_gain, 0),
+            ("gain_cap", gain_cap, 1),
+            ("min_chars", min_chars, 0),
+            ("max_chars", max_chars, 1),
+        ):
+            integer_at_least(number, low, f"rephrase.{name}")
+        if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin <= 1:
+            raise ConfigError(f"must be a number from 0 to 1, got {margin!r}", field="rephrase.margin")
         if embedder is not None and not callable(getattr(embedder, "embed", None)):  # a model's name, say
             raise ConfigError(
                 f"must be an embedder (an object with embed(texts)), not a {type(embedder).__name__}: "
