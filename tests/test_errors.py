@@ -235,15 +235,20 @@ BAD_CONSTRUCTORS: list[tuple[str, Callable[[], object], str]] = [
 
 
 def _numeric_settings() -> list[tuple[type, str]]:
-    """(rule class, setting) for each setting of a rule (and the chant tracker) that takes a number."""
+    """(rule class, setting) for each setting of a rule (and the chant tracker) that takes a number, read from the
+    constructor as its source writes it (also for a compiled class)."""
     import inspect
 
     from loopwatch.core import detectors
+    from loopwatch.core._configured import constructor_signature
 
-    classes = [getattr(detectors, name) for name in detectors.__all__ if inspect.isclass(getattr(detectors, name))]
+    exported = [getattr(detectors, name) for name in detectors.__all__]
+    classes = [
+        c for c in exported if inspect.isclass(c) and issubclass(c, detectors.Detector) and c is not detectors.Detector
+    ]
     found = []
     for cls in [*classes, ChantTracker]:
-        for parameter in inspect.signature(cls.__init__).parameters.values():
+        for parameter in constructor_signature(cls).parameters.values():
             default = parameter.default
             if isinstance(default, (int, float)) and not isinstance(default, bool):
                 found.append((cls, parameter.name))
@@ -253,13 +258,26 @@ def _numeric_settings() -> list[tuple[type, str]]:
 NUMERIC_SETTINGS = _numeric_settings()
 
 
+def test_the_rules_numeric_settings_are_found() -> None:
+    assert len(NUMERIC_SETTINGS) > 50 and (CycleDetector, "max_period") in NUMERIC_SETTINGS
+
+
 @pytest.mark.parametrize(("cls", "setting"), NUMERIC_SETTINGS, ids=[f"{c.__name__}.{s}" for c, s in NUMERIC_SETTINGS])
-def test_a_rule_s_number_given_a_text_or_nan_is_a_config_error_naming_it(cls: type, setting: str) -> None:
-    # a text or a NaN raised TypeError from a comparison inside, or was accepted and turned the rule off
+def test_a_rule_s_number_given_a_text_or_nan_is_refused_naming_it(cls: type, setting: str) -> None:
+    # a text or a NaN raised TypeError from a comparison inside, or was accepted and turned the rule off. From source
+    # each is a ConfigError naming the setting; a compiled constructor refuses a value of the wrong type itself, with
+    # mypyc's TypeError ("int object expected; got str"), before the rule's own check runs
+    from loopwatch.core._configured import is_compiled
+
     for bad in ("3", float("nan")):
-        with pytest.raises(errors.ConfigError) as caught:
+        try:
             cls(**{setting: bad})
-        assert caught.value.field is not None and caught.value.field.endswith(setting)
+        except errors.ConfigError as exc:
+            assert exc.field is not None and exc.field.endswith(setting)
+        except TypeError as exc:
+            assert is_compiled(cls) and "expected" in str(exc), exc
+        else:
+            pytest.fail(f"{cls.__name__}({setting}={bad!r}) was accepted")
 
 
 @pytest.mark.parametrize(
