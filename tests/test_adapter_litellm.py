@@ -542,6 +542,9 @@ def test_configuration() -> None:
         LoopwatchGuardrail(nudge_role="assistant")  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         LoopwatchGuardrail(max_sessions=0)
+    with pytest.raises(ConfigError, match=r"event_hook: .*expected one of 'pre_call', 'post_call'"):
+        LoopwatchGuardrail(event_hook="no-such-hook")  # LiteLLM's own ValueError, named
+    assert LoopwatchGuardrail(event_hook="pre_call").event_hook == "pre_call"
     lw = LoopwatchGuardrail(preset="doom-loop")
     assert lw.guard.policy.name == "doom-loop" and "LoopwatchGuardrail(" in repr(lw)
     assert lw.guardrail_name == "loopwatch" and lw.default_on

@@ -34,7 +34,7 @@ from .core.detectors import (
     swarm,
     test_fix_cycle,
 )
-from .errors import UnknownPresetError
+from .errors import ConfigError, UnknownPresetError
 
 # -- the jaccard-turns preset: Jaccard turn similarity with warn / terminate -------------------------------------------
 
@@ -327,6 +327,8 @@ PRESETS: Final[dict[str, Callable[[], Policy]]] = {
 
 def preset(name: str) -> Policy:
     """The policy of the preset called ``name``; raises :class:`UnknownPresetError` naming the choices."""
+    if not isinstance(name, str):
+        raise ConfigError(f"a preset is named by a text, got {type(name).__name__}", field="preset")
     factory = PRESETS.get(name)
     if factory is None:
         raise UnknownPresetError(unknown_choice(name, PRESETS, "preset"), field="preset")

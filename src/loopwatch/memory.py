@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 
 from ._guard import Guard
-from .core._checked import integer_at_least
+from .core._checked import file_path, integer_at_least
 from .core._events import Event
 from .core._fingerprint import normalized_args
 from .core._verdict import Verdict
@@ -129,7 +129,7 @@ class MarkdownMemory:
     write and flushed to disk; a failure raises :class:`~loopwatch.sinks.AuditWriteError` (counted by the guard)."""
 
     def __init__(self, folder: str | os.PathLike[str] = DEFAULT_FOLDER) -> None:
-        self.folder = Path(folder)
+        self.folder = file_path(folder, "folder")
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:

@@ -239,7 +239,10 @@ class Redactor:
     ) -> None:
         if isinstance(extra_keys, str):
             raise ConfigError("must be an iterable of key names, not a string", field="extra_keys")
-        self.extra_keys: tuple[str, ...] = tuple(extra_keys)
+        keys = tuple(extra_keys) if isinstance(extra_keys, Iterable) else None  # (a generator is read once)
+        if keys is None or not all(isinstance(key, str) for key in keys):
+            raise ConfigError(f"must be an iterable of key names, got {extra_keys!r}", field="extra_keys")
+        self.extra_keys: tuple[str, ...] = keys
         self._extra = tuple(_normalize_key(key) for key in self.extra_keys if key)
         self.enabled = bool(enabled)
         self.max_depth = integer_at_least(max_depth, 1, "max_depth")

@@ -28,7 +28,7 @@ from typing import Any, Final
 from ._guard import AsyncGuard, Guard
 from .core._events import Event, Message, ToolCall, ToolResult
 from .core._verdict import SEVERITY, Verdict
-from .errors import MissingExtraError
+from .errors import ConfigError, MissingExtraError
 
 __all__ = ["SPAN_EVENT", "VerdictSpans", "instrument", "verdict_attributes", "work_context"]
 
@@ -105,6 +105,9 @@ class VerdictSpans:
     """
 
     def __init__(self, *, tracer_provider: Any = None, record_ok: bool = True) -> None:
+        if tracer_provider is not None and not callable(getattr(tracer_provider, "get_tracer", None)):
+            kind = type(tracer_provider).__name__
+            raise ConfigError(f"must be a TracerProvider (get_tracer()), got {kind}", field="tracer_provider")
         trace = _trace()
         self._trace = trace
         self.record_ok = record_ok

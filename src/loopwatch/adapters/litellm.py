@@ -178,13 +178,18 @@ class LoopwatchGuardrail(CustomGuardrail):
         self._nudges = NudgeQueue(max_sessions=max_sessions)  # for each session's next request
         self._requests: OrderedDict[str, str] = OrderedDict()  # litellm_call_id -> session
         self._lock = threading.Lock()
-        super().__init__(
-            guardrail_name=guardrail_name,
-            supported_event_hooks=[GuardrailEventHooks.pre_call, GuardrailEventHooks.post_call],
-            event_hook=event_hook,
-            default_on=default_on,
-            **kwargs,
-        )
+        try:
+            super().__init__(
+                guardrail_name=guardrail_name,
+                supported_event_hooks=[GuardrailEventHooks.pre_call, GuardrailEventHooks.post_call],
+                event_hook=event_hook,
+                default_on=default_on,
+                **kwargs,
+            )
+        except ValueError as exc:  # LiteLLM's own check of a setting (an event hook it does not know)
+            hooks = "GuardrailEventHooks" in str(exc)
+            choices = f" (expected one of {', '.join(repr(h.value) for h in GuardrailEventHooks)})" if hooks else ""
+            raise ConfigError(f"{exc}{choices}", field="event_hook" if hooks else "guardrail") from exc
 
     def __repr__(self) -> str:
         return f"LoopwatchGuardrail({self.guard!r})"

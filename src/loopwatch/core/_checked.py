@@ -6,10 +6,12 @@ finite number, or a share (a similarity, a fraction: above 0, at most 1); anythi
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 from ._errors import ConfigError
 
-__all__ = ["fraction", "integer_at_least", "optional_integer_at_least", "positive_number"]
+__all__ = ["file_path", "fraction", "integer_at_least", "optional_integer_at_least", "positive_number"]
 
 
 def integer_at_least(value: object, minimum: int, field: str) -> int:
@@ -37,3 +39,14 @@ def fraction(value: object, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
         raise ConfigError(f"must be a number above 0 and at most 1, got {value!r}", field=field)
     return value
+
+
+def file_path(value: object, field: str) -> Path:
+    """``value``, a file or folder name (a text or a path object), as a :class:`~pathlib.Path`; else a
+    :class:`ConfigError` naming ``field``."""
+    if not isinstance(value, (str, os.PathLike)) or (isinstance(value, str) and "\0" in value):
+        raise ConfigError(f"must be a file name (a text or a path), got {value!r}", field=field)
+    try:
+        return Path(value)
+    except TypeError:  # a path object whose fspath is bytes
+        raise ConfigError(f"must be a file name (a text or a path), got {value!r}", field=field) from None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ._audit import judge_record, verdict_records
 from ._decide import Decision, Judged, decide, strength
-from ._errors import StateError
+from ._errors import ConfigError, StateError
 from ._events import Event, Reset, ToolCall
 from ._failure_signs import infer_failure as infer_failure  # documented here: whether a tool failed
 from ._fingerprint import call_payload, payload_fingerprint, project
@@ -57,6 +57,10 @@ class Engine:
     """Runs a policy's detectors over one session's events; see the module docstring."""
 
     def __init__(self, policy: Policy, *, replay: bool = False) -> None:
+        if not isinstance(policy, Policy):  # (not checked by the compiled build: Policy is a Python class)
+            raise ConfigError(
+                f"expected a Policy (loopwatch.preset() gives one), got {type(policy).__name__}", field="policy"
+            )
         self.policy = policy
         self.replay = replay
         """Judging a recording: no verdict reaches the agent, so a refused call that ran anyway was not refused."""

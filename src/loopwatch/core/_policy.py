@@ -54,7 +54,7 @@ class ToolSettings:
             raise ConfigError(f"must be true or false, got {self.exempt!r}", field="exempt")
         for name in ("ignore_keys", "keep_keys"):
             keys = getattr(self, name)
-            if keys is not None and (isinstance(keys, str) or not all(isinstance(k, str) for k in keys)):
+            if keys is not None and not key_names(keys):
                 raise ConfigError(f"must be a tuple of key names, got {keys!r}", field=name)
         check_ladders(self.ladders, "ladders")
 
@@ -110,7 +110,7 @@ class Policy:
         for name in ("reset_on_user", "hard_evidence"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"must be true or false, got {getattr(self, name)!r}", field=name)
-        if isinstance(self.ignore_keys, str) or not all(isinstance(key, str) for key in self.ignore_keys):
+        if not key_names(self.ignore_keys):
             raise ConfigError(f"must be a tuple of key names, got {self.ignore_keys!r}", field="ignore_keys")
         for detector in self.detectors:
             if not isinstance(detector, Detector):
@@ -153,9 +153,16 @@ class Policy:
         return f"Policy(name={self.name!r}, detectors=[{detectors}], limits={self.limits!r})"
 
 
+def key_names(keys: object) -> bool:
+    """Is ``keys`` a collection of argument key names (a text is not: it is one name's letters)?"""
+    return isinstance(keys, Collection) and not isinstance(keys, (str, bytes)) and all(isinstance(k, str) for k in keys)
+
+
 def check_ladders(ladders: Mapping[str, Ladder], path: str) -> None:
     """Every key a declared pattern that a ladder escalates, every value a :class:`Ladder`; else ConfigError
     (``field``: ``<path>.<pattern>``) naming the patterns a ladder can be set for."""
+    if not isinstance(ladders, Mapping):
+        raise ConfigError(f"expected a mapping of pattern names to ladders, got {type(ladders).__name__}", field=path)
     for pattern, ladder in ladders.items():
         where = f"{path}.{pattern}"
         REGISTRY.get(pattern, field=where, escalated=True)

@@ -104,6 +104,8 @@ class MethodEmbedder(_RowsEmbedder):
     ``embed_documents``, LlamaIndex's ``get_text_embedding_batch``)."""
 
     def __init__(self, obj: Any, method: str, *, normalize: bool = True) -> None:
+        if not isinstance(method, str):
+            raise ConfigError(f"must be a method's name, got {method!r}", field="method")
         if not callable(getattr(obj, method, None)):
             raise ConfigError(f"{type(obj).__name__} has no {method}(texts) method", field="method")
         self.obj = obj

@@ -79,7 +79,8 @@ class MiniLMEmbedder:
         threads: int = 1,
         max_length: int = MAX_LENGTH,
     ) -> None:
-        integer_at_least(threads, 1, "threads")
+        if integer_at_least(threads, 1, "threads") > 1_024:  # onnxruntime takes a C int; no machine has more cores
+            raise ConfigError(f"must be an integer from 1 to 1024, not {threads!r}", field="threads")
         if isinstance(max_length, bool) or not isinstance(max_length, int) or not 2 <= max_length <= 512:
             raise ConfigError(f"must be an integer from 2 to 512, not {max_length!r}", field="max_length")
         self._np = _require("numpy")

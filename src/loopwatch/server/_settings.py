@@ -10,12 +10,14 @@ import dataclasses
 import hmac
 import ipaddress
 import json
+import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from ..core._checked import integer_at_least
 from ..errors import ConfigError
 
 __all__ = ["SETTINGS_ENV", "TOKENS_ENV", "ServiceSettings", "Tokens", "is_loopback"]
@@ -61,10 +63,13 @@ class ServiceSettings:
 
     def __post_init__(self) -> None:
         for name in ("max_body", "max_batch", "workers", "max_sessions"):
-            if int(getattr(self, name)) < 1:
-                raise ConfigError("must be at least 1", field=name)
-        if self.rate < 0 or self.burst < 0:
-            raise ConfigError("must not be negative", field="rate")
+            integer_at_least(getattr(self, name), 1, name)
+        integer_at_least(self.burst, 0, "burst")
+        rate = self.rate
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < math.inf:
+            raise ConfigError(f"must be a number of requests a second >= 0 (0: no limit), got {rate!r}", field="rate")
+        if integer_at_least(self.port, 0, "port") > 65_535:
+            raise ConfigError(f"must be a port number from 0 to 65535, got {self.port!r}", field="port")
 
     def to_env(self) -> str:
         data = dataclasses.asdict(self)

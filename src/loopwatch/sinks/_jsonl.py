@@ -7,10 +7,10 @@ import os
 import stat
 import threading
 from collections.abc import Mapping
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ..core._checked import file_path
 from ..redact import Redactor
 from ._common import AuditWriteError, make_redactor, redact_repr
 
@@ -25,7 +25,7 @@ class JsonlAuditSink:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, redact: bool | Redactor = True, fsync: bool = True) -> None:
-        self.path = Path(path)
+        self.path = file_path(path, "path")
         self.fsync = bool(fsync)
         self._redactor = make_redactor(redact)
         self._lock = threading.Lock()

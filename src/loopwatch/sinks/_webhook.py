@@ -86,6 +86,8 @@ def _check_min_action(value: str | None) -> int:
 
 def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
     result = {"Content-Type": "application/json", "User-Agent": "loopwatch"}
+    if headers is not None and not isinstance(headers, Mapping):
+        raise ConfigError(f"must map header names to values, got {type(headers).__name__}", field="headers")
     for name, value in (headers or {}).items():
         if not isinstance(name, str) or not isinstance(value, str) or "\n" in name + value:
             raise ConfigError("header names and values must be single-line strings", field="headers")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -51,6 +52,12 @@ def _positive(options: dict[str, str], name: str) -> float | None:
 
 
 def parse_url(url: str, options: dict[str, str]) -> Config:
+    if not isinstance(url, str):
+        kind = type(url).__name__
+        raise ConfigError(f"a Redis store's URL is a text (redis://host:6379/0), not {kind}", field="store")
+    texts = isinstance(options, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in options.items())
+    if not texts:
+        raise ConfigError(f"options must map option names to texts, got {options!r}", field="store")
     try:
         parts = urlsplit(url)
         port = parts.port

@@ -63,8 +63,13 @@ def config_error(message: str) -> ConfigError:
     return ConfigError(message, field="store")
 
 
+def _seconds(value: object) -> bool:
+    """Is ``value`` a finite number of seconds (not a text, not ``True``)?"""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def _check_ttl(ttl: float | None) -> float | None:
-    if ttl is not None and not (math.isfinite(ttl) and ttl > 0):
+    if ttl is not None and not (_seconds(ttl) and ttl > 0):
         raise config_error(f"ttl must be a positive number of seconds, not {ttl!r}")
     return ttl
 
@@ -105,9 +110,9 @@ class SqliteStore(Store):
         folder = os.path.dirname(self.path)
         if not os.path.isdir(folder):
             raise config_error(f"the directory of database {self.path!r} does not exist")
-        if not (math.isfinite(timeout) and timeout >= 0):
+        if not (_seconds(timeout) and timeout >= 0):
             raise config_error(f"timeout must be a number of seconds >= 0, not {timeout!r}")
-        if synchronous.lower() not in SYNCHRONOUS:
+        if not isinstance(synchronous, str) or synchronous.lower() not in SYNCHRONOUS:
             raise config_error(f"synchronous must be one of {', '.join(SYNCHRONOUS)}, not {synchronous!r}")
         self.url = url if url is not None else "sqlite:///" + self.path.replace(os.sep, "/")
         self.ttl = _check_ttl(ttl)
