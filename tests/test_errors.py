@@ -111,6 +111,42 @@ def test_the_tree_in_errors_docstring_names_every_public_error() -> None:
     assert missing == []
 
 
+def _drawn_tree() -> dict[str, tuple[str | None, list[str]]]:
+    """Each class drawn in ``loopwatch.errors``' docstring: (its parent in the drawing, the other bases marked)."""
+    import re
+
+    drawn: dict[str, tuple[str | None, list[str]]] = {}
+    parents: list[str] = []
+    for line in (errors.__doc__ or "").splitlines():
+        found = re.match(r"^    ([│ ]*)(?:[├└]── )?(\w+)(?: \(([\w, ]+)\))?(?:\s|$)", line)
+        if not found or not (found.group(2).endswith("Error") or found.group(2) == "LoopStopped"):
+            continue
+        depth = 0 if found.group(2) == "LoopwatchError" else len(found.group(1)) // 4 + 1
+        parents[depth:] = [found.group(2)]
+        parent = parents[depth - 1] if depth else None
+        drawn[found.group(2)] = (parent, [b.strip() for b in (found.group(3) or "").split(",") if b.strip()])
+    return drawn
+
+
+def test_every_error_drawn_is_importable_from_loopwatch_errors_with_the_bases_drawn() -> None:
+    # the tree is what users catch: each class in it can be named from loopwatch.errors (or, for the adapters' own,
+    # their modules), and has the bases the drawing gives it
+    import builtins
+
+    drawn = _drawn_tree()
+    assert len(drawn) == 23 and drawn["ConfigError"] == ("LoopwatchError", ["ValueError"])
+    public = {cls.__name__: cls for cls in _public_exceptions().values()}
+    for name, (parent, others) in drawn.items():
+        cls = getattr(errors, name, None) or public.get(name)
+        assert cls is not None, f"{name} is drawn but no public module has it"
+        if parent is not None:
+            assert public.get(parent, getattr(errors, parent, None)) in cls.__bases__, (name, parent)
+        for other in others:
+            assert getattr(builtins, other) in cls.__mro__, (name, other)
+    for name in ("DamagedStateError", "JudgeAnswerError", "JudgingError"):  # raised to users, defined elsewhere
+        assert name in errors.__all__ and issubclass(getattr(errors, name), LoopwatchError)
+
+
 def test_errors_that_were_value_errors_still_are() -> None:
     from loopwatch._session_backend import JudgingError
     from loopwatch.adapters.claude_code import HookInputError, SettingsError

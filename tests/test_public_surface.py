@@ -340,8 +340,11 @@ EXPORTS: dict[str, list[str]] = {
     # the error tree (drawn in its docstring)
     "loopwatch.errors": [
         "ConfigError",
+        "DamagedStateError",
         "EventError",
         "InputError",
+        "JudgeAnswerError",
+        "JudgingError",
         "LoopStopped",
         "LoopwatchError",
         "MissingExtraError",

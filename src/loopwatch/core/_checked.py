@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 from ._errors import ConfigError
 
@@ -46,6 +49,8 @@ def file_path(value: object, field: str) -> Path:
     :class:`ConfigError` naming ``field``."""
     if not isinstance(value, (str, os.PathLike)) or (isinstance(value, str) and "\0" in value):
         raise ConfigError(f"must be a file name (a text or a path), got {value!r}", field=field)
+    from pathlib import Path  # here: a hook run, which checks other settings, never loads pathlib
+
     try:
         return Path(value)
     except TypeError:  # a path object whose fspath is bytes
