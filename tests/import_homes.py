@@ -1,11 +1,30 @@
 """Where a name taken from a package really lives, for the tests that read the package's imports from its source
 (``test_arrows.py``, ``test_layers.py``): ``from loopwatch import Guard`` imports ``loopwatch._guard``, and a test
-that only saw ``loopwatch`` would let a rule reach its driver through the package's front door."""
+that only saw ``loopwatch`` would let a rule reach its driver through the package's front door; and the module a call
+imports by its name."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 from functools import cache
+
+
+def imported_by_name(node: ast.AST) -> str | None:
+    """The module a call imports by its name in a text (``importlib.import_module("loopwatch.cli")``,
+    ``import_module(...)``, ``__import__(...)``), when the text is written out and absolute; else ``None``."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
+    by_name = (
+        func.attr == "import_module"
+        if isinstance(func, ast.Attribute)
+        else (isinstance(func, ast.Name) and func.id in {"import_module", "__import__"})
+    )
+    first = node.args[0]
+    if by_name and isinstance(first, ast.Constant) and isinstance(first.value, str) and not first.value.startswith("."):
+        return first.value
+    return None
 
 
 @cache

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import loopwatch
-from import_homes import home_of
+from import_homes import home_of, imported_by_name
 
 PACKAGE = Path(loopwatch.__file__).parent
 
@@ -121,6 +121,8 @@ def _imports(path: Path, source: str | None = None) -> list[tuple[str, frozenset
                 # and where each name lives: `from loopwatch import Guard` imports loopwatch._guard
                 homes = {home_of(base, n) for n in names} - {None, base}
                 found.extend((home, frozenset(), node.lineno) for home in sorted(h for h in homes if h))
+        elif (by_name := imported_by_name(node)) is not None:  # importlib.import_module("loopwatch.cli")
+            found.append((by_name, frozenset(), getattr(node, "lineno", 0)))
     return found
 
 
@@ -171,6 +173,16 @@ def test_a_name_taken_from_a_package_counts_as_the_module_it_lives_in() -> None:
     assert home_of("loopwatch", "preset") == "loopwatch._presets"
     assert home_of("loopwatch.core", "detectors") == "loopwatch.core.detectors"  # a module of the package
     assert home_of("loopwatch", "__version__") is None  # a constant: the package itself
+
+
+def test_a_module_imported_by_its_name_in_a_text_counts_too() -> None:
+    adapter = PACKAGE / "adapters" / "_shared.py"
+    for source in (
+        "import importlib\nimportlib.import_module('loopwatch.cli')\n",
+        "from importlib import import_module\ndef f():\n    return import_module('loopwatch.cli._main')\n",
+        "__import__('loopwatch.cli')\n",
+    ):
+        assert any(_within(target, CLI) for target, _, _ in _imports(adapter, source)), source
 
 
 def test_the_crossing_finder_reports_an_import_it_is_told_to_forbid() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import loopwatch
-from import_homes import home_of
+from import_homes import home_of, imported_by_name
 
 PACKAGE = Path(loopwatch.__file__).parent
 
@@ -80,6 +80,8 @@ def imported(name: str) -> Iterator[tuple[str, int]]:
             for alias in node.names:
                 if under(alias.name, "loopwatch"):
                     yield alias.name, node.lineno
+        elif (by_name := imported_by_name(node)) is not None and under(by_name, "loopwatch"):
+            yield by_name, getattr(node, "lineno", 0)  # importlib.import_module("loopwatch.stores")
 
 
 def test_the_module_list_is_read() -> None:

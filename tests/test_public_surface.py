@@ -430,6 +430,19 @@ def test_the_package_exports_exactly_these_names() -> None:
     assert loopwatch.__all__ == LOOPWATCH
 
 
+@pytest.mark.parametrize("package", ["loopwatch", "loopwatch.core"])
+def test_the_lazy_packages_define_no_public_name_beyond_their_exports(package: str) -> None:
+    # as httpx's test_exported_members: a function or a constant defined in the package itself, and not exported,
+    # would be public by accident (the exported names are imported on first use, so they are not here yet)
+    loaded = importlib.import_module(package)
+    defined = {
+        name
+        for name, value in vars(loaded).items()
+        if not name.startswith("_") and not isinstance(value, ModuleType) and name not in loaded.__all__
+    }
+    assert defined == {"annotations", "TYPE_CHECKING"}  # from __future__, and the flag the lazy imports read
+
+
 @pytest.mark.parametrize("module", sorted(EXPORTS))
 def test_each_public_module_exports_exactly_its_pinned_names(module: str) -> None:
     loaded = importlib.import_module(module)
