@@ -10,8 +10,10 @@ object, each input's buffer included, gets ASan's guard zones). Inputs: random b
 mutated (bytes flipped, cut at any point (inside a UTF-8 sequence too), spliced, NULs, error words, times,
 durations, ids, temporary paths, lone surrogates and multi-byte characters inserted), and a few huge ones. Each
 input goes through every kernel, and each result is compared with the pure-Python twin's (a difference is a failure
-too); every other input runs with the processor's vector instructions turned off, through the portable code. A
-sanitizer report aborts the run (exit status not 0) with the report on stderr; otherwise the counts are printed.
+too), the sketches and folds with sizes drawn from the rules' and others (odd bits, a k beyond the words or below
+0), and now and then with an argument of the wrong type (the same error expected from both); every other input runs
+with the processor's vector instructions turned off, through the portable code. A sanitizer report aborts the run
+(exit status not 0) with the report on stderr; otherwise the counts are printed.
 """
 
 from __future__ import annotations
@@ -167,14 +169,19 @@ def run_child(module_path: Path, seconds: float, files: list[Path], seed: int) -
         if compiled.surrogate_escape(text) != pure.surrogate_escape(text):
             differences += 1
             print(f"DIFFERENCE in surrogate_escape: {text[:200]!r}", file=sys.stderr)
-        calls += 1
-        if compiled.word_sketch(data, 32, 1024) != pure.word_sketch(data, 32, 1024):
-            differences += 1
-            print(f"DIFFERENCE in word_sketch: {data[:200]!r}", file=sys.stderr)
-        calls += 1
-        if compiled.long_word_sketch(data, 48, 512) != pure.long_word_sketch(data, 48, 512):
-            differences += 1
-            print(f"DIFFERENCE in long_word_sketch: {data[:200]!r}", file=sys.stderr)
+        # the sketches with the rules' sizes and others (a k beyond the words, bits that are no power of two), and
+        # given what they do not take (a str, a size that is no int): the same answer or the same error in both
+        sizes = rng.choice(((32, 1024), (48, 512), (48, 1024), (0, 64), (1, 8), (1 << 20, 100), (3, 3), (-1, 64)))
+        odd = rng.random() < 0.05
+        for name in ("word_sketch", "long_word_sketch"):
+            sketch_args: tuple[Any, ...] = (text, *sizes) if odd else (data, *sizes)
+            if odd and rng.random() < 0.5:
+                sketch_args = (data, float(sizes[0]), sizes[1])
+            calls += 1
+            got, want = _outcome(getattr(compiled, name), sketch_args), _outcome(getattr(pure, name), sketch_args)
+            if got != want:
+                differences += 1
+                print(f"DIFFERENCE in {name}{sizes}: {got!r} != {want!r}: {data[:200]!r}", file=sys.stderr)
         packed, other = data[: len(data) // 4 * 4], data[len(data) // 2 :][: len(data) // 8 * 4]
         calls += 1
         if compiled.shared_words(packed, other) != pure.shared_words(packed, other):

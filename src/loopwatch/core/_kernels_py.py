@@ -484,9 +484,13 @@ def unquoted_line_bits(data: bytes, bits: int) -> int:
 
 def word_sketch(data: bytes, k: int, bits: int) -> int:
     """``bottom_k(word_hashes(data), k, bits)``: the sketch of a text's words."""
+    if not isinstance(data, bytes):  # (a str without words would give 0, where the compiled kernel refuses it)
+        raise TypeError(f"word_sketch() expects bytes, not {type(data).__name__}")
     return bottom_k(word_hashes(data), k, bits)
 
 
 def long_word_sketch(data: bytes, k: int, bits: int) -> int:
     """``bottom_k(long_word_hashes(data), k, bits)``: the sketch of a text's words of two bytes or more."""
+    if not isinstance(data, bytes):
+        raise TypeError(f"long_word_sketch() expects bytes, not {type(data).__name__}")
     return bottom_k(long_word_hashes(data), k, bits)
