@@ -812,3 +812,25 @@ def test_a_database_file_replaced_while_open_is_read_from_the_new_file(tmp_path:
     time.sleep(2 * FILE_CHECK_EVERY)
     loaded = store.load("run")
     assert loaded is not None and loaded.state == "restored" and store.reopened == 1
+
+
+def test_reopening_after_a_removed_file_leaves_the_new_database_alone(tmp_path: Path) -> None:
+    # the connection to the removed file is closed: closing the last connection of a WAL database checkpoints it and
+    # deletes its -wal file by name, which by then is the new database's (SQLite sees the file moved and leaves it)
+    path = tmp_path / "loops.db"
+    old = SqliteStore(path)
+    old.compare_and_set("a", "", "old", "t1")
+    for part in tmp_path.glob("loops.db*"):
+        part.unlink()
+    new = SqliteStore(path)
+    new.compare_and_set("b", "", "kept", "t2")
+    time.sleep(2 * FILE_CHECK_EVERY)
+    assert (
+        old.load("b") is not None and old.reopened == 1
+    )  # its connection to the removed file closed, the path reopened
+    old.close()
+    later = SqliteStore(path)  # another process, after
+    loaded = later.load("b")
+    assert loaded is not None and loaded.state == "kept"
+    new.close()
+    later.close()

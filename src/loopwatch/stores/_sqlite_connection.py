@@ -4,8 +4,8 @@ raising, and which file a connection has open.
 A connection keeps the file it opened even when the path is removed or names another file afterwards (a database
 deleted by hand while agents run, or replaced by a copy): it would go on reading and writing a file no other
 process sees. The store remembers each connection's file (:func:`file_identity`) and opens the path afresh when it
-names another one; the old connection is parked in :data:`ORPHANED`, never closed, since closing the last connection
-of a WAL database checkpoints it and deletes its ``-wal`` file by name, which may by then be the new database's.
+names another one, closing the old connection (SQLite leaves the new database's ``-wal`` file alone: it sees that
+the old one's file has moved).
 """
 
 from __future__ import annotations
@@ -16,9 +16,6 @@ import sqlite3
 import threading
 
 FileIdentity = tuple[int, int]
-
-ORPHANED: list[sqlite3.Connection] = []
-"""Connections to a database file that was removed or replaced while they were open: kept, never used again."""
 
 
 def file_identity(path: str) -> FileIdentity | None:

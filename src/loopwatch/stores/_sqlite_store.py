@@ -28,7 +28,7 @@ from . import (
     storable,
 )
 from . import _sqlite_tables as sql
-from ._sqlite_connection import ORPHANED, Deadline, FileIdentity, busy, close_quietly, file_identity, rollback
+from ._sqlite_connection import Deadline, FileIdentity, busy, close_quietly, file_identity, rollback
 from ._sqlite_tables import SCHEMA_VERSION, has_meta, row_count, row_name, row_versioned, row_workers
 from ._sqlite_wal import CHECKPOINT_EVERY, checkpoint, checkpoint_failed, set_up_checkpoints, use_wal
 
@@ -147,11 +147,11 @@ class SqliteStore(Store):
 
     def _file_lost(self, conn: sqlite3.Connection) -> None:
         """The path names another file than ``conn`` opened, or none: the file was removed or replaced. ``conn``
-        is parked (see :mod:`._sqlite_connection`) and the path opened afresh; the sessions it held start afresh
-        (as after a Redis server restarted empty), and this is logged and counted in :attr:`reopened`."""
+        is closed and the path opened afresh; the sessions it held start afresh (as after a Redis server restarted
+        empty), and this is logged and counted in :attr:`reopened`."""
         with self._lock:
             self._conns.pop(id(conn), None)
-        ORPHANED.append(conn)
+        close_quietly(conn)
         self._local.entry = None
         self.reopened += 1
         import logging  # here: only a lost file logs
