@@ -302,6 +302,12 @@ INVALID: list[tuple[dict[str, Any], str | None, str]] = [
     # detectors
     ({"detectors": {"cycel": {}}}, "detectors.cycel", "did you mean 'cycle'?"),
     ({"detectors": {"doom_loop": {"window": 5}}}, "detectors.doom_loop", "preset 'default' has no detector"),
+    (
+        {"detectors": {"chantng": {"threshold": 3}}},
+        "detectors.chantng",
+        "did you mean 'chanting'? (its detectors: 'repeat', ",  # and the rules it retired, which the hint names
+    ),
+    ({"detectors": {"chantng": {}}}, "detectors.chantng", "retired, brought back by `enabled = true`: 'chanting')"),
     ({"detectors": {"cycle": 8}}, "detectors.cycle", "expected a table"),
     ({"detectors": {"cycle": {"max_perod": 8}}}, "detectors.cycle.max_perod", "did you mean 'max_period'?"),
     ({"detectors": {"cycle": {"max_period": 0}}}, "detectors.cycle.max_period", "positive number, got 0"),

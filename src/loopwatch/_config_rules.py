@@ -43,7 +43,8 @@ def detector_overrides(value: Any, path: str, base: Policy) -> dict[str, dict[st
             continue
         if name not in by_name:
             hint = did_you_mean(name, {**by_name, **retired})
-            message = f"preset {base.name!r} has no detector {name!r}{hint} (its detectors: {listing(by_name)})"
+            also = f"; retired, brought back by `enabled = true`: {listing(retired)}" if retired else ""
+            message = f"preset {base.name!r} has no detector {name!r}{hint} (its detectors: {listing(by_name)}{also})"
             raise ConfigError(message, field=where)
         out[name] = _detector_params(by_name[name], spec, where)
     return out

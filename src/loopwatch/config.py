@@ -116,7 +116,9 @@ __all__ = ["CONFIG_FILE", "PATTERNS", "Config", "config_from_mapping", "find_con
 
 PATTERNS: Final[tuple[str, ...]] = REGISTRY.names()
 """The pattern names ladders and messages are keyed by: those loopwatch's rules declare, the limits' and the
-loop judge's (:data:`loopwatch.core.REGISTRY`, which also holds the patterns of rules of your own)."""
+loop judge's, as declared when this module was imported. :data:`loopwatch.core.REGISTRY` holds them as they are now
+(``REGISTRY.names()``), with the patterns of rules of your own declared since, and is what configurations are
+checked against."""
 
 _TOP_KEYS: Final = (
     "preset",
