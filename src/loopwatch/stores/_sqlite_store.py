@@ -142,17 +142,14 @@ class SqliteStore(Store):
             self._local.checked = now
             if file_identity(self.path) == entry[2]:
                 return entry[1]
-            self._file_lost(entry[1])
+            self._file_lost()
         return self._open()
 
-    def _file_lost(self, conn: sqlite3.Connection) -> None:
-        """The path names another file than ``conn`` opened, or none: the file was removed or replaced. ``conn``
-        is closed and the path opened afresh; the sessions it held start afresh (as after a Redis server restarted
-        empty), and this is logged and counted in :attr:`reopened`."""
-        with self._lock:
-            self._conns.pop(id(conn), None)
-        close_quietly(conn)
-        self._local.entry = None
+    def _file_lost(self) -> None:
+        """The path names another file than this thread's connection opened, or none: the file was removed or
+        replaced. The connection is dropped (:meth:`_drop`) and the path opened afresh; the sessions it held start
+        afresh (as after a Redis server restarted empty), and this is logged and counted in :attr:`reopened`."""
+        self._drop()
         self.reopened += 1
         import logging  # here: only a lost file logs
 
