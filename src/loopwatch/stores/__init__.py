@@ -24,7 +24,6 @@ Third-party stores: subclass :class:`Store` and :func:`register` a URL scheme.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -39,7 +38,7 @@ from ..core._swarm_tally import MAX_SWARM_WORKERS as MAX_SWARM_WORKERS
 from ..core._swarm_tally import SwarmTally, count_call
 from ..errors import ConfigError
 from ..errors import StoreError as StoreError  # the error tree holds it: a guard without a store needs no store
-from ._options import refuse_unknown_options
+from ._options import check_ttl, refuse_unknown_options
 
 __all__ = [
     "NO_STATE",
@@ -193,12 +192,8 @@ class MemoryStore(Store):
     reference the other stores are held to: the guard itself keeps in-memory sessions without a store."""
 
     def __init__(self, url: str = "memory://", *, ttl: float | None = None, clock: Callable[[], float] = time.time):
-        if ttl is not None and (
-            isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not (math.isfinite(ttl) and ttl > 0)
-        ):
-            raise ConfigError(f"ttl must be a positive number of seconds, not {ttl!r}", field="store")
         self.url = url
-        self.ttl = ttl
+        self.ttl = check_ttl(ttl)
         self._clock = clock
         self._lock = threading.Lock()
         self._sessions: dict[str, tuple[Versioned, float]] = {}

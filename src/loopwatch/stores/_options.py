@@ -1,7 +1,8 @@
-"""A store URL's query options checked against those its store takes."""
+"""A store's settings checked: its URL's query options against those it takes, a number of seconds, a ``ttl``."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 from ..errors import ConfigError
@@ -14,3 +15,15 @@ def refuse_unknown_options(options: Iterable[str], known: Sequence[str], where: 
     if unknown:
         names, choices = ", ".join(unknown), ", ".join(known)
         raise ConfigError(f"unknown option(s) {names} in {where} (known: {choices})", field="store")
+
+
+def seconds(value: object) -> bool:
+    """Is ``value`` a finite number of seconds (not a text, not ``True``)?"""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def check_ttl(ttl: float | None) -> float | None:
+    """``ttl``, ``None`` or a positive number of seconds; else a :class:`ConfigError` (field ``store``)."""
+    if ttl is not None and not (seconds(ttl) and ttl > 0):
+        raise ConfigError(f"ttl must be a positive number of seconds, not {ttl!r}", field="store")
+    return ttl

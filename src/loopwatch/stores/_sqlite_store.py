@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import sqlite3
 import threading
@@ -28,6 +27,7 @@ from . import (
     storable,
 )
 from . import _sqlite_tables as sql
+from ._options import check_ttl, seconds
 from ._sqlite_connection import Deadline, FileIdentity, busy, close_quietly, file_identity, rollback
 from ._sqlite_tables import SCHEMA_VERSION, has_meta, row_count, row_name, row_versioned, row_workers
 from ._sqlite_wal import CHECKPOINT_EVERY, checkpoint, checkpoint_failed, set_up_checkpoints, use_wal
@@ -61,17 +61,6 @@ if hasattr(os, "register_at_fork"):
 
 def config_error(message: str) -> ConfigError:
     return ConfigError(message, field="store")
-
-
-def _seconds(value: object) -> bool:
-    """Is ``value`` a finite number of seconds (not a text, not ``True``)?"""
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-
-
-def _check_ttl(ttl: float | None) -> float | None:
-    if ttl is not None and not (_seconds(ttl) and ttl > 0):
-        raise config_error(f"ttl must be a positive number of seconds, not {ttl!r}")
-    return ttl
 
 
 class SqliteStore(Store):
@@ -110,12 +99,12 @@ class SqliteStore(Store):
         folder = os.path.dirname(self.path)
         if not os.path.isdir(folder):
             raise config_error(f"the directory of database {self.path!r} does not exist")
-        if not (_seconds(timeout) and timeout >= 0):
+        if not (seconds(timeout) and timeout >= 0):
             raise config_error(f"timeout must be a number of seconds >= 0, not {timeout!r}")
         if not isinstance(synchronous, str) or synchronous.lower() not in SYNCHRONOUS:
             raise config_error(f"synchronous must be one of {', '.join(SYNCHRONOUS)}, not {synchronous!r}")
         self.url = url if url is not None else "sqlite:///" + self.path.replace(os.sep, "/")
-        self.ttl = _check_ttl(ttl)
+        self.ttl = check_ttl(ttl)
         self.timeout = float(timeout)
         self.synchronous = synchronous.lower()
         self._clock = clock
