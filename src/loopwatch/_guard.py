@@ -24,7 +24,6 @@ from ._async_guard import AsyncGuard as AsyncGuard
 from ._guard_core import STRIPES, GuardCore
 from ._guard_inputs import _listed, _name, _policy_of, _store_of
 from ._session_backend import InProcessSessions, SessionBackend, _logger
-from .core._audit import store_error_record
 from .core._checked import integer_at_least
 from .core._engine import Engine
 from .core._events import Event
@@ -263,12 +262,10 @@ class Guard(GuardCore):
 
     def _store_call_failed(self, operation: str, session: str, exc: StoreError) -> None:
         """A store failure in :meth:`reset` or :meth:`forget`, handled as ``on_store_error`` says."""
-        self.stats["store_errors"] += 1
-        _logger().warning("loopwatch: store error on session %r (%s): %s", session, operation, exc)
+        record = self._store_error(session, None, exc, self._now(), operation)
         if self.on_store_error == "raise":
             raise exc
-        store = repr(self.store) if self.store is not None else None
-        self._emit(store_error_record(session, None, self._now(), store, str(exc), self.on_store_error, operation))
+        self._emit(record)
 
     def _lock(self, session: str) -> threading.Lock:
         # the lock stripes of this process: a name's own hash, kept in the string, picks one

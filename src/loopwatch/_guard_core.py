@@ -151,15 +151,23 @@ class GuardCore:
         return Evaluation(verdict, (state_reset_record(session, event, stamp_of(event, now)), *records)), swarm
 
     def _store_failed(self, session: str, event: Event, exc: StoreError, ts: Any) -> Evaluation:
-        self.stats["store_errors"] += 1
-        _logger().warning("loopwatch: store error on session %r: %s", session, exc)
+        record = self._store_error(session, event, exc, ts)
         if self.on_store_error == "raise":
             raise _Raised(exc)
-        store = repr(self.store) if self.store is not None else None
-        record = store_error_record(session, event, ts, store, str(exc), self.on_store_error)
         if self.on_store_error == "block" and isinstance(event, ToolCall):
             return Evaluation(store_error_block(self.policy.messages, str(exc)), (record,))
         return Evaluation(Verdict(reason=f"store error (fail open): {exc}"), (record,))
+
+    def _store_error(
+        self, session: str, event: Event | None, exc: StoreError, ts: Any, operation: str = "observe"
+    ) -> dict[str, Any]:
+        """A store failure at an event, or in ``reset`` or ``forget`` (``operation``): counted and logged; its
+        ``store.error`` record (the caller raises it instead when ``on_store_error="raise"``)."""
+        self.stats["store_errors"] += 1
+        where = "" if operation == "observe" else f" ({operation})"
+        _logger().warning("loopwatch: store error on session %r%s: %s", session, where, exc)
+        store = repr(self.store) if self.store is not None else None
+        return store_error_record(session, event, ts, store, str(exc), self.on_store_error, operation)
 
     def _for_listener(self, record: dict[str, Any]) -> dict[str, Any]:
         """A listener's own redacted copy of ``record`` (``redact_listeners``; the redactor made on first use)."""
