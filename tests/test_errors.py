@@ -273,64 +273,48 @@ BAD_CONSTRUCTORS: list[tuple[str, Callable[[], object], str]] = [
     ("Policy keys not a collection", lambda: loopwatch.Policy("p", (), {}, ignore_keys=5), "ignore_keys"),  # type: ignore[arg-type]
     ("Engine policy", lambda: loopwatch.Engine(5), "policy"),  # type: ignore[arg-type]
     ("preset name", lambda: loopwatch.preset([]), "preset"),  # type: ignore[arg-type]
-    ("ServiceSettings workers NaN", lambda: _service_settings(workers=float("nan")), "workers"),
-    ("ServiceSettings max_body infinite", lambda: _service_settings(max_body=float("inf")), "max_body"),
-    ("ServiceSettings rate text", lambda: _service_settings(rate="fast"), "rate"),
-    ("ServiceSettings port", lambda: _service_settings(port=70_000), "port"),
+    (
+        "ServiceSettings workers NaN",
+        lambda: _made("loopwatch.server", "ServiceSettings", workers=float("nan")),
+        "workers",
+    ),
+    (
+        "ServiceSettings max_body infinite",
+        lambda: _made("loopwatch.server", "ServiceSettings", max_body=float("inf")),
+        "max_body",
+    ),
+    ("ServiceSettings rate text", lambda: _made("loopwatch.server", "ServiceSettings", rate="fast"), "rate"),
+    ("ServiceSettings port", lambda: _made("loopwatch.server", "ServiceSettings", port=70_000), "port"),
     ("SqliteStore ttl text", lambda: SqliteStore("loops.db", ttl="1h"), "store"),  # type: ignore[arg-type]
     ("SqliteStore synchronous", lambda: SqliteStore("loops.db", synchronous=1), "store"),  # type: ignore[arg-type]
-    ("RedisStore options", lambda: _redis_store("redis://localhost:1/0", options="x"), "store"),
-    ("RedisStore URL", lambda: _redis_store(5), "store"),
-    ("WebhookSink headers", lambda: _sink("WebhookSink", "http://127.0.0.1:1/", headers=5), "headers"),
-    ("JsonlAuditSink path", lambda: _sink("JsonlAuditSink", 5), "path"),
-    ("MarkdownMemory folder", lambda: _markdown_memory(5), "folder"),
-    ("Redactor keys", lambda: _redactor(5), "extra_keys"),
-    ("MethodEmbedder method", lambda: _semantic("MethodEmbedder", object(), 5), "method"),
-    ("MiniLMEmbedder threads", lambda: _semantic("MiniLMEmbedder", threads=10**30), "threads"),
-    ("VerdictSpans tracer_provider", lambda: _verdict_spans(tracer_provider=5), "tracer_provider"),
+    (
+        "RedisStore options",
+        lambda: _made("loopwatch.stores.redis", "RedisStore", "redis://localhost:1/0", options="x"),
+        "store",
+    ),
+    ("RedisStore URL", lambda: _made("loopwatch.stores.redis", "RedisStore", 5), "store"),
+    (
+        "WebhookSink headers",
+        lambda: _made("loopwatch.sinks", "WebhookSink", "http://127.0.0.1:1/", headers=5),
+        "headers",
+    ),
+    ("JsonlAuditSink path", lambda: _made("loopwatch.sinks", "JsonlAuditSink", 5), "path"),
+    ("MarkdownMemory folder", lambda: _made("loopwatch.memory", "MarkdownMemory", 5), "folder"),
+    ("Redactor keys", lambda: _made("loopwatch.redact", "Redactor", 5), "extra_keys"),
+    ("MethodEmbedder method", lambda: _made("loopwatch.semantic", "MethodEmbedder", object(), 5), "method"),
+    ("MiniLMEmbedder threads", lambda: _made("loopwatch.semantic", "MiniLMEmbedder", threads=10**30), "threads"),
+    (
+        "VerdictSpans tracer_provider",
+        lambda: _made("loopwatch.telemetry", "VerdictSpans", tracer_provider=5),
+        "tracer_provider",
+    ),
 ]
 
 
-def _service_settings(**settings: object) -> object:
-    from loopwatch.server import ServiceSettings
-
-    return ServiceSettings(**settings)  # type: ignore[arg-type]
-
-
-def _redis_store(*args: object, **kwargs: object) -> object:
-    from loopwatch.stores.redis import RedisStore
-
-    return RedisStore(*args, **kwargs)  # type: ignore[arg-type]
-
-
-def _sink(name: str, *args: object, **kwargs: object) -> object:
-    from loopwatch import sinks
-
-    return getattr(sinks, name)(*args, **kwargs)
-
-
-def _markdown_memory(folder: object) -> object:
-    from loopwatch.memory import MarkdownMemory
-
-    return MarkdownMemory(folder)  # type: ignore[arg-type]
-
-
-def _redactor(keys: object) -> object:
-    from loopwatch.redact import Redactor
-
-    return Redactor(keys)  # type: ignore[arg-type]
-
-
-def _semantic(name: str, *args: object, **kwargs: object) -> object:
-    from loopwatch import semantic
-
-    return getattr(semantic, name)(*args, **kwargs)
-
-
-def _verdict_spans(**kwargs: object) -> object:
-    from loopwatch.telemetry import VerdictSpans
-
-    return VerdictSpans(**kwargs)  # type: ignore[arg-type]
+def _made(module: str, name: str, *args: object, **kwargs: object) -> object:
+    """``module.name(*args, **kwargs)``, the module imported when the case runs (some need an extra's module)."""
+    made: object = getattr(importlib.import_module(module), name)(*args, **kwargs)
+    return made
 
 
 def _numeric_settings() -> list[tuple[type, str]]:
